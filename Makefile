@@ -1,0 +1,37 @@
+# Two commands set up everything on a fresh machine: `make demo` and `make test`.
+BUILD ?= build
+SAN_BUILD ?= build-san
+CMAKE_FLAGS ?=
+
+.PHONY: setup build test test-release test-sanitize demo bench clean
+
+setup:
+	@bash scripts/setup.sh
+
+$(BUILD)/build.ninja:
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: setup $(BUILD)/build.ninja
+	cmake --build $(BUILD)
+
+test-release: build
+	cd $(BUILD) && ctest --output-on-failure
+
+# ASan + UBSan over the unit tests, and bounded libFuzzer runs, with clang.
+$(SAN_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHLX_SANITIZE=ON -DHLX_FUZZ=ON
+
+test-sanitize: setup $(SAN_BUILD)/build.ninja
+	cmake --build $(SAN_BUILD)
+	cd $(SAN_BUILD) && ctest --output-on-failure -E '^test_'
+
+test: test-release test-sanitize
+
+demo: build
+	bash scripts/demo.sh $(BUILD)/bin/hlx
+
+bench: build
+	$(BUILD)/bin/hlx_bench
+
+clean:
+	rm -rf $(BUILD) $(SAN_BUILD)
