@@ -1,0 +1,39 @@
+// Matrix multiplication through oneDNN (the only file that includes oneDNN is matmul.cc), plus our
+// own bandwidth-bound kernels for small M where they measure faster.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+
+#include "core/dtype.h"
+#include "core/status.h"
+
+namespace hlx::kernels {
+
+// C[b] = A[b] · B[b] for b < batch. A is [batch, M, K]; B is [batch, K, N], or [batch, N, K] when
+// b_transposed; C is [batch, M, N]. All row-major and contiguous. Operand types f32 or bf16 (f16 is
+// accepted and converted); C is f32 or bf16. Primitives are cached per shape.
+struct MatmulDesc {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  DType a_type = DType::kF32, b_type = DType::kF32, c_type = DType::kF32;
+  bool b_transposed = false;
+};
+Status matmul(const MatmulDesc& desc, const void* a, const void* b, void* c);
+
+// A weight matrix used as the right-hand side of many products, packed once at load.
+// `data` is [K, N] row-major, or [N, K] when `transposed` (Hugging Face Linear layout), of `type`.
+class PackedWeight {
+ public:
+  static Result<std::unique_ptr<PackedWeight>> pack(DType type, int64_t k, int64_t n, bool transposed,
+                                                    const void* data);
+  virtual ~PackedWeight() = default;
+  int64_t k() const { return k_; }
+  int64_t n() const { return n_; }
+  // C[M, N] (c_type f32 or bf16) = A[M, K] (a_type f32 or bf16) · W. Thread-safe.
+  virtual Status multiply(int64_t m, DType a_type, const void* a, DType c_type, void* c) const = 0;
+
+ protected:
+  int64_t k_ = 0, n_ = 0;
+};
+
+}  // namespace hlx::kernels
