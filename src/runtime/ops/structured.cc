@@ -1,0 +1,6 @@
+// Placeholder: replaced by the real kernels of this family.
+#include "runtime/op_kernel.h"
+
+namespace hlx::rt {
+void register_structured_kernels(KernelRegistry&) {}
+}  // namespace hlx::rt
