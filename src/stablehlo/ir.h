@@ -143,7 +143,8 @@ struct Module {
 
 // Canonical attribute names used by hlx itself.
 inline constexpr const char* kIdentityAttr = "hlx.identity";      // module: SHA-256 hex of its description
-inline constexpr const char* kArgNameAttr = "hlx.name";           // argument: checkpoint tensor or input name
+inline constexpr const char* kArgNameAttr = "hlx.name";           // argument: input name (tokens, positions, ...)
+inline constexpr const char* kWeightAttr = "hlx.weight";          // argument: checkpoint tensor bound once at load
 inline constexpr const char* kAliasAttr = "tf.aliasing_output";   // argument: donated, aliases result #i
 
 }  // namespace hlx::shlo
