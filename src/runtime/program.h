@@ -23,10 +23,26 @@ namespace hlx::rt {
 // call's operands and returns an error to fail the run.
 using CustomCallHandler = std::function<Status(const std::vector<Tensor>& operands)>;
 
+class KernelRegistry;
+
 struct ProgramOptions {
   int threads = 0;                      // 0 = all cores (OpenMP)
   bool native_composites = true;        // false: always run decompositions (used by tests)
   std::vector<std::pair<std::string, CustomCallHandler>> custom_calls;
+  // Kernels to compile with; null = KernelRegistry::builtin(). Must outlive compile().
+  const KernelRegistry* registry = nullptr;
+  // Print each entry's plan (steps, fused groups, in-place reuse, arena offsets) to stderr after
+  // compiling. The environment variable HLX_DUMP_PLAN=1 does the same.
+  bool dump_plan = false;
+};
+
+// What compile() decided for one entry, for tests and tools.
+struct PlanStats {
+  size_t arena_bytes = 0;          // one arena per entry, reused across runs
+  size_t intermediate_bytes = 0;   // sum of the sizes of all arena-resident values
+  int steps = 0;                   // kernels run per call (a fused group counts once)
+  int fused_groups = 0;
+  int in_place_steps = 0;          // steps whose output 0 reuses an input's buffer
 };
 
 class Program {
@@ -39,7 +55,18 @@ class Program {
   virtual Status bind_weight(std::string_view name, Tensor tensor) = 0;
   // Runs a public function. `args` are its non-weight arguments in order; each is checked for
   // count, dtype and shape. Donated arguments (`tf.aliasing_output`) may be updated in place.
+  //
+  // Thread-safety: run() and bind_weight() may be called from any thread; calls on one Program
+  // are serialised by an internal mutex (kernels and the arena are shared state). Use one Program
+  // per thread for parallel execution. Returned tensors are owned by the caller and never reused
+  // by later runs, except that an output aliased to a donated argument shares that argument's
+  // storage (its contents are the output).
   virtual Result<std::vector<Tensor>> run(std::string_view entry, std::vector<Tensor> args) = 0;
+
+  // kNotFound for an unknown entry.
+  virtual Result<PlanStats> plan_stats(std::string_view entry) const = 0;
+  // Human-readable plan of an entry (what HLX_DUMP_PLAN prints).
+  virtual Result<std::string> dump_plan(std::string_view entry) const = 0;
 };
 
 }  // namespace hlx::rt
