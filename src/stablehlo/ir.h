@@ -27,7 +27,7 @@ struct TensorType {
 
 struct Attr;
 struct NamedAttr;
-using AttrDict = std::vector<NamedAttr>;  // kept in insertion order (printing order)
+using AttrDict = std::vector<NamedAttr>;  // insertion order; the printer sorts by name like MLIR
 
 // Element data of `dense<...>` constants, stored as raw little-endian bytes in `type`'s dtype
 // (i1 as one byte per element). Always fully expanded, even when printed as a splat.
@@ -63,6 +63,11 @@ struct Attr {
   std::vector<int64_t> ints;         // kI64Array, kBoolArray (0/1)
   std::vector<Attr> list;            // kArray
   std::vector<NamedAttr> dict;       // kDict, kStruct fields (values are kI64Array or kInt)
+  // kStruct convention (what the parser produces and stablehlo-opt prints): "gather", "scatter"
+  // and "dot" keep MLIR's field order and OMIT empty arrays and zero integers (index_vector_dim = 0),
+  // so readers treat a missing field as [] / 0. "conv" always has all nine fields
+  // (input_batch_dimension ... output_spatial_dimensions). Enum/struct names from a dialect other
+  // than stablehlo carry it as a prefix ("chlo.comparison_direction").
   std::shared_ptr<const DenseElements> dense;  // kDense
   TensorType type;                   // kType
 
@@ -122,6 +127,7 @@ struct Function {
   std::vector<AttrDict> arg_attrs;   // one per arg (may be empty dicts), e.g. hlx.name, tf.aliasing_output
   std::vector<TensorType> result_types;
   std::vector<AttrDict> result_attrs;
+  AttrDict attrs;                    // `attributes {...}` after the signature (rare; kept for round trips)
   std::vector<Op> body;              // ends with func.return
   std::vector<TensorType> value_types;  // indexed by ValueId
 
