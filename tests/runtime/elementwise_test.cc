@@ -18,6 +18,7 @@
 #include <vector>
 
 #include <unistd.h>
+#include <xmmintrin.h>
 
 #include "runtime/op_kernel.h"
 
@@ -462,7 +463,16 @@ std::string show(DType t, const uint8_t* p) {
 }
 
 // Runs every oracle case whose op is in `ops` and compares; returns the number of cases checked.
+// The oracle is IEEE arithmetic with subnormals. The runtime may set FTZ/DAZ on its threads (and
+// other tests may leave them set on this one), so the checks run with both cleared.
+struct IeeeSubnormals {
+  unsigned saved = _mm_getcsr();
+  IeeeSubnormals() { _mm_setcsr(saved & ~0x8040u); }  // FTZ (bit 15) and DAZ (bit 6)
+  ~IeeeSubnormals() { _mm_setcsr(saved); }
+};
+
 int check_cases(const std::vector<std::string>& ops) {
+  IeeeSubnormals ieee;
   int checked = 0;
   for (Case& c : oracle_cases()) {
     if (std::find(ops.begin(), ops.end(), c.op) == ops.end()) continue;
