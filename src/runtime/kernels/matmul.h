@@ -20,6 +20,11 @@ struct MatmulDesc {
 };
 Status matmul(const MatmulDesc& desc, const void* a, const void* b, void* c);
 
+// True when 16-bit operands are computed as bf16 (f16 rounded to bf16, f32 activations meeting a
+// bf16 weight rounded to bf16). False on CPUs where oneDNN has no bf16 matmul (no AVX-512): then
+// every 16-bit operand is widened to f32 and the product is computed in f32.
+bool bf16_matmul_available();
+
 // A weight matrix used as the right-hand side of many products, packed once at load.
 // `data` is [K, N] row-major, or [N, K] when `transposed` (Hugging Face Linear layout), of `type`.
 class PackedWeight {

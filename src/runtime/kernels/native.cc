@@ -1,6 +1,332 @@
-// Placeholder: replaced by the oneDNN dot_general and hlx.* composite kernels.
+// Native kernels in the runtime's registry: oneDNN-backed stablehlo.dot_general for the layouts
+// that are plain (batched) matmuls, and the hlx.* composites (docs/COMPOSITES.md). Every factory
+// checks operand types and shapes at compile time; a dot_general it cannot map without copies is
+// declined with kUnsupported so the generic reference kernel takes it.
+#include <map>
+#include <mutex>
+#include <numeric>
+#include <tuple>
+
+#include "runtime/kernels/attention.h"
+#include "runtime/kernels/matmul.h"
+#include "runtime/kernels/norms.h"
+#include "runtime/kernels/rotary.h"
 #include "runtime/op_kernel.h"
 
 namespace hlx::rt {
-void register_native_kernels(KernelRegistry&) {}
+namespace {
+
+using shlo::Attr;
+using shlo::TensorType;
+
+std::string types_of(const shlo::Op& op, const shlo::Function& fn) {
+  std::string s = "(";
+  for (size_t i = 0; i < op.operands.size(); ++i)
+    s += (i ? ", " : "") + fn.type_of(op.operands[i]).to_string();
+  s += ") -> (";
+  for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + fn.type_of(op.results[i]).to_string();
+  return s + ")";
+}
+
+template <class... Args>
+Status unsupported(const shlo::Op& op, const shlo::Function& fn, const Args&... args) {
+  return make_error(ErrorKind::kUnsupported, "native ", op.name, " ", types_of(op, fn), ": ", args...);
+}
+template <class... Args>
+Status invalid(const std::string& what, const shlo::Op& op, const shlo::Function& fn, const Args&... args) {
+  return make_error(ErrorKind::kInvalidArgument, what, " ", types_of(op, fn), ": ", args...);
+}
+
+// ---------------------------------------------------------------- dot_general
+
+std::vector<int64_t> dims_field(const Attr& s, std::string_view name) {
+  const Attr* f = s.find(name);
+  return f ? f->ints : std::vector<int64_t>{};
+}
+
+bool is_prefix_iota(const std::vector<int64_t>& v) {
+  for (size_t i = 0; i < v.size(); ++i)
+    if (v[i] != int64_t(i)) return false;
+  return true;
+}
+
+// Keeps one packed copy per distinct weight: a tied embedding used as lm_head, or the same weight
+// in several entries, is packed once. An entry holds the source tensor so its address cannot be
+// reused while the entry lives.
+struct SharedPacked {
+  Tensor source;
+  std::unique_ptr<kernels::PackedWeight> packed;
+};
+using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int>;
+std::mutex g_pack_mu;
+std::map<PackKey, std::weak_ptr<SharedPacked>> g_pack_cache;
+
+Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, int64_t n, bool transposed) {
+  PackKey key{t.raw(), k, n, transposed, int(t.dtype())};
+  std::lock_guard<std::mutex> lock(g_pack_mu);
+  auto it = g_pack_cache.find(key);
+  if (it != g_pack_cache.end())
+    if (auto sp = it->second.lock()) return sp;
+  HLX_ASSIGN_OR_RETURN(auto packed, kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw()));
+  auto sp = std::make_shared<SharedPacked>(SharedPacked{t, std::move(packed)});
+  g_pack_cache[key] = sp;
+  return sp;
+}
+
+class DotKernel final : public OpKernel {
+ public:
+  kernels::MatmulDesc desc;
+  Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
+    if (packed_ && desc.batch == 1 && in[1]->raw() == packed_->source.raw())
+      return packed_->packed->multiply(desc.m, desc.a_type, in[0]->raw(), desc.c_type, out[0]->raw());
+    return kernels::matmul(desc, in[0]->raw(), in[1]->raw(), out[0]->raw());
+  }
+  Status set_constant_input(int index, const Tensor& value) override {
+    if (index != 1 || desc.batch != 1) return ok_status();
+    packed_.reset();
+    HLX_ASSIGN_OR_RETURN(packed_, pack_shared(value, desc.k, desc.n, desc.b_transposed));
+    return ok_status();
+  }
+
+ private:
+  std::shared_ptr<SharedPacked> packed_;
+};
+
+Result<std::unique_ptr<OpKernel>> make_dot(const shlo::Op& op, const shlo::Function& fn) {
+  if (op.operands.size() != 2 || op.results.size() != 1) return unsupported(op, fn, "expects 2 operands, 1 result");
+  const TensorType& lt = fn.type_of(op.operands[0]);
+  const TensorType& rt = fn.type_of(op.operands[1]);
+  const TensorType& ot = fn.type_of(op.results[0]);
+  auto in_ok = [](DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; };
+  if (!in_ok(lt.dtype) || !in_ok(rt.dtype) || (ot.dtype != DType::kF32 && ot.dtype != DType::kBF16))
+    return unsupported(op, fn, "element types");
+  const Attr* dn = op.attr("dot_dimension_numbers");
+  if (!dn || (dn->kind != Attr::Kind::kStruct && dn->kind != Attr::Kind::kDict))
+    return unsupported(op, fn, "no dot_dimension_numbers");
+  auto lb = dims_field(*dn, "lhs_batching_dimensions"), rb = dims_field(*dn, "rhs_batching_dimensions");
+  auto lc = dims_field(*dn, "lhs_contracting_dimensions"), rc = dims_field(*dn, "rhs_contracting_dimensions");
+  const int64_t nb = int64_t(lb.size());
+  // Batch dims leading on both sides, one contracting dim: last of lhs, and one of the last two of rhs.
+  if (!is_prefix_iota(lb) || rb != lb || lc.size() != 1 || rc.size() != 1)
+    return unsupported(op, fn, "dimension numbers are not a (batched) matmul");
+  if (lt.rank() < nb + 1 || rt.rank() != nb + 2 || lc[0] != lt.rank() - 1 || (rc[0] != nb && rc[0] != nb + 1))
+    return unsupported(op, fn, "dimension numbers are not a (batched) matmul");
+  kernels::MatmulDesc d;
+  d.batch = 1;
+  for (int64_t i = 0; i < nb; ++i) {
+    if (lt.shape[size_t(i)] != rt.shape[size_t(i)]) return unsupported(op, fn, "batch sizes differ");
+    d.batch *= lt.shape[size_t(i)];
+  }
+  d.m = 1;
+  for (int64_t i = nb; i < lt.rank() - 1; ++i) d.m *= lt.shape[size_t(i)];
+  d.k = lt.shape.back();
+  d.b_transposed = rc[0] == nb + 1;
+  d.n = rt.shape[size_t(d.b_transposed ? nb : nb + 1)];
+  if (rt.shape[size_t(rc[0])] != d.k) return unsupported(op, fn, "contracting sizes differ");
+  Shape expect(lt.shape.begin(), lt.shape.end() - 1);
+  expect.push_back(d.n);
+  if (ot.shape != expect) return unsupported(op, fn, "result shape is not ", shape_to_string(expect));
+  d.a_type = lt.dtype;
+  d.b_type = rt.dtype;
+  d.c_type = ot.dtype;
+  auto k = std::make_unique<DotKernel>();
+  k->desc = d;
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+// ---------------------------------------------------------------- composites
+
+const Attr* composite_attrs(const shlo::Op& op) {
+  const Attr* a = op.attr("composite_attributes");
+  return a && a->kind == Attr::Kind::kDict ? a : nullptr;
+}
+
+Result<float> float_attr(const shlo::Op& op, const shlo::Function& fn, const char* comp, const char* name) {
+  const Attr* d = composite_attrs(op);
+  const Attr* a = d ? d->find(name) : nullptr;
+  if (!a || a->kind != Attr::Kind::kFloat)
+    return invalid(comp, op, fn, "composite attribute '", name, "' must be a float");
+  return float(a->f);
+}
+Result<bool> bool_attr(const shlo::Op& op, const shlo::Function& fn, const char* comp, const char* name) {
+  const Attr* d = composite_attrs(op);
+  const Attr* a = d ? d->find(name) : nullptr;
+  if (!a || a->kind != Attr::Kind::kBool)
+    return invalid(comp, op, fn, "composite attribute '", name, "' must be a bool");
+  return a->b;
+}
+Result<int64_t> int_attr(const shlo::Op& op, const shlo::Function& fn, const char* comp, const char* name) {
+  const Attr* d = composite_attrs(op);
+  const Attr* a = d ? d->find(name) : nullptr;
+  if (!a || a->kind != Attr::Kind::kInt)
+    return invalid(comp, op, fn, "composite attribute '", name, "' must be an integer");
+  return a->i;
+}
+
+bool is_act(DType t) { return t == DType::kF32 || t == DType::kBF16; }
+bool is_weight(DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; }
+
+Status check_arity(const char* comp, const shlo::Op& op, const shlo::Function& fn, size_t operands) {
+  if (op.operands.size() != operands || op.results.size() != 1)
+    return invalid(comp, op, fn, "expects ", operands, " operands and 1 result");
+  return ok_status();
+}
+
+class RmsNormKernel final : public OpKernel {
+ public:
+  int64_t rows = 0, dim = 0;
+  DType x_type{}, w_type{};
+  float eps = 0, offset = 0;
+  Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
+    return kernels::rms_norm(rows, dim, x_type, in[0]->raw(), w_type, in[1]->raw(), eps, offset, out[0]->raw());
+  }
+  bool can_run_in_place(int index) const override { return index == 0; }
+};
+
+class LayerNormKernel final : public OpKernel {
+ public:
+  int64_t rows = 0, dim = 0;
+  DType x_type{}, w_type{};
+  float eps = 0;
+  Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
+    return kernels::layer_norm(rows, dim, x_type, in[0]->raw(), w_type, in[1]->raw(), in[2]->raw(), eps,
+                               out[0]->raw());
+  }
+  bool can_run_in_place(int index) const override { return index == 0; }
+};
+
+// Shared checks of the norms: x [..., D] of F, weight (and bias) [D] of W, result = x's type.
+Status check_norm(const char* comp, const shlo::Op& op, const shlo::Function& fn, size_t operands,
+                  int64_t& rows, int64_t& dim) {
+  HLX_RETURN_IF_ERROR(check_arity(comp, op, fn, operands));
+  const TensorType& x = fn.type_of(op.operands[0]);
+  if (!is_act(x.dtype) || x.rank() < 1) return invalid(comp, op, fn, "x must be f32/bf16 of rank >= 1");
+  dim = x.shape.back();
+  rows = num_elements(x.shape) / std::max<int64_t>(dim, 1);
+  if (dim <= 0) return invalid(comp, op, fn, "last dimension must be positive");
+  for (size_t i = 1; i < operands; ++i) {
+    const TensorType& w = fn.type_of(op.operands[i]);
+    if (!is_weight(w.dtype) || w.shape != Shape{dim} || w.dtype != fn.type_of(op.operands[1]).dtype)
+      return invalid(comp, op, fn, "operand ", i, " must be [", dim, "] of f32/bf16/f16 (same type as weight)");
+  }
+  if (fn.type_of(op.results[0]) != x) return invalid(comp, op, fn, "result must have x's type");
+  return ok_status();
+}
+
+Result<std::unique_ptr<OpKernel>> make_rms_norm(const shlo::Op& op, const shlo::Function& fn) {
+  auto k = std::make_unique<RmsNormKernel>();
+  HLX_RETURN_IF_ERROR(check_norm("hlx.rms_norm", op, fn, 2, k->rows, k->dim));
+  HLX_ASSIGN_OR_RETURN(k->eps, float_attr(op, fn, "hlx.rms_norm", "epsilon"));
+  HLX_ASSIGN_OR_RETURN(k->offset, float_attr(op, fn, "hlx.rms_norm", "weight_offset"));
+  k->x_type = fn.type_of(op.operands[0]).dtype;
+  k->w_type = fn.type_of(op.operands[1]).dtype;
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+Result<std::unique_ptr<OpKernel>> make_layer_norm(const shlo::Op& op, const shlo::Function& fn) {
+  auto k = std::make_unique<LayerNormKernel>();
+  HLX_RETURN_IF_ERROR(check_norm("hlx.layer_norm", op, fn, 3, k->rows, k->dim));
+  HLX_ASSIGN_OR_RETURN(k->eps, float_attr(op, fn, "hlx.layer_norm", "epsilon"));
+  k->x_type = fn.type_of(op.operands[0]).dtype;
+  k->w_type = fn.type_of(op.operands[1]).dtype;
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+class RotaryKernel final : public OpKernel {
+ public:
+  int64_t rows = 0, heads = 0, head_dim = 0, rotary_dim = 0;
+  DType x_type{};
+  Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
+    return kernels::rotary(rows, heads, head_dim, rotary_dim, x_type, in[0]->raw(), in[1]->data<int32_t>(),
+                           in[2]->data<float>(), out[0]->raw());
+  }
+  bool can_run_in_place(int index) const override { return index == 0; }
+};
+
+Result<std::unique_ptr<OpKernel>> make_rotary(const shlo::Op& op, const shlo::Function& fn) {
+  const char* C = "hlx.rotary";
+  HLX_RETURN_IF_ERROR(check_arity(C, op, fn, 3));
+  const TensorType& x = fn.type_of(op.operands[0]);
+  const TensorType& pos = fn.type_of(op.operands[1]);
+  const TensorType& inv = fn.type_of(op.operands[2]);
+  if (!is_act(x.dtype) || x.rank() != 3) return invalid(C, op, fn, "x must be [T, H, Dh] of f32/bf16");
+  if (pos.dtype != DType::kI32 || pos.shape != Shape{x.shape[0]})
+    return invalid(C, op, fn, "positions must be [", x.shape[0], "] of i32");
+  if (inv.dtype != DType::kF32 || inv.rank() != 1 || 2 * inv.shape[0] > x.shape[2])
+    return invalid(C, op, fn, "inv_freq must be [R/2] of f32 with R <= head_dim ", x.shape[2]);
+  if (fn.type_of(op.results[0]) != x) return invalid(C, op, fn, "result must have x's type");
+  auto k = std::make_unique<RotaryKernel>();
+  k->rows = x.shape[0];
+  k->heads = x.shape[1];
+  k->head_dim = x.shape[2];
+  k->rotary_dim = 2 * inv.shape[0];
+  k->x_type = x.dtype;
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+class AttentionKernel final : public OpKernel {
+ public:
+  kernels::AttentionDesc d;
+  Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
+    return kernels::attention(d, in[0]->raw(), in[1]->raw(), in[2]->raw(), in[3]->data<int32_t>(),
+                              in[4]->data<int32_t>(), in[5]->data<int32_t>(),
+                              d.has_bias ? in[6]->data<float>() : nullptr, out[0]->data<float>());
+  }
+};
+
+Result<std::unique_ptr<OpKernel>> make_attention(const shlo::Op& op, const shlo::Function& fn) {
+  const char* C = "hlx.attention";
+  auto k = std::make_unique<AttentionKernel>();
+  kernels::AttentionDesc& d = k->d;
+  HLX_ASSIGN_OR_RETURN(d.scale, float_attr(op, fn, C, "scale"));
+  HLX_ASSIGN_OR_RETURN(d.causal, bool_attr(op, fn, C, "causal"));
+  HLX_ASSIGN_OR_RETURN(d.sliding_window, int_attr(op, fn, C, "sliding_window"));
+  HLX_ASSIGN_OR_RETURN(d.logit_softcap, float_attr(op, fn, C, "logit_softcap"));
+  HLX_ASSIGN_OR_RETURN(d.has_bias, bool_attr(op, fn, C, "has_bias"));
+  HLX_RETURN_IF_ERROR(check_arity(C, op, fn, d.has_bias ? 7 : 6));
+  const TensorType& q = fn.type_of(op.operands[0]);
+  const TensorType& kc = fn.type_of(op.operands[1]);
+  const TensorType& vc = fn.type_of(op.operands[2]);
+  if (!is_act(q.dtype) || q.rank() != 4) return invalid(C, op, fn, "q must be [B, T, Hq, Dh] of f32/bf16");
+  if (!is_act(kc.dtype) || kc.rank() != 4 || vc != kc)
+    return invalid(C, op, fn, "k_cache and v_cache must both be [N, S, Hkv, Dh] of the same f32/bf16 type");
+  d.batch = q.shape[0];
+  d.q_len = q.shape[1];
+  d.q_heads = q.shape[2];
+  d.head_dim = q.shape[3];
+  d.num_slots = kc.shape[0];
+  d.capacity = kc.shape[1];
+  d.kv_heads = kc.shape[2];
+  d.q_type = q.dtype;
+  d.kv_type = kc.dtype;
+  if (kc.shape[3] != d.head_dim) return invalid(C, op, fn, "cache head_dim ", kc.shape[3], " != q head_dim ", d.head_dim);
+  if (d.kv_heads <= 0 || d.q_heads % d.kv_heads != 0)
+    return invalid(C, op, fn, "q heads ", d.q_heads, " not a multiple of kv heads ", d.kv_heads);
+  const TensorType want_i32_b{DType::kI32, {d.batch}};
+  const TensorType want_pos{DType::kI32, {d.batch, d.q_len}};
+  if (fn.type_of(op.operands[3]) != want_i32_b) return invalid(C, op, fn, "slot must be ", want_i32_b.to_string());
+  if (fn.type_of(op.operands[4]) != want_pos) return invalid(C, op, fn, "q_pos must be ", want_pos.to_string());
+  if (fn.type_of(op.operands[5]) != want_i32_b) return invalid(C, op, fn, "kv_len must be ", want_i32_b.to_string());
+  if (d.has_bias) {
+    const TensorType want_bias{DType::kF32, {d.batch, d.q_len, d.capacity}};
+    if (fn.type_of(op.operands[6]) != want_bias) return invalid(C, op, fn, "bias must be ", want_bias.to_string());
+  }
+  const TensorType want_out{DType::kF32, q.shape};
+  if (fn.type_of(op.results[0]) != want_out) return invalid(C, op, fn, "result must be ", want_out.to_string());
+  if (d.sliding_window < 0 || d.logit_softcap < 0)
+    return invalid(C, op, fn, "sliding_window=", d.sliding_window, " and logit_softcap=", d.logit_softcap,
+                   " must be >= 0");
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+}  // namespace
+
+void register_native_kernels(KernelRegistry& r) {
+  r.add("stablehlo.dot_general", make_dot);
+  r.add("composite:hlx.attention", make_attention);
+  r.add("composite:hlx.rms_norm", make_rms_norm);
+  r.add("composite:hlx.layer_norm", make_layer_norm);
+  r.add("composite:hlx.rotary", make_rotary);
+}
+
 }  // namespace hlx::rt

@@ -1,0 +1,55 @@
+// hlx.attention: argument validation (everything is checked before any output is written), then
+// the shared body in attention_impl.h built for the baseline ISA here and for AVX-512 in
+// attention_avx512.cc.
+#define HLX_ATTENTION_NS hlx::kernels::attention_baseline
+#include "runtime/kernels/attention_impl.h"
+
+#include "runtime/kernels/cpu.h"
+
+namespace hlx::kernels {
+
+namespace attention_avx512 {
+void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
+}
+
+Status attention(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache,
+                 const int32_t* slot, const int32_t* q_pos, const int32_t* kv_len, const float* bias,
+                 float* out) {
+  if (d.batch < 0 || d.q_len < 0 || d.q_heads <= 0 || d.kv_heads <= 0 || d.head_dim <= 0 || d.num_slots <= 0 ||
+      d.capacity < 0)
+    return make_error(ErrorKind::kInvalidArgument, "attention: batch=", d.batch, " q_len=", d.q_len,
+                      " q_heads=", d.q_heads, " kv_heads=", d.kv_heads, " head_dim=", d.head_dim,
+                      " num_slots=", d.num_slots, " capacity=", d.capacity);
+  if (d.q_heads % d.kv_heads != 0)
+    return make_error(ErrorKind::kInvalidArgument, "attention: q_heads=", d.q_heads,
+                      " is not a multiple of kv_heads=", d.kv_heads);
+  if (d.q_type != DType::kF32 && d.q_type != DType::kBF16)
+    return make_error(ErrorKind::kUnsupported, "attention: q type ", dtype_name(d.q_type), " (expected f32 or bf16)");
+  if (d.kv_type != DType::kF32 && d.kv_type != DType::kBF16)
+    return make_error(ErrorKind::kUnsupported, "attention: kv type ", dtype_name(d.kv_type),
+                      " (expected f32 or bf16)");
+  if (d.sliding_window < 0)
+    return make_error(ErrorKind::kInvalidArgument, "attention: sliding_window=", d.sliding_window, " < 0");
+  if (!(d.logit_softcap >= 0.f))
+    return make_error(ErrorKind::kInvalidArgument, "attention: logit_softcap=", d.logit_softcap, " < 0");
+  if (d.has_bias != (bias != nullptr))
+    return make_error(ErrorKind::kInvalidArgument, "attention: has_bias=", d.has_bias, " but bias pointer is ",
+                      bias ? "set" : "null");
+  for (int64_t b = 0; b < d.batch; ++b) {
+    if (slot[b] < 0 || slot[b] >= d.num_slots)
+      return make_error(ErrorKind::kOutOfRange, "attention: slot[", b, "]=", slot[b], " outside [0, ",
+                        d.num_slots, ")");
+    if (kv_len[b] < 0 || kv_len[b] > d.capacity)
+      return make_error(ErrorKind::kOutOfRange, "attention: kv_len[", b, "]=", kv_len[b], " outside [0, ",
+                        d.capacity, "]");
+  }
+  if (d.batch == 0 || d.q_len == 0) return ok_status();
+  if (cpu_features().avx512f)
+    attention_avx512::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  else
+    attention_baseline::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  return ok_status();
+}
+
+}  // namespace hlx::kernels

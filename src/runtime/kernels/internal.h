@@ -1,0 +1,45 @@
+// Helpers shared by the kernel files (not a public API).
+#pragma once
+
+#include <cstdint>
+
+#include "core/dtype.h"
+
+namespace hlx::kernels::internal {
+
+// Sets flush-to-zero and denormals-are-zero in the calling thread's MXCSR. Called at the top of
+// every OpenMP region so worker threads run with the same mode.
+inline void set_ftz_daz() {
+  unsigned csr;
+  __asm__ volatile("stmxcsr %0" : "=m"(csr));
+  csr |= 0x8040u;  // FTZ (bit 15) | DAZ (bit 6)
+  __asm__ volatile("ldmxcsr %0" : : "m"(csr));
+}
+
+inline float load_f32(DType t, const void* p, int64_t i) {
+  switch (t) {
+    case DType::kBF16: return bf16_to_f32(static_cast<const bf16*>(p)[i]);
+    case DType::kF16: return f16_to_f32(static_cast<const f16*>(p)[i]);
+    default: return static_cast<const float*>(p)[i];
+  }
+}
+
+// Converts n elements of `t` (f32, bf16, f16) to f32.
+void to_f32(DType t, const void* src, int64_t n, float* dst);
+// Converts n f32 values to bf16 (round to nearest even).
+void f32_to_bf16_n(const float* src, int64_t n, bf16* dst);
+
+// ---- AVX-512 entry points (defined in *_avx512.cc; call only when cpu_features() allows) ----
+
+// Weight-streaming product for small M over oneDNN's avx512_core_bf16 weight layout
+// BA16a64b2a: blocks of 64 output columns, each [Kp/2][64][2] bf16 with Kp = K padded (with
+// zeros) to a multiple of 32, block stride Kp * 64 elements, 64-byte aligned.
+// C[m, n] (f32 or bf16, row stride N) = sum_k A[m, k] * W[k, n]; A bf16 [M, K] contiguous.
+// Parallel over column blocks with OpenMP.
+void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
+                           const bf16* w_packed, DType c_type, void* c);
+
+// f32 -> bf16 conversion with AVX-512 BF16 (vcvtne2ps2bf16).
+void f32_to_bf16_avx512(const float* src, int64_t n, bf16* dst);
+
+}  // namespace hlx::kernels::internal

@@ -1,0 +1,367 @@
+// Matmuls through oneDNN 2.6 (the only file that includes oneDNN). oneDNN's C++ API throws
+// dnnl::error; every call into it is wrapped so callers only ever see a Status.
+#include "runtime/kernels/matmul.h"
+
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+#include <vector>
+
+#include <oneapi/dnnl/dnnl.hpp>
+
+#include "core/tensor.h"
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/internal.h"
+
+namespace hlx::kernels {
+
+namespace internal {
+
+void to_f32(DType t, const void* src, int64_t n, float* dst) {
+  switch (t) {
+    case DType::kF32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::kBF16: {
+      const uint16_t* s = static_cast<const uint16_t*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_bits(uint32_t(s[i]) << 16);
+      return;
+    }
+    default: {
+      const f16* s = static_cast<const f16*>(src);
+      for (int64_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+      return;
+    }
+  }
+}
+
+void f32_to_bf16_n(const float* src, int64_t n, bf16* dst) {
+  if (cpu_features().avx512bf16) return f32_to_bf16_avx512(src, n, dst);
+  for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
+}
+
+}  // namespace internal
+
+namespace {
+
+using dnnl::memory;
+using dt = dnnl::memory::data_type;
+using tag = dnnl::memory::format_tag;
+
+dnnl::engine& engine() {
+  static dnnl::engine eng(dnnl::engine::kind::cpu, 0);
+  return eng;
+}
+
+dt to_dnnl(DType t) { return t == DType::kBF16 ? dt::bf16 : dt::f32; }
+
+// Per-thread scratch buffers (operand conversions and oneDNN's user-mode scratchpad).
+struct Scratch {
+  std::shared_ptr<void> buf;
+  size_t size = 0;
+  void* get(size_t bytes) {
+    if (bytes > size) {
+      buf = allocate_aligned(bytes);
+      size = bytes;
+    }
+    return buf.get();
+  }
+};
+thread_local Scratch tl_scratchpad, tl_a, tl_b, tl_c;
+
+// Converts `n` elements of `from` to `to` (f32 or bf16) into `dst`.
+void convert(DType from, const void* src, int64_t n, DType to, void* dst) {
+  if (from == to) {
+    std::memcpy(dst, src, size_t(n) * dtype_size(to));
+  } else if (to == DType::kF32) {
+    internal::to_f32(from, src, n, static_cast<float*>(dst));
+  } else if (from == DType::kF32) {
+    internal::f32_to_bf16_n(static_cast<const float*>(src), n, static_cast<bf16*>(dst));
+  } else {  // f16 -> bf16 through f32
+    const f16* s = static_cast<const f16*>(src);
+    bf16* d = static_cast<bf16*>(dst);
+    for (int64_t i = 0; i < n; ++i) d[i] = f32_to_bf16(f16_to_f32(s[i]));
+  }
+}
+
+dnnl::primitive_attr make_attr() {
+  dnnl::primitive_attr attr;
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
+  return attr;
+}
+
+// Runs `prim` on one thread's stream with a user scratchpad.
+void execute(const dnnl::matmul::primitive_desc& pd, const dnnl::matmul& prim, const memory::desc& a_md,
+             const void* a, const memory::desc& b_md, const void* b, const memory::desc& c_md, void* c) {
+  thread_local dnnl::stream stream(engine());
+  memory::desc sp_md = pd.scratchpad_desc();
+  void* sp = tl_scratchpad.get(sp_md.get_size() + 64);
+  memory am(a_md, engine(), const_cast<void*>(a));
+  memory bm(b_md, engine(), const_cast<void*>(b));
+  memory cm(c_md, engine(), c);
+  memory spm(sp_md, engine(), sp);
+  prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
+                        {DNNL_ARG_SCRATCHPAD, spm}});
+  stream.wait();
+}
+
+}  // namespace
+
+// oneDNN 2.6 implements bf16 matmul only on AVX512-capable CPUs (native BF16 or emulated on
+// avx512_core); elsewhere 16-bit operands are widened to f32 and computed in f32.
+bool bf16_matmul_available() {
+  static const bool ok = [] {
+    try {
+      memory::desc a({4, 32}, dt::bf16, tag::ab), b({32, 32}, dt::bf16, tag::any), c({4, 32}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a, b, c), engine());
+      return true;
+    } catch (const dnnl::error&) {
+      return false;
+    }
+  }();
+  return ok;
+}
+
+namespace {
+
+Status check_types(DType a, DType b, DType c) {
+  auto ok_in = [](DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; };
+  if (!ok_in(a) || !ok_in(b) || (c != DType::kF32 && c != DType::kBF16))
+    return make_error(ErrorKind::kUnsupported, "matmul: unsupported types a=", dtype_name(a),
+                      " b=", dtype_name(b), " c=", dtype_name(c), " (operands f32/bf16/f16, result f32/bf16)");
+  return ok_status();
+}
+
+// ---- general batched matmul: primitives cached per shape/types/transposition ----
+
+struct GeneralKey {
+  int64_t batch, m, n, k;
+  int cty, cmp;
+  bool bt;
+  auto tie() const { return std::tie(batch, m, n, k, cty, cmp, bt); }
+  bool operator<(const GeneralKey& o) const { return tie() < o.tie(); }
+};
+struct GeneralPrim {
+  memory::desc a_md, b_md, c_md;
+  dnnl::matmul::primitive_desc pd;
+  dnnl::matmul prim;
+};
+
+std::mutex g_general_mu;
+std::map<GeneralKey, std::shared_ptr<const GeneralPrim>> g_general;
+
+}  // namespace
+
+Status matmul(const MatmulDesc& d, const void* a, const void* b, void* c) {
+  HLX_RETURN_IF_ERROR(check_types(d.a_type, d.b_type, d.c_type));
+  if (d.batch < 0 || d.m < 0 || d.n < 0 || d.k < 0)
+    return make_error(ErrorKind::kInvalidArgument, "matmul: negative dims batch=", d.batch, " m=", d.m,
+                      " n=", d.n, " k=", d.k);
+  if (d.batch == 0 || d.m == 0 || d.n == 0) return ok_status();
+  if (d.k == 0) {
+    std::memset(c, 0, size_t(d.batch * d.m * d.n) * dtype_size(d.c_type));
+    return ok_status();
+  }
+  // Compute in bf16 only when both operands are 16-bit; anything with f32 computes in f32.
+  DType cmp = (d.a_type != DType::kF32 && d.b_type != DType::kF32 && bf16_matmul_available()) ? DType::kBF16
+                                                                                              : DType::kF32;
+  const int64_t a_n = d.batch * d.m * d.k, b_n = d.batch * d.k * d.n;
+  if (d.a_type != cmp) {
+    void* buf = tl_a.get(size_t(a_n) * dtype_size(cmp));
+    convert(d.a_type, a, a_n, cmp, buf);
+    a = buf;
+  }
+  if (d.b_type != cmp) {
+    void* buf = tl_b.get(size_t(b_n) * dtype_size(cmp));
+    convert(d.b_type, b, b_n, cmp, buf);
+    b = buf;
+  }
+  // oneDNN has no f32 x f32 -> bf16 matmul: compute f32 into scratch, then round.
+  const DType c_run = cmp == DType::kF32 ? DType::kF32 : d.c_type;
+  void* c_out = c;
+  if (c_run != d.c_type) c = tl_c.get(size_t(d.batch * d.m * d.n) * 4);
+  GeneralKey key{d.batch, d.m, d.n, d.k, int(c_run), int(cmp), d.b_transposed};
+  try {
+    std::shared_ptr<const GeneralPrim> p;
+    {
+      std::lock_guard<std::mutex> lock(g_general_mu);
+      auto it = g_general.find(key);
+      if (it != g_general.end()) p = it->second;
+    }
+    if (!p) {
+      auto np = std::make_shared<GeneralPrim>();
+      np->a_md = memory::desc({d.batch, d.m, d.k}, to_dnnl(cmp), tag::abc);
+      np->b_md = memory::desc({d.batch, d.k, d.n}, to_dnnl(cmp), d.b_transposed ? tag::acb : tag::abc);
+      np->c_md = memory::desc({d.batch, d.m, d.n}, to_dnnl(c_run), tag::abc);
+      dnnl::matmul::desc md(np->a_md, np->b_md, np->c_md);
+      np->pd = dnnl::matmul::primitive_desc(md, make_attr(), engine());
+      np->prim = dnnl::matmul(np->pd);
+      std::lock_guard<std::mutex> lock(g_general_mu);
+      p = g_general.emplace(key, std::move(np)).first->second;
+    }
+    execute(p->pd, p->prim, p->a_md, a, p->b_md, b, p->c_md, c);
+    if (c != c_out)
+      internal::f32_to_bf16_n(static_cast<const float*>(c), d.batch * d.m * d.n, static_cast<bf16*>(c_out));
+  } catch (const dnnl::error& e) {
+    return make_error(ErrorKind::kInternal, "matmul: oneDNN error for batch=", d.batch, " m=", d.m,
+                      " n=", d.n, " k=", d.k, ": ", e.what());
+  }
+  return ok_status();
+}
+
+// ---- packed weights ----
+
+namespace {
+
+// Below this M the AVX-512 weight-streaming kernel runs instead of oneDNN (see the measurements
+// in the class comment).
+constexpr int64_t kStreamMaxM = 4;
+
+// HLX_MATMUL_STREAM=0 keeps every product on oneDNN (for A/B measurements).
+bool stream_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HLX_MATMUL_STREAM");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+class DnnlPackedWeight final : public PackedWeight {
+ public:
+  // `cmp` is bf16 or f32; `data` is already in `cmp`.
+  static Result<std::unique_ptr<PackedWeight>> create(DType cmp, int64_t k, int64_t n, bool transposed,
+                                                      const void* data) {
+    std::unique_ptr<DnnlPackedWeight> w(new DnnlPackedWeight());
+    w->k_ = k;
+    w->n_ = n;
+    w->cmp_ = cmp;
+    try {
+      // Layout chosen by oneDNN for a prefill-sized product; smaller M reuse it.
+      memory::desc a_md({kRefM, k}, to_dnnl(cmp), tag::ab);
+      memory::desc b_any({k, n}, to_dnnl(cmp), tag::any);
+      memory::desc c_md({kRefM, n}, dt::f32, tag::ab);
+      dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), make_attr(), engine());
+      w->packed_md_ = pd.weights_desc();
+      w->impl_ = pd.impl_info_str();
+      w->packed_ = allocate_aligned(w->packed_md_.get_size());
+      memory src(memory::desc({k, n}, to_dnnl(cmp), transposed ? tag::ba : tag::ab), engine(),
+                 const_cast<void*>(data));
+      memory dst(w->packed_md_, engine(), w->packed_.get());
+      dnnl::stream s(engine());
+      dnnl::reorder(src, dst).execute(s, src, dst);
+      s.wait();
+      w->stream_kp_ = cmp == DType::kBF16 && cpu_features().avx512bf16 && stream_enabled()
+                          ? streamable_kp(w->packed_md_, k, n) : 0;
+    } catch (const dnnl::error& e) {
+      return make_error(ErrorKind::kInternal, "PackedWeight::pack: oneDNN error for k=", k, " n=", n, ": ",
+                        e.what());
+    }
+    return std::unique_ptr<PackedWeight>(std::move(w));
+  }
+
+  Status multiply(int64_t m, DType a_type, const void* a, DType c_type, void* c) const override {
+    HLX_RETURN_IF_ERROR(check_types(a_type, cmp_, c_type));
+    if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
+    if (m == 0 || n_ == 0) return ok_status();
+    if (a_type != cmp_) {
+      void* buf = tl_a.get(size_t(m * k_) * dtype_size(cmp_));
+      convert(a_type, a, m * k_, cmp_, buf);
+      a = buf;
+    }
+    if (m <= kStreamMaxM && stream_kp_ > 0) {
+      internal::gemv_vnni_bf16_avx512(m, n_, k_, stream_kp_, static_cast<const bf16*>(a),
+                                      static_cast<const bf16*>(packed_.get()), c_type, c);
+      return ok_status();
+    }
+    try {
+      // As in matmul(): f32 compute writes f32, rounded to bf16 afterwards when asked.
+      const DType c_run = cmp_ == DType::kF32 ? DType::kF32 : c_type;
+      void* c_dst = c_run == c_type ? c : tl_c.get(size_t(m * n_) * 4);
+      std::shared_ptr<const Prim> p = prim_for(m, c_run);
+      execute(p->pd, p->prim, p->a_md, a, packed_md_, packed_.get(), p->c_md, c_dst);
+      if (c_dst != c) internal::f32_to_bf16_n(static_cast<const float*>(c_dst), m * n_, static_cast<bf16*>(c));
+    } catch (const dnnl::error& e) {
+      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_,
+                        " n=", n_, ": ", e.what());
+    }
+    return ok_status();
+  }
+
+  const std::string& impl() const { return impl_; }
+
+  // Padded K when `md` is oneDNN's BA16a64b2a layout (what our streaming kernel reads), else 0.
+  static int64_t streamable_kp(const memory::desc& md, int64_t k, int64_t n) {
+    const dnnl_memory_desc_t& c = md.data;
+    if (c.format_kind != dnnl_blocked || c.ndims != 2) return 0;
+    const auto& b = c.format_desc.blocking;
+    if (b.inner_nblks != 3 || b.inner_blks[0] != 16 || b.inner_idxs[0] != 0 || b.inner_blks[1] != 64 ||
+        b.inner_idxs[1] != 1 || b.inner_blks[2] != 2 || b.inner_idxs[2] != 0)
+      return 0;
+    const int64_t kp = c.padded_dims[0];
+    if (kp % 32 != 0 || kp < k || c.padded_dims[1] % 64 != 0 || c.padded_dims[1] < n) return 0;
+    if (b.strides[0] != 32 * 64 || b.strides[1] != kp * 64 || c.offset0 != 0) return 0;
+    return kp;
+  }
+
+ private:
+  static constexpr int64_t kRefM = 128;
+  struct Prim {
+    memory::desc a_md, c_md;
+    dnnl::matmul::primitive_desc pd;
+    dnnl::matmul prim;
+  };
+
+  std::shared_ptr<const Prim> prim_for(int64_t m, DType c_type) const {
+    std::pair<int64_t, int> key{m, int(c_type)};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = prims_.find(key);
+      if (it != prims_.end()) return it->second;
+    }
+    auto p = std::make_shared<Prim>();
+    p->a_md = memory::desc({m, k_}, to_dnnl(cmp_), tag::ab);
+    p->c_md = memory::desc({m, n_}, to_dnnl(c_type), tag::ab);
+    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->a_md, packed_md_, p->c_md), make_attr(),
+                                         engine());
+    p->prim = dnnl::matmul(p->pd);
+    std::lock_guard<std::mutex> lock(mu_);
+    return prims_.emplace(key, std::move(p)).first->second;
+  }
+
+  DType cmp_ = DType::kF32;
+  memory::desc packed_md_;
+  std::shared_ptr<void> packed_;
+  std::string impl_;
+  int64_t stream_kp_ = 0;  // > 0: small-M products run gemv_vnni_bf16_avx512 on packed_
+  mutable std::mutex mu_;
+  mutable std::map<std::pair<int64_t, int>, std::shared_ptr<const Prim>> prims_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, int64_t n, bool transposed,
+                                                         const void* data) {
+  if (type != DType::kF32 && type != DType::kBF16 && type != DType::kF16)
+    return make_error(ErrorKind::kUnsupported, "PackedWeight::pack: weight type ", dtype_name(type),
+                      " (expected f32, bf16 or f16)");
+  if (k <= 0 || n <= 0)
+    return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: k=", k, " n=", n, " must be positive");
+  // f16 weights are converted to bf16 once here: oneDNN 2.6 has no f16 matmul on CPUs without
+  // AVX512-FP16, f16's range fits in bf16, and bf16 keeps the weight at 2 bytes (the decode cost);
+  // the price is 3 mantissa bits (relative rounding 2^-9, the same as a bf16 checkpoint).
+  if (type != DType::kF32 && !bf16_matmul_available()) {
+    std::vector<float> tmp(static_cast<size_t>(k * n));
+    internal::to_f32(type, data, k * n, tmp.data());
+    return DnnlPackedWeight::create(DType::kF32, k, n, transposed, tmp.data());
+  }
+  if (type == DType::kF16) {
+    std::vector<bf16> tmp(static_cast<size_t>(k * n));
+    convert(DType::kF16, data, k * n, DType::kBF16, tmp.data());
+    return DnnlPackedWeight::create(DType::kBF16, k, n, transposed, tmp.data());
+  }
+  return DnnlPackedWeight::create(type, k, n, transposed, data);
+}
+
+}  // namespace hlx::kernels

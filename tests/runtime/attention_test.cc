@@ -1,0 +1,301 @@
+// hlx.attention against a direct double-precision evaluation of docs/COMPOSITES.md written here:
+// per query, the visible key set, scores, softcap, bias, softmax, weighted sum. bf16 cases round
+// q/K/V to bf16 first and feed the reference the same values, so only f32 arithmetic separates the
+// two: outputs are convex combinations of values in [-1, 1], and the f32 dot products over
+// head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/attention.h"
+#include "runtime/op_kernel.h"
+
+namespace hlx {
+namespace {
+
+using kernels::AttentionDesc;
+
+struct Inputs {
+  std::vector<float> q, k, v;           // values (already rounded to the storage type)
+  std::vector<uint8_t> qb, kb, vb;      // storage bytes
+  std::vector<int32_t> slot, q_pos, kv_len;
+  std::vector<float> bias;
+};
+
+std::vector<uint8_t> to_storage(DType t, std::vector<float>& v) {
+  std::vector<uint8_t> out(v.size() * dtype_size(t));
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (t == DType::kF32) {
+      std::memcpy(&out[i * 4], &v[i], 4);
+    } else {
+      bf16 h = f32_to_bf16(v[i]);
+      if (!std::isnan(v[i])) v[i] = bf16_to_f32(h);
+      std::memcpy(&out[i * 2], &h, 2);
+    }
+  }
+  return out;
+}
+
+// Fills caches with random values in every valid row and NaN in every row past kv_len (and in
+// unused slots): any read of such a row poisons the output, so the tests also prove the kernel's
+// cost is bounded by kv_len.
+Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int32_t>& slot,
+                   const std::vector<int32_t>& kv_len, const std::vector<int32_t>& q_pos) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  Inputs in;
+  in.q.resize(size_t(d.batch * d.q_len * d.q_heads * d.head_dim));
+  for (auto& x : in.q) x = u(rng) * 2.f;
+  const size_t cache = size_t(d.num_slots * d.capacity * d.kv_heads * d.head_dim);
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  in.k.assign(cache, nan);
+  in.v.assign(cache, nan);
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t j = 0; j < kv_len[size_t(b)]; ++j)
+      for (int64_t i = 0; i < d.kv_heads * d.head_dim; ++i) {
+        size_t off = size_t((slot[size_t(b)] * d.capacity + j) * d.kv_heads * d.head_dim + i);
+        in.k[off] = u(rng);
+        in.v[off] = u(rng);
+      }
+  in.qb = to_storage(d.q_type, in.q);
+  in.kb = to_storage(d.kv_type, in.k);
+  in.vb = to_storage(d.kv_type, in.v);
+  in.slot = slot;
+  in.kv_len = kv_len;
+  in.q_pos = q_pos;
+  if (d.has_bias) {
+    in.bias.resize(size_t(d.batch * d.q_len * d.capacity));
+    for (auto& x : in.bias) x = u(rng) * 3.f;
+  }
+  return in;
+}
+
+std::vector<double> reference(const AttentionDesc& d, const Inputs& in) {
+  const int64_t G = d.q_heads / d.kv_heads;
+  std::vector<double> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 0.0);
+  for (int64_t b = 0; b < d.batch; ++b)
+    for (int64_t t = 0; t < d.q_len; ++t)
+      for (int64_t h = 0; h < d.q_heads; ++h) {
+        const int64_t kvh = h / G, pos = in.q_pos[size_t(b * d.q_len + t)];
+        std::vector<int64_t> keys;
+        std::vector<double> s;
+        for (int64_t j = 0; j < in.kv_len[size_t(b)]; ++j) {
+          if (d.causal && j > pos) continue;
+          if (d.sliding_window > 0 && pos - j >= d.sliding_window) continue;
+          double dot = 0;
+          for (int64_t i = 0; i < d.head_dim; ++i)
+            dot += double(in.q[size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim + i)]) *
+                   double(in.k[size_t(((in.slot[size_t(b)] * d.capacity + j) * d.kv_heads + kvh) * d.head_dim + i)]);
+          double sc = d.scale * dot;
+          if (d.logit_softcap > 0) sc = d.logit_softcap * std::tanh(sc / d.logit_softcap);
+          if (d.has_bias) sc += in.bias[size_t((b * d.q_len + t) * d.capacity + j)];
+          keys.push_back(j);
+          s.push_back(sc);
+        }
+        if (keys.empty()) continue;
+        double mx = s[0];
+        for (double x : s) mx = std::max(mx, x);
+        double sum = 0;
+        for (double& x : s) sum += (x = std::exp(x - mx));
+        for (size_t n = 0; n < keys.size(); ++n)
+          for (int64_t i = 0; i < d.head_dim; ++i)
+            out[size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim + i)] +=
+                s[n] / sum *
+                in.v[size_t(((in.slot[size_t(b)] * d.capacity + keys[n]) * d.kv_heads + kvh) * d.head_dim + i)];
+      }
+  return out;
+}
+
+void run_and_compare(const AttentionDesc& d, const Inputs& in, const std::string& what) {
+  std::vector<float> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 123.f);
+  Status s = kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                in.kv_len.data(), d.has_bias ? in.bias.data() : nullptr, out.data());
+  ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
+  auto want = reference(d, in);
+  int bad = 0;
+  for (size_t i = 0; i < want.size(); ++i)
+    if (!(std::fabs(out[i] - want[i]) <= 2e-5) && bad++ < 5)
+      ADD_FAILURE() << what << " element " << i << ": got " << out[i] << " want " << want[i];
+}
+
+struct Config {
+  bool causal;
+  int64_t window;
+  float softcap;
+  bool bias;
+};
+
+TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
+  const Config configs[] = {{true, 0, 0.f, false},  {false, 0, 0.f, false}, {true, 5, 0.f, false},
+                            {false, 7, 0.f, false}, {true, 0, 5.f, false},  {true, 0, 0.f, true},
+                            {false, 0, 0.f, true},  {true, 9, 30.f, true}};
+  uint32_t seed = 1;
+  for (const Config& c : configs)
+    for (int64_t gqa : {1, 2, 4})
+      for (DType qt : {DType::kF32, DType::kBF16})
+        for (DType kvt : {DType::kF32, DType::kBF16})
+          for (int64_t T : {1, 3, 17}) {
+            AttentionDesc d;
+            d.batch = 3;
+            d.q_len = T;
+            d.kv_heads = 2;
+            d.q_heads = 2 * gqa;
+            d.head_dim = T == 17 ? 40 : 128;
+            d.num_slots = 4;
+            d.capacity = 150;
+            d.q_type = qt;
+            d.kv_type = kvt;
+            d.scale = 1.f / std::sqrt(float(d.head_dim));
+            d.causal = c.causal;
+            d.sliding_window = c.window;
+            d.logit_softcap = c.softcap;
+            d.has_bias = c.bias;
+            // Rows: full capacity, a partial cache, an empty cache. Queries are the last T
+            // positions of the cache (chunked prefill: q_pos = kv_len - T + t), or, for the empty
+            // row, positions 0.. so causal still sees nothing.
+            std::vector<int32_t> slot = {2, 0, 3}, kv_len = {150, 77, 0}, q_pos;
+            for (int64_t b = 0; b < 3; ++b)
+              for (int64_t t = 0; t < T; ++t)
+                q_pos.push_back(int32_t(std::max<int64_t>(0, kv_len[size_t(b)] - T + t)));
+            Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+            run_and_compare(d, in,
+                            str_cat("causal=", c.causal, " window=", c.window, " cap=", c.softcap, " bias=", c.bias,
+                                    " gqa=", gqa, " q=", dtype_name(qt), " kv=", dtype_name(kvt), " T=", T));
+          }
+}
+
+TEST(Attention, EmptyVisibleSetGivesZeros) {
+  AttentionDesc d;
+  d.batch = 1; d.q_len = 2; d.q_heads = 2; d.kv_heads = 1; d.head_dim = 16; d.num_slots = 1; d.capacity = 8;
+  d.q_type = DType::kF32; d.kv_type = DType::kF32; d.causal = true;
+  // kv_len 5 but the queries sit at negative positions: nothing visible under causal.
+  Inputs in = make_inputs(d, 3, {0}, {5}, {-1, -3});
+  std::vector<float> out(size_t(2 * 2 * 16), 7.f);
+  ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                 in.kv_len.data(), nullptr, out.data()).ok());
+  for (float x : out) EXPECT_EQ(x, 0.f);
+}
+
+TEST(Attention, OutOfRangeSlotOrKvLenWritesNothing) {
+  AttentionDesc d;
+  d.batch = 2; d.q_len = 1; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 8; d.num_slots = 3; d.capacity = 10;
+  d.q_type = DType::kF32; d.kv_type = DType::kBF16;
+  Inputs in = make_inputs(d, 4, {0, 1}, {3, 4}, {2, 3});
+  struct Bad { std::vector<int32_t> slot, kv_len; } bads[] = {
+      {{0, 3}, {3, 4}}, {{-1, 1}, {3, 4}}, {{0, 1}, {3, 11}}, {{0, 1}, {-1, 4}}};
+  for (const Bad& b : bads) {
+    std::vector<float> out(size_t(2 * 4 * 8), 42.f);
+    Status s = kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), b.slot.data(), in.q_pos.data(),
+                                  b.kv_len.data(), nullptr, out.data());
+    EXPECT_EQ(s.kind(), ErrorKind::kOutOfRange) << s.to_string();
+    EXPECT_NE(s.message().find("outside"), std::string::npos) << s.message();
+    for (float x : out) ASSERT_EQ(x, 42.f);
+  }
+  d.q_heads = 3;
+  std::vector<float> out(32);
+  EXPECT_EQ(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                               in.kv_len.data(), nullptr, out.data()).kind(),
+            ErrorKind::kInvalidArgument);
+}
+
+// ---- the composite through the runtime registry ----
+
+shlo::Op attention_op(shlo::Function& fn, const AttentionDesc& d) {
+  shlo::Op op;
+  op.name = "stablehlo.composite";
+  op.operands = {fn.new_value({d.q_type, {d.batch, d.q_len, d.q_heads, d.head_dim}}),
+                 fn.new_value({d.kv_type, {d.num_slots, d.capacity, d.kv_heads, d.head_dim}}),
+                 fn.new_value({d.kv_type, {d.num_slots, d.capacity, d.kv_heads, d.head_dim}}),
+                 fn.new_value({DType::kI32, {d.batch}}), fn.new_value({DType::kI32, {d.batch, d.q_len}}),
+                 fn.new_value({DType::kI32, {d.batch}})};
+  if (d.has_bias) op.operands.push_back(fn.new_value({DType::kF32, {d.batch, d.q_len, d.capacity}}));
+  op.results = {fn.new_value({DType::kF32, {d.batch, d.q_len, d.q_heads, d.head_dim}})};
+  shlo::AttrDict ca;
+  ca.push_back({"scale", shlo::Attr::floating(d.scale)});
+  ca.push_back({"causal", shlo::Attr::boolean(d.causal)});
+  ca.push_back({"sliding_window", shlo::Attr::integer(d.sliding_window)});
+  ca.push_back({"logit_softcap", shlo::Attr::floating(d.logit_softcap)});
+  ca.push_back({"has_bias", shlo::Attr::boolean(d.has_bias)});
+  op.attrs.push_back({"name", shlo::Attr::string("hlx.attention")});
+  op.attrs.push_back({"composite_attributes", shlo::Attr::dictionary(ca)});
+  op.attrs.push_back({"decomposition", shlo::Attr::symbol("hlx_attention_impl")});
+  op.attrs.push_back({"version", shlo::Attr::integer(0, DType::kI32)});
+  return op;
+}
+
+Tensor bytes_tensor(DType t, Shape s, const void* data) {
+  Tensor out = Tensor::empty(t, s);
+  std::memcpy(out.raw(), data, out.nbytes());
+  return out;
+}
+
+TEST(NativeAttention, CompositeRunsKernel) {
+  AttentionDesc d;
+  d.batch = 2; d.q_len = 3; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 32; d.num_slots = 2; d.capacity = 20;
+  d.q_type = DType::kBF16; d.kv_type = DType::kBF16; d.scale = 0.3f; d.causal = true; d.sliding_window = 6;
+  d.logit_softcap = 20.f; d.has_bias = true;
+  shlo::Function fn;
+  shlo::Op op = attention_op(fn, d);
+  auto kernel = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
+  Inputs in = make_inputs(d, 11, {1, 0}, {20, 9}, {17, 18, 19, 6, 7, 8});
+  Tensor q = bytes_tensor(d.q_type, {2, 3, 4, 32}, in.qb.data());
+  Tensor k = bytes_tensor(d.kv_type, {2, 20, 2, 32}, in.kb.data());
+  Tensor v = bytes_tensor(d.kv_type, {2, 20, 2, 32}, in.vb.data());
+  Tensor slot = bytes_tensor(DType::kI32, {2}, in.slot.data());
+  Tensor pos = bytes_tensor(DType::kI32, {2, 3}, in.q_pos.data());
+  Tensor len = bytes_tensor(DType::kI32, {2}, in.kv_len.data());
+  Tensor bias = bytes_tensor(DType::kF32, {2, 3, 20}, in.bias.data());
+  Tensor out = Tensor::zeros(DType::kF32, {2, 3, 4, 32});
+  ASSERT_TRUE((*kernel)->run({&q, &k, &v, &slot, &pos, &len, &bias}, {&out}).ok());
+  auto want = reference(d, in);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], 2e-5) << i;
+  // A bad slot at run time is a typed error.
+  int32_t bad_slot[2] = {0, 2};
+  Tensor slot_bad = bytes_tensor(DType::kI32, {2}, bad_slot);
+  EXPECT_EQ((*kernel)->run({&q, &k, &v, &slot_bad, &pos, &len, &bias}, {&out}).kind(),
+            ErrorKind::kOutOfRange);
+}
+
+TEST(NativeAttention, CompileTimeChecks) {
+  AttentionDesc d;
+  d.batch = 1; d.q_len = 1; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 16; d.num_slots = 1; d.capacity = 8;
+  d.q_type = DType::kF32; d.kv_type = DType::kF32; d.scale = 1.f;
+  {  // missing attribute
+    shlo::Function fn;
+    shlo::Op op = attention_op(fn, d);
+    op.attrs[1].value.dict.erase(op.attrs[1].value.dict.begin());  // drop `scale`
+    auto r = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn);
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("scale"), std::string::npos) << r.status().message();
+  }
+  {  // int where a float is required
+    shlo::Function fn;
+    shlo::Op op = attention_op(fn, d);
+    op.attrs[1].value.dict[3].value = shlo::Attr::integer(0);
+    EXPECT_EQ(rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn).status().kind(),
+              ErrorKind::kInvalidArgument);
+  }
+  {  // Hq not a multiple of Hkv
+    AttentionDesc e = d;
+    e.q_heads = 3;
+    shlo::Function fn;
+    shlo::Op op = attention_op(fn, e);
+    EXPECT_EQ(rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn).status().kind(),
+              ErrorKind::kInvalidArgument);
+  }
+  {  // wrong result type
+    shlo::Function fn;
+    shlo::Op op = attention_op(fn, d);
+    fn.value_types[size_t(op.results[0])].dtype = DType::kBF16;
+    EXPECT_EQ(rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn).status().kind(),
+              ErrorKind::kInvalidArgument);
+  }
+}
+
+}  // namespace
+}  // namespace hlx
