@@ -483,7 +483,7 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
   for (size_t i = 0; i < ops.size(); ++i) {
     const shlo::Op& op = ops[i];
     for (ValueId r : op.results) def_op[r] = i;
-    if (op.results.size() != 1 || !is_fusible_elementwise(op, fn)) continue;
+    if (!options_.fuse_elementwise || op.results.size() != 1 || !is_fusible_elementwise(op, fn)) continue;
     int joined = -1;
     for (ValueId v : op.operands) {
       auto d = def_op.find(v);

@@ -34,6 +34,8 @@ struct ProgramOptions {
   // Print each entry's plan (steps, fused groups, in-place reuse, arena offsets) to stderr after
   // compiling. The environment variable HLX_DUMP_PLAN=1 does the same.
   bool dump_plan = false;
+  // Fuse chains of elementwise ops into compile_fused_elementwise kernels.
+  bool fuse_elementwise = true;
 };
 
 // What compile() decided for one entry, for tests and tools.

@@ -134,6 +134,7 @@ Result<std::unique_ptr<OpKernel>> make_scatter(const shlo::Op& op, const shlo::F
   p.si_shape = st.shape;
   p.upd_shape = ut.shape;
   p.ivd = ivd;
+  p.sdims_to_op = sd2od;
   if (!is_integer(st.dtype)) return invalid(op, fn, "scatter_indices must be integers");
   for (size_t j = 0; j < n; ++j) {
     const auto& a = fn.type_of(op.operands[j]);
