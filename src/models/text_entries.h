@@ -1,0 +1,56 @@
+// The text-decoder entries (see DESIGN.md "Module contracts"). One module per entry and shape;
+// every shape derives from EngineShape. Argument order, names and result order are the contract
+// with the engine:
+//
+//   weights:  one argument per checkpoint tensor, `hlx.weight = "<checkpoint name>"`, in
+//             text_checkpoint_layout() order, stored dtype.
+//   prefill                 (tokens: tensor<Lp x i32>, length: tensor<i32>, start: tensor<i32>,
+//                            slot: tensor<i32>, k_cache.0, v_cache.0, ..., k_cache.{L-1}, v_cache.{L-1})
+//                           -> (logits: tensor<vocab x f32> of row length-1, caches...)
+//   prefill_embeddings      same with embeddings: tensor<Lp x hidden x f32> (already scaled) for tokens
+//   prefill_all_logits      same as prefill but logits: tensor<Lp x vocab x f32> (every row)
+//   decode                  (tokens: tensor<B x i32>, positions: tensor<B x i32>, slots: tensor<B x i32>,
+//                            caches...) -> (logits: tensor<B x vocab x f32>, caches...)
+//
+//   Caches are tensor<N x S x Hkv x Dh x kv_dtype> (N = slots, S = capacity), donated: the cache
+//   argument i carries `tf.aliasing_output = 1 + i`. Prefill rows i < length get position start + i
+//   and are written at (slot, start + i); rows >= length are padding and are never read. Cache
+//   writes use scatter, whose out-of-bounds updates are dropped, so no position can cross the
+//   capacity even if a caller skips admission; attention rejects kv lengths above S.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "models/text_spec.h"
+#include "stablehlo/ir.h"
+
+namespace hlx::models {
+
+struct EngineShape {
+  int64_t context_capacity = 0;   // S: max tokens a slot holds (prompt + generated)
+  int64_t slots = 1;              // N: KV slots
+  DType kv_dtype = DType::kBF16;
+};
+
+// The default prefill buckets for a capacity: powers of 4 from 32 below the capacity, then the
+// capacity itself (e.g. 1000 -> 32, 128, 512, 1000).
+std::vector<int64_t> default_prefill_buckets(int64_t context_capacity);
+
+enum class TextEntry { kPrefill, kPrefillEmbeddings, kPrefillAllLogits, kDecode };
+const char* entry_name(TextEntry e);
+
+struct EntryRequest {
+  TextEntry entry = TextEntry::kPrefill;
+  int64_t rows = 0;  // Lp for prefill entries (a bucket), B for decode
+};
+
+// Emits the module for one entry. The module attribute `hlx.identity` is the SHA-256 of the
+// canonical description (schema version, spec, shape, entry, rows); the public function is
+// named after the entry.
+Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShape& shape, const EntryRequest& request);
+
+// The canonical description hashed into the identity (readable, for error messages and tests).
+std::string text_entry_description(const TextModelSpec& spec, const EngineShape& shape, const EntryRequest& request);
+
+}  // namespace hlx::models
