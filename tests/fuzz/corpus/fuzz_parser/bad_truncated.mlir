@@ -1,0 +1,1 @@
+module @m attributes {a = [[[{b = dense<[[1, 2], [3
