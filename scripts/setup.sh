@@ -8,7 +8,7 @@ DEBIAN_PACKAGES=(
   nlohmann-json3-dev     # JSON: safetensors headers, HF configs
   libcli11-dev           # command-line parsing
   libgtest-dev libgmock-dev libbenchmark-dev
-  clang libclang-rt-14-dev  # libFuzzer and sanitizer runtimes
+  clang libclang-rt-14-dev libomp-dev  # libFuzzer, sanitizer and OpenMP runtimes for the clang build
   python3-numpy          # independent numpy references (/usr/bin/python3)
 )
 
