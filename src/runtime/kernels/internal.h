@@ -7,14 +7,23 @@
 
 namespace hlx::kernels::internal {
 
-// Sets flush-to-zero and denormals-are-zero in the calling thread's MXCSR. Called at the top of
-// every OpenMP region so worker threads run with the same mode.
-inline void set_ftz_daz() {
-  unsigned csr;
-  __asm__ volatile("stmxcsr %0" : "=m"(csr));
-  csr |= 0x8040u;  // FTZ (bit 15) | DAZ (bit 6)
-  __asm__ volatile("ldmxcsr %0" : : "m"(csr));
-}
+// Sets flush-to-zero and denormals-are-zero in this thread's MXCSR for the guard's lifetime and
+// restores the previous mode after. Declared at the top of every OpenMP region, so the kernels run
+// with FTZ/DAZ on every thread while the caller's own floating-point mode is left as it was.
+class FtzDazScope {
+ public:
+  FtzDazScope() {
+    __asm__ volatile("stmxcsr %0" : "=m"(saved_));
+    unsigned csr = saved_ | 0x8040u;  // FTZ (bit 15) | DAZ (bit 6)
+    __asm__ volatile("ldmxcsr %0" : : "m"(csr));
+  }
+  ~FtzDazScope() { __asm__ volatile("ldmxcsr %0" : : "m"(saved_)); }
+  FtzDazScope(const FtzDazScope&) = delete;
+  FtzDazScope& operator=(const FtzDazScope&) = delete;
+
+ private:
+  unsigned saved_ = 0;
+};
 
 inline float load_f32(DType t, const void* p, int64_t i) {
   switch (t) {

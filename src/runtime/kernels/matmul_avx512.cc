@@ -84,7 +84,7 @@ void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf
   const int64_t nblocks = (n + 63) / 64;
 #pragma omp parallel
   {
-    set_ftz_daz();
+    FtzDazScope ftz_daz;
 #pragma omp for schedule(static)
     for (int64_t nb = 0; nb < nblocks; ++nb) {
       const bf16* w = w_packed + nb * kp * 64;

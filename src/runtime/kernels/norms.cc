@@ -58,7 +58,7 @@ void for_rows(int64_t rows, int64_t dim, RowFn fn) {
   }
 #pragma omp parallel
   {
-    internal::set_ftz_daz();
+    internal::FtzDazScope ftz_daz;
     std::vector<float> buf(static_cast<size_t>(dim));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) fn(r, buf.data());

@@ -58,7 +58,7 @@ Status rotary(int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
   const bool parallel = rows >= 2 && rows * row_elems >= (1 << 15);
 #pragma omp parallel if (parallel)
   {
-    internal::set_ftz_daz();
+    internal::FtzDazScope ftz_daz;
     std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half)), buf(static_cast<size_t>(rotary_dim));
 #pragma omp for schedule(static)
     for (int64_t r = 0; r < rows; ++r) do_row(r, cs.data(), sn.data(), buf.data());

@@ -1,0 +1,81 @@
+// hlx.attention at Qwen3-0.6B-like shapes (16 q heads, 8 kv heads, head_dim 128, bf16 KV cache of
+// capacity 8192): decode (T = 1) at several cache lengths, and causal prefill chunks.
+#include <benchmark/benchmark.h>
+#include <omp.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "runtime/kernels/attention.h"
+
+namespace {
+
+using namespace hlx;
+
+struct Setup {
+  kernels::AttentionDesc d;
+  std::vector<bf16> q, k, v;
+  std::vector<int32_t> slot, q_pos, kv_len;
+  std::vector<float> out;
+};
+
+Setup make(int64_t batch, int64_t T, int64_t len) {
+  Setup s;
+  auto& d = s.d;
+  d.batch = batch;
+  d.q_len = T;
+  d.q_heads = 16;
+  d.kv_heads = 8;
+  d.head_dim = 128;
+  d.num_slots = batch;
+  d.capacity = 8192;
+  d.q_type = DType::kBF16;
+  d.kv_type = DType::kBF16;
+  d.scale = 1.f / std::sqrt(128.f);
+  d.causal = true;
+  std::mt19937 rng(1);
+  std::uniform_real_distribution<float> u(-1.f, 1.f);
+  s.q.resize(static_cast<size_t>(batch * T * 16 * 128));
+  for (auto& x : s.q) x = f32_to_bf16(u(rng));
+  const size_t cache = static_cast<size_t>(batch * 8192 * 8 * 128);
+  s.k.resize(cache);
+  s.v.resize(cache);
+  for (size_t i = 0; i < cache; ++i) {
+    s.k[i] = f32_to_bf16(u(rng));
+    s.v[i] = f32_to_bf16(u(rng));
+  }
+  for (int64_t b = 0; b < batch; ++b) {
+    s.slot.push_back(int32_t(b));
+    s.kv_len.push_back(int32_t(len));
+    for (int64_t t = 0; t < T; ++t) s.q_pos.push_back(int32_t(len - T + t));
+  }
+  s.out.resize(static_cast<size_t>(batch * T * 16 * 128));
+  return s;
+}
+
+// Args: batch, T, kv_len. Counters: KV GB/s (K+V bytes actually attended) and GFLOP/s (2 matmuls,
+// causal mask counted as the visible half of the T x kv_len rectangle for prefill).
+void BM_Attention(benchmark::State& state) {
+  const int64_t B = state.range(0), T = state.range(1), len = state.range(2);
+  Setup s = make(B, T, len);
+  for (auto _ : state) {
+    Status st = kernels::attention(s.d, s.q.data(), s.k.data(), s.v.data(), s.slot.data(), s.q_pos.data(),
+                                   s.kv_len.data(), nullptr, s.out.data());
+    if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
+    benchmark::DoNotOptimize(s.out.data());
+  }
+  const double kv_bytes = double(B) * len * 8 * 128 * 2 * 2;
+  double pairs = double(B) * 16 * (T == 1 ? len : (double(T) * (len - T) + double(T) * (T + 1) / 2));
+  state.counters["KV_GB/s"] = benchmark::Counter(kv_bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] = benchmark::Counter(pairs * 128 * 4, benchmark::Counter::kIsIterationInvariantRate,
+                                                 benchmark::Counter::kIs1000);
+  state.counters["threads"] = omp_get_max_threads();
+}
+BENCHMARK(BM_Attention)
+    ->Args({1, 1, 512})->Args({1, 1, 2048})->Args({1, 1, 8192})->Args({4, 1, 2048})
+    ->Args({1, 128, 128})->Args({1, 512, 512})->Args({1, 512, 2048})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
