@@ -1,9 +1,12 @@
 #include "stablehlo/text_attr_printer.h"
 
 #include <algorithm>
+#include <cstdint>
+#include <map>
 #include <cstring>
 #include <vector>
 
+#include "core/tensor.h"
 #include "stablehlo/text_float.h"
 #include "stablehlo/text_lexer.h"
 
@@ -77,8 +80,13 @@ std::pair<std::string, std::string> split_dialect(const std::string& name) {
 std::string dense_literal(const DenseElements& d) {
   size_t es = dtype_size(d.type.dtype);
   size_t n = es ? d.bytes.size() / es : 0;
-  if (n == 0) return "dense<>";
-  bool splat = true;
+  Result<int64_t> expected = checked_num_elements(d.type.shape);
+  // Malformed IR (byte count disagrees with the type): print the raw bytes, which the parser
+  // rejects with a message naming both sizes, instead of reading out of bounds.
+  bool consistent = expected.ok() && d.bytes.size() == size_t(*expected) * es;
+  if (n == 0 && consistent) return "dense<>";
+  if (!consistent) n = SIZE_MAX;
+  bool splat = n != SIZE_MAX;
   for (size_t i = 1; i < n && splat; ++i)
     splat = std::memcmp(&d.bytes[i * es], d.bytes.data(), es) == 0;
   if (splat) return "dense<" + element(d, 0) + ">";
@@ -230,9 +238,32 @@ std::string print_attr(const Attr& a) {
         if (conv_dims_printable(a)) return s + conv_dims_compact(a) + ">";
         s += "raw ";
       }
-      for (size_t i = 0; i < a.dict.size(); ++i) {
-        const Attr& v = a.dict[i].value;
-        s += (i ? ", " : "") + a.dict[i].name + " = ";
+      // gather/scatter/dot: MLIR's field order with empty arrays and zero integers left out, so
+      // IR built with explicit empty fields prints the same as its re-parse.
+      static const std::map<std::string, std::vector<std::string>> kOrder = {
+          {"gather", {"offset_dims", "collapsed_slice_dims", "operand_batching_dims",
+                      "start_indices_batching_dims", "start_index_map", "index_vector_dim"}},
+          {"scatter", {"update_window_dims", "inserted_window_dims", "input_batching_dims",
+                       "scatter_indices_batching_dims", "scatter_dims_to_operand_dims", "index_vector_dim"}},
+          {"dot", {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
+                   "rhs_contracting_dimensions"}}};
+      std::vector<const NamedAttr*> fields;
+      auto order = kOrder.find(name);
+      if (dialect == "stablehlo" && order != kOrder.end()) {
+        for (const std::string& key : order->second)
+          for (const NamedAttr& f : a.dict)
+            if (f.name == key && !(f.value.kind == Attr::Kind::kI64Array && f.value.ints.empty()) &&
+                !(f.value.kind == Attr::Kind::kInt && f.value.i == 0))
+              fields.push_back(&f);
+        for (const NamedAttr& f : a.dict)
+          if (std::find(order->second.begin(), order->second.end(), f.name) == order->second.end())
+            fields.push_back(&f);
+      } else {
+        for (const NamedAttr& f : a.dict) fields.push_back(&f);
+      }
+      for (size_t i = 0; i < fields.size(); ++i) {
+        const Attr& v = fields[i]->value;
+        s += (i ? ", " : "") + fields[i]->name + " = ";
         if (v.kind == Attr::Kind::kI64Array) s += int_list(v.ints);
         else if (v.kind == Attr::Kind::kInt) s += std::to_string(v.i);
         else s += print_attr(v);

@@ -224,3 +224,31 @@ func.func @main(%x: tensor<3xf32>, %i: tensor<3xi32>) -> tensor<f32> {
   EXPECT_NE(s.find("%1 = stablehlo.add %0#0, %cst_0 : tensor<f32>"), std::string::npos) << s;
   expect_stable(*m);
 }
+
+TEST(Printer, StructsWithExplicitEmptyFieldsPrintCanonically) {
+  Module m = single_op(
+      "stablehlo.gather", {T(DType::kF32, {5, 3}), T(DType::kI64, {2, 1})}, T(DType::kF32, {2, 3}),
+      {{"slice_sizes", Attr::i64_array({1, 3})},
+       {"dimension_numbers",
+        Attr::structure("gather", {{"index_vector_dim", Attr::integer(1)},
+                                   {"offset_dims", Attr::i64_array({1})},
+                                   {"operand_batching_dims", Attr::i64_array({})},
+                                   {"collapsed_slice_dims", Attr::i64_array({0})},
+                                   {"start_index_map", Attr::i64_array({0})}})}});
+  EXPECT_EQ(body_line(print_module(m), 2),
+            "    %0 = \"stablehlo.gather\"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], "
+            "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 3>}> : "
+            "(tensor<5x3xf32>, tensor<2x1xi64>) -> tensor<2x3xf32>");
+  expect_stable(m);
+}
+
+TEST(Printer, InconsistentDenseDoesNotReadOutOfBounds) {
+  DenseElements d;
+  d.type = T(DType::kF32, {2, 3});
+  d.bytes.assign(8, 0);  // 2 elements for a 6-element type
+  Module m = single_op("stablehlo.constant", {}, T(DType::kF32, {2, 3}), {{"value", Attr::dense_elements(d)}});
+  std::string s = print_module(m);
+  Result<Module> again = parse_module(s);
+  ASSERT_FALSE(again.ok());
+  EXPECT_NE(again.status().message().find("has 8 bytes, expected 24"), std::string::npos) << again.status().message();
+}
