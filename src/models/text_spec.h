@@ -9,6 +9,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/tensor.h"
 #include "io/hf_config.h"
 
 namespace hlx::models {
