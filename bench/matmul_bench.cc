@@ -9,7 +9,10 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "runtime/kernels/cpu.h"
 #include "runtime/kernels/matmul.h"
+
+#include <immintrin.h>
 
 namespace {
 
@@ -58,11 +61,11 @@ void BM_PackedBf16(benchmark::State& state) {
 BENCHMARK(BM_PackedBf16)->Args({128, 2048, 2048})->Args({512, 2048, 2048})->Args({128, 3072, 1024})
     ->Args({16, 2048, 2048})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Args: M, N, K. Cycles through 512 MiB of distinct packed weights so every product streams its
+// Args: M, N, K. Cycles through 1 GiB of distinct packed weights so every product streams its
 // weight from DRAM, like a decode step does.
 void BM_StreamBf16(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  auto ws = make_weights(k, n, size_t(512) << 20);
+  auto ws = make_weights(k, n, size_t(1) << 30);
   if (ws.empty()) return state.SkipWithError("pack failed");
   auto a = random_bf16(m * k, 1);
   std::vector<float> c(static_cast<size_t>(m * n));
@@ -79,21 +82,50 @@ void BM_StreamBf16(benchmark::State& state) {
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_StreamBf16)->Args({1, 2048, 2048})->Args({1, 4096, 4096})->Args({1, 3072, 1024})
-    ->Args({1, 1024, 3072})->Args({4, 2048, 2048})->Args({1, 151936, 1024})
+    ->Args({1, 1024, 3072})->Args({4, 2048, 2048})->Args({5, 2048, 2048})->Args({8, 2048, 2048})
+    ->Args({16, 2048, 2048})->Args({1, 151936, 1024})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// DRAM read bandwidth probe: sums a 1 GiB buffer (16x any LLC here) with all OpenMP threads.
+// Sums [begin, end) 64-byte lines with 512-bit loads (4 independent accumulators).
+__attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint64_t* p, int64_t begin, int64_t end) {
+  __m512i a0 = _mm512_setzero_si512(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = begin;
+  for (; i + 4 <= end; i += 4) {
+    a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + 8 * i));
+    a1 = _mm512_add_epi64(a1, _mm512_load_si512(p + 8 * i + 8));
+    a2 = _mm512_add_epi64(a2, _mm512_load_si512(p + 8 * i + 16));
+    a3 = _mm512_add_epi64(a3, _mm512_load_si512(p + 8 * i + 24));
+  }
+  for (; i < end; ++i) a0 = _mm512_add_epi64(a0, _mm512_load_si512(p + 8 * i));
+  return uint64_t(_mm512_reduce_add_epi64(_mm512_add_epi64(_mm512_add_epi64(a0, a1), _mm512_add_epi64(a2, a3))));
+}
+
+uint64_t sum_lines(const uint64_t* p, int64_t begin, int64_t end) {
+  uint64_t t0 = 0, t1 = 0;
+  for (int64_t i = begin; i < end; ++i) {
+    const uint64_t* l = p + 8 * i;
+    t0 += l[0] + l[2] + l[4] + l[6];
+    t1 += l[1] + l[3] + l[5] + l[7];
+  }
+  return t0 + t1;
+}
+
+// DRAM read bandwidth probe: sums a 1 GiB buffer (far beyond any LLC here) with all OpenMP
+// threads, each a contiguous chunk; 512-bit loads where the CPU has AVX-512.
 void BM_DramRead(benchmark::State& state) {
   const size_t bytes = size_t(1) << 30;
   auto buf = allocate_aligned(bytes);
   std::memset(buf.get(), 1, bytes);
   const uint64_t* p = static_cast<const uint64_t*>(buf.get());
-  const int64_t words = int64_t(bytes / 8);
+  const int64_t lines = int64_t(bytes / 64);
+  const bool wide = kernels::cpu_features().avx512f;
   for (auto _ : state) {
     uint64_t total = 0;
-#pragma omp parallel for schedule(static) reduction(+ : total)
-    for (int64_t i = 0; i < words; i += 8) {
-      total += (p[i] ^ p[i + 1]) + (p[i + 2] ^ p[i + 3]) + (p[i + 4] ^ p[i + 5]) + (p[i + 6] ^ p[i + 7]);
+#pragma omp parallel reduction(+ : total)
+    {
+      const int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
+      const int64_t b = lines * t / nt, e = lines * (t + 1) / nt;
+      total += wide ? sum_lines_avx512(p, b, e) : sum_lines(p, b, e);
     }
     benchmark::DoNotOptimize(total);
   }
