@@ -1,0 +1,468 @@
+#include "engine/text_model.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+
+#include "engine/prefill_plan.h"
+#include "core/sha256.h"
+#include "io/hf_config.h"
+#include "runtime/program.h"
+#include "stablehlo/parser.h"
+#include "stablehlo/verifier.h"
+
+namespace hlx::engine {
+
+using models::EntryRequest;
+using models::TextEntry;
+
+namespace {
+
+double ms_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::string type_str(const shlo::TensorType& t) { return t.to_string(); }
+shlo::TensorType tt(DType d, Shape s) { return shlo::TensorType{d, std::move(s)}; }
+
+Tensor scalar_i32(int64_t v) {
+  Tensor t = Tensor::empty(DType::kI32, {});
+  *t.data<int32_t>() = int32_t(v);
+  return t;
+}
+
+// Non-weight inputs and results of an entry, as text_entries.h defines them.
+void expected_signature(const models::TextModelSpec& spec, const models::EngineShape& shape,
+                        const EntryRequest& r, std::vector<std::pair<std::string, shlo::TensorType>>* inputs,
+                        std::vector<std::pair<std::string, shlo::TensorType>>* results) {
+  const DType i32 = DType::kI32;
+  switch (r.entry) {
+    case TextEntry::kPrefill:
+    case TextEntry::kPrefillAllLogits:
+    case TextEntry::kPrefillEmbeddings:
+      if (r.entry == TextEntry::kPrefillEmbeddings)
+        inputs->push_back({"embeddings", tt(DType::kF32, {r.rows, spec.hidden_size})});
+      else
+        inputs->push_back({"tokens", tt(i32, {r.rows})});
+      inputs->push_back({"length", tt(i32, {})});
+      inputs->push_back({"start", tt(i32, {})});
+      inputs->push_back({"slot", tt(i32, {})});
+      results->push_back({"logits", r.entry == TextEntry::kPrefillAllLogits
+                                        ? tt(DType::kF32, {r.rows, spec.vocab_size})
+                                        : tt(DType::kF32, {spec.vocab_size})});
+      break;
+    case TextEntry::kDecode:
+      inputs->push_back({"tokens", tt(i32, {r.rows})});
+      inputs->push_back({"positions", tt(i32, {r.rows})});
+      inputs->push_back({"slots", tt(i32, {r.rows})});
+      results->push_back({"logits", tt(DType::kF32, {r.rows, spec.vocab_size})});
+      break;
+  }
+  shlo::TensorType cache = tt(shape.kv_dtype, {shape.slots, shape.context_capacity, spec.num_kv_heads, spec.head_dim});
+  for (int64_t l = 0; l < spec.num_layers; ++l)
+    for (const char* kv : {"k_cache.", "v_cache."}) {
+      inputs->push_back({str_cat(kv, l), cache});
+      results->push_back({str_cat(kv, l), cache});
+    }
+}
+
+// A capacity mismatch reads better than "shape differs": name the dimension when it is one.
+std::string explain_cache_mismatch(const shlo::TensorType& want, const shlo::TensorType& got) {
+  if (want.rank() != 4 || got.rank() != 4) return "";
+  std::string s;
+  if (got.shape[0] != want.shape[0]) s += str_cat(" (module slots ", got.shape[0], ", engine slots ", want.shape[0], ")");
+  if (got.shape[1] != want.shape[1])
+    s += str_cat(" (module context_capacity ", got.shape[1], ", engine context_capacity ", want.shape[1], ")");
+  if (got.dtype != want.dtype)
+    s += str_cat(" (module kv dtype ", dtype_name(got.dtype), ", engine kv dtype ", dtype_name(want.dtype), ")");
+  return s;
+}
+
+}  // namespace
+
+int64_t default_context_capacity(const models::TextModelSpec& spec) {
+  if (spec.max_position_embeddings > 0) return std::min(kDefaultContextCapacity, spec.max_position_embeddings);
+  return kDefaultContextCapacity;
+}
+
+const char* finish_reason_name(FinishReason r) { return r == FinishReason::kStop ? "stop" : "length"; }
+
+std::string text_module_file_name(const EntryRequest& request) {
+  return str_cat(models::entry_name(request.entry), "_", request.rows, ".mlir");
+}
+
+Status check_text_module(const shlo::Module& module, const models::TextModelSpec& spec,
+                         const models::EngineShape& shape, const EntryRequest& request, const std::string& source) {
+  const char* name = models::entry_name(request.entry);
+  const shlo::Function* fn = module.find_function(name);
+  if (!fn || !fn->is_public) {
+    std::string names;
+    for (const auto& f : module.functions)
+      if (f.is_public) names += (names.empty() ? "@" : ", @") + f.name;
+    return make_error(ErrorKind::kNotFound, source, ": expected a public function @", name, ", found ",
+                      names.empty() ? std::string("none") : names);
+  }
+  // Shapes first: a capacity or slot mismatch is named precisely before the (opaque) hash check.
+  std::vector<std::pair<std::string, shlo::TensorType>> inputs, results;
+  expected_signature(spec, shape, request, &inputs, &results);
+  std::vector<models::TensorInfo> layout = models::text_checkpoint_layout(spec);
+  size_t next_weight = 0, next_input = 0;
+  for (size_t k = 0; k < fn->args.size(); ++k) {
+    const shlo::TensorType& got = fn->type_of(fn->args[k]);
+    const shlo::Attr* w = k < fn->arg_attrs.size() ? shlo::find_attr(fn->arg_attrs[k], shlo::kWeightAttr) : nullptr;
+    if (w) {
+      if (next_weight >= layout.size())
+        return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " argument #", k, " is weight '", w->str,
+                          "' but the checkpoint layout has only ", layout.size(), " tensors");
+      const auto& info = layout[next_weight++];
+      if (w->str != info.name || got.shape != info.shape)
+        return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " argument #", k, ": expected weight '",
+                          info.name, "' [", shape_to_string(info.shape), "], found '", w->str, "' [",
+                          shape_to_string(got.shape), "]");
+      continue;
+    }
+    if (next_input >= inputs.size())
+      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " has more inputs than the ",
+                        inputs.size(), " the contract defines (argument #", k, ", ", type_str(got), ")");
+    const auto& [label, want] = inputs[next_input++];
+    if (got != want)
+      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " input '", label, "': expected ",
+                        type_str(want), ", found ", type_str(got), explain_cache_mismatch(want, got));
+  }
+  if (next_weight != layout.size())
+    return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " binds ", next_weight,
+                      " weights, expected ", layout.size(), " (text_checkpoint_layout)");
+  if (next_input != inputs.size())
+    return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " has ", next_input, " inputs, expected ",
+                      inputs.size());
+  if (fn->result_types.size() != results.size())
+    return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " returns ", fn->result_types.size(),
+                      " results, expected ", results.size());
+  for (size_t i = 0; i < results.size(); ++i)
+    if (fn->result_types[i] != results[i].second)
+      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " result '", results[i].first,
+                        "': expected ", type_str(results[i].second), ", found ", type_str(fn->result_types[i]),
+                        explain_cache_mismatch(results[i].second, fn->result_types[i]));
+  const shlo::Attr* id = shlo::find_attr(module.attrs, shlo::kIdentityAttr);
+  std::string want_id = hlx::sha256_hex(models::text_entry_description(spec, shape, request));
+  if (!id || id->kind != shlo::Attr::Kind::kString)
+    return make_error(ErrorKind::kInvalidArgument, source, ": no string attribute ", shlo::kIdentityAttr,
+                      " (expected \"", want_id, "\")");
+  if (id->str != want_id)
+    return make_error(ErrorKind::kInvalidArgument, source, ": ", shlo::kIdentityAttr, " is \"", id->str,
+                      "\", expected \"", want_id, "\" for ", name, " rows=", request.rows, " context_capacity=",
+                      shape.context_capacity, " slots=", shape.slots, " kv=", dtype_name(shape.kv_dtype));
+  return ok_status();
+}
+
+TextModel::~TextModel() = default;
+
+Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir, TextModelOptions options) {
+  std::unique_ptr<TextModel> m(new TextModel());
+  auto t0 = std::chrono::steady_clock::now();
+  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(model_dir));
+  HLX_ASSIGN_OR_RETURN(m->spec_, models::text_spec_from_config(config));
+  m->stats_.config_ms = ms_since(t0);
+  const models::TextModelSpec& spec = m->spec_;
+
+  if (options.slots < 1)
+    return make_error(ErrorKind::kInvalidArgument, "slots must be >= 1, got ", options.slots);
+  if (options.kv_dtype != DType::kBF16 && options.kv_dtype != DType::kF32 && options.kv_dtype != DType::kF16)
+    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16, f16 or f32, got ", dtype_name(options.kv_dtype));
+  int64_t capacity = options.context_capacity ? options.context_capacity : default_context_capacity(spec);
+  if (capacity < 1) return make_error(ErrorKind::kInvalidArgument, "context capacity must be >= 1, got ", capacity);
+  // i32 positions and slot ids in the modules.
+  if (capacity > INT32_MAX || options.slots > INT32_MAX)
+    return make_error(ErrorKind::kInvalidArgument, "context capacity ", capacity, " / slots ", options.slots,
+                      " exceed the i32 range of positions");
+  m->shape_ = models::EngineShape{capacity, options.slots, options.kv_dtype};
+  m->buckets_ = options.prefill_buckets.empty() ? models::default_prefill_buckets(capacity) : options.prefill_buckets;
+  HLX_RETURN_IF_ERROR(validate_buckets(m->buckets_, capacity).with_context("prefill buckets"));
+  m->options_ = options;
+
+  // Weights: every layout tensor must exist with the layout's shape; it stays in its stored dtype
+  // and is borrowed from the mapping (no copy).
+  t0 = std::chrono::steady_clock::now();
+  HLX_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(model_dir));
+  m->checkpoint_ = std::make_unique<Checkpoint>(std::move(ckpt));
+  for (const auto& info : models::text_checkpoint_layout(spec)) {
+    if (!m->checkpoint_->has(info.name))
+      return make_error(ErrorKind::kNotFound, m->checkpoint_->source(), ": missing tensor '", info.name,
+                        "' (expected shape [", shape_to_string(info.shape), "])");
+    HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->tensor(info.name));
+    if (t.shape() != info.shape)
+      return make_error(ErrorKind::kInvalidArgument, m->checkpoint_->source(), ": tensor '", info.name,
+                        "' has shape [", shape_to_string(t.shape()), "], expected [", shape_to_string(info.shape), "]");
+    if (!is_float(t.dtype()))
+      return make_error(ErrorKind::kInvalidArgument, m->checkpoint_->source(), ": tensor '", info.name,
+                        "' has dtype ", dtype_name(t.dtype()), ", expected a float type (bf16, f16 or f32)");
+    m->stats_.weight_bytes += t.nbytes();
+    m->weights_.emplace_back(info.name, std::move(t));
+  }
+  m->stats_.checkpoint_ms = ms_since(t0);
+
+  // Every module is emitted (or read and checked) now, so identity and capacity mismatches fail
+  // here; only compilation may be deferred.
+  t0 = std::chrono::steady_clock::now();
+  for (int64_t b : m->buckets_) {
+    HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefill, b}));
+    if (options.all_logits) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillAllLogits, b}));
+  }
+  for (int64_t b = 1; b <= options.slots; ++b) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecode, b}));
+  m->stats_.emit_ms = ms_since(t0);
+  if (options.eager_compile)
+    for (auto& [key, e] : m->entries_) HLX_RETURN_IF_ERROR(m->compile(e));
+
+  // KV caches: allocated once, zero-filled so padding rows are deterministic bytes.
+  Shape cache_shape{options.slots, capacity, spec.num_kv_heads, spec.head_dim};
+  HLX_ASSIGN_OR_RETURN(int64_t cache_elems, checked_num_elements(cache_shape));
+  for (int64_t l = 0; l < spec.num_layers; ++l)
+    for (int kv = 0; kv < 2; ++kv) {
+      m->caches_.push_back(Tensor::zeros(options.kv_dtype, cache_shape));
+      m->stats_.kv_bytes += size_t(cache_elems) * dtype_size(options.kv_dtype);
+    }
+  m->pool_ = SlotPool(options.slots);
+  m->history_.assign(size_t(options.slots), {});
+  return m;
+}
+
+Status TextModel::prepare_entry(const EntryRequest& request) {
+  Entry e;
+  e.request = request;
+  if (options_.modules_dir) {
+    std::string path = (std::filesystem::path(*options_.modules_dir) / text_module_file_name(request)).string();
+    HLX_ASSIGN_OR_RETURN(shlo::Module module, shlo::parse_module_file(path));
+    HLX_RETURN_IF_ERROR(shlo::verify_module(module).with_context(path));
+    HLX_RETURN_IF_ERROR(check_text_module(module, spec_, shape_, request, path));
+    e.source = path;
+    e.module = std::make_shared<const shlo::Module>(std::move(module));
+  } else {
+    HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_text_entry(spec_, shape_, request));
+    // Our own emitter is held to the same contract as a file: a drift between emitter and engine
+    // shows up here, at load, not as a wrong result.
+    HLX_RETURN_IF_ERROR(check_text_module(module, spec_, shape_, request, "emitted module"));
+    e.source = "emitted";
+    e.module = std::make_shared<const shlo::Module>(std::move(module));
+  }
+  ++stats_.modules;
+  entries_[{int(request.entry), request.rows}] = std::move(e);
+  return ok_status();
+}
+
+Status TextModel::compile(Entry& e) {
+  if (e.program) return ok_status();
+  auto t0 = std::chrono::steady_clock::now();
+  rt::ProgramOptions po;
+  po.threads = options_.threads;
+  HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> program, rt::Program::compile(e.module, po));
+  stats_.compile_ms += ms_since(t0);
+  t0 = std::chrono::steady_clock::now();
+  for (const auto& [name, tensor] : weights_)
+    HLX_RETURN_IF_ERROR(program->bind_weight(name, tensor).with_context(e.source));
+  stats_.bind_ms += ms_since(t0);
+  auto ps = program->plan_stats(models::entry_name(e.request.entry));
+  if (ps.ok()) stats_.arena_bytes += ps->arena_bytes;
+  e.program = std::move(program);
+  ++stats_.compiled;
+  return ok_status();
+}
+
+Result<TextModel::Entry*> TextModel::compiled(TextEntry entry, int64_t rows) {
+  auto it = entries_.find({int(entry), rows});
+  if (it == entries_.end())
+    return make_error(ErrorKind::kNotFound, "no ", models::entry_name(entry), " entry for ", rows,
+                      " rows was prepared", entry == TextEntry::kPrefillAllLogits ? " (load with all_logits)" : "");
+  HLX_RETURN_IF_ERROR(compile(it->second));
+  return &it->second;
+}
+
+Result<std::vector<Tensor>> TextModel::run(Entry& e, std::vector<Tensor> inputs) {
+  for (const Tensor& c : caches_) inputs.push_back(c);
+  const char* name = models::entry_name(e.request.entry);
+  HLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, e.program->run(name, std::move(inputs)));
+  if (out.size() != 1 + caches_.size())
+    return make_error(ErrorKind::kInternal, "@", name, " returned ", out.size(), " results, expected ",
+                      1 + caches_.size());
+  // Donated caches must come back as the same storage; anything else would silently fork state.
+  for (size_t i = 0; i < caches_.size(); ++i)
+    if (out[1 + i].raw() != caches_[i].raw())
+      return make_error(ErrorKind::kInternal, "@", name, " result #", 1 + i, " does not alias its donated cache");
+  return out;
+}
+
+Result<int64_t> TextModel::admit(std::span<const int64_t> prompt, int64_t max_new_tokens, Admission* admission) {
+  Admission a = check_text_admission(limits(), prompt, max_new_tokens);
+  if (admission) *admission = a;
+  if (!a.ok()) return a.status;
+  HLX_ASSIGN_OR_RETURN(int64_t slot, pool_.acquire());
+  history_[size_t(slot)].clear();
+  return slot;
+}
+
+Status TextModel::release(int64_t slot) {
+  HLX_RETURN_IF_ERROR(pool_.release(slot));
+  history_[size_t(slot)].clear();
+  return ok_status();
+}
+
+void TextModel::reset() {
+  pool_ = SlotPool(shape_.slots);
+  for (auto& h : history_) h.clear();
+}
+
+Status TextModel::check_slot(int64_t slot) const {
+  if (slot < 0 || slot >= shape_.slots)
+    return make_error(ErrorKind::kOutOfRange, "slot ", slot, " is outside [0, ", shape_.slots, ")");
+  return ok_status();
+}
+
+Result<int64_t> TextModel::cache_length(int64_t slot) const {
+  HLX_RETURN_IF_ERROR(check_slot(slot));
+  return int64_t(history_[size_t(slot)].size());
+}
+
+Result<Tensor> TextModel::prefill(int64_t slot, std::span<const int64_t> tokens) {
+  return run_prefill(slot, tokens, false);
+}
+
+Result<Tensor> TextModel::prefill_all_logits(int64_t slot, std::span<const int64_t> tokens) {
+  return run_prefill(slot, tokens, true);
+}
+
+Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tokens, bool all_rows) {
+  // Every check before the first call: a bad request leaves the caches untouched.
+  HLX_RETURN_IF_ERROR(check_slot(slot));
+  std::vector<int32_t>& hist = history_[size_t(slot)];
+  const int64_t start = int64_t(hist.size()), n = int64_t(tokens.size());
+  if (n < 1) return make_error(ErrorKind::kInvalidArgument, "prefill needs at least one token");
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= spec_.vocab_size)
+      return make_error(ErrorKind::kInvalidArgument, "token id ", tokens[i], " at index ", i,
+                        " is outside the vocabulary [0, ", spec_.vocab_size, ")");
+  if (n > shape_.context_capacity - start)
+    return make_error(ErrorKind::kOutOfRange, "prefill of ", n, " tokens at cache length ", start, " of slot ", slot,
+                      " would end at ", start + n, " > context_capacity ", shape_.context_capacity);
+  HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
+                       plan_prefill_chunks(buckets_, shape_.context_capacity, start, n));
+  TextEntry kind = all_rows ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill;
+  for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
+
+  // Row r of the slot holds token all_tokens(r): history for r < start, then the new tokens.
+  auto token_at = [&](int64_t r) -> int32_t {
+    return r < start ? hist[size_t(r)] : int32_t(tokens[size_t(r - start)]);
+  };
+  Tensor logits_all;
+  if (all_rows) logits_all = Tensor::empty(DType::kF32, {n, spec_.vocab_size});
+  Tensor last;
+  for (const auto& c : chunks) {
+    Entry* e = *compiled(kind, c.bucket);
+    Tensor tok = Tensor::zeros(DType::kI32, {c.bucket});
+    for (int64_t i = 0; i < c.length; ++i) tok.data<int32_t>()[i] = token_at(c.start + i);
+    auto out = run(*e, {tok, scalar_i32(c.length), scalar_i32(c.start), scalar_i32(slot)});
+    if (!out.ok()) {
+      // Rows of this slot may be partly written; the slot's length keeps only what completed.
+      return out.status().with_context(str_cat("prefill chunk at row ", c.start, " (bucket ", c.bucket, ")"));
+    }
+    for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r) hist.push_back(token_at(r));
+    Tensor& lg = (*out)[0];
+    if (all_rows) {
+      // Chunk row i is slot row c.start + i; new-token index = c.start + i - start.
+      const size_t row_bytes = size_t(spec_.vocab_size) * sizeof(float);
+      for (int64_t i = 0; i < c.length; ++i) {
+        int64_t dst = c.start + i - start;
+        if (dst < 0) continue;  // a replayed row from before this call
+        std::memcpy(logits_all.data<float>() + dst * spec_.vocab_size, lg.data<float>() + i * spec_.vocab_size,
+                    row_bytes);
+      }
+    } else {
+      last = lg;
+    }
+  }
+  return all_rows ? logits_all : last;
+}
+
+Result<Tensor> TextModel::decode(std::span<const DecodeRow> rows) {
+  const int64_t b = int64_t(rows.size());
+  if (b < 1 || b > shape_.slots)
+    return make_error(ErrorKind::kOutOfRange, "decode batch of ", b, " rows is outside [1, slots ", shape_.slots, "]");
+  std::vector<bool> seen(size_t(shape_.slots), false);
+  for (int64_t i = 0; i < b; ++i) {
+    const DecodeRow& r = rows[size_t(i)];
+    HLX_RETURN_IF_ERROR(check_slot(r.slot).with_context(str_cat("decode row ", i)));
+    if (seen[size_t(r.slot)])
+      return make_error(ErrorKind::kInvalidArgument, "decode row ", i, ": slot ", r.slot, " appears twice");
+    seen[size_t(r.slot)] = true;
+    if (r.token < 0 || r.token >= spec_.vocab_size)
+      return make_error(ErrorKind::kInvalidArgument, "decode row ", i, ": token id ", r.token,
+                        " is outside the vocabulary [0, ", spec_.vocab_size, ")");
+    int64_t len = int64_t(history_[size_t(r.slot)].size());
+    if (r.position < 0 || r.position >= shape_.context_capacity)
+      return make_error(ErrorKind::kOutOfRange, "decode row ", i, ": position ", r.position,
+                        " is outside [0, context_capacity ", shape_.context_capacity, ")");
+    // Rows past the slot's length were never written; attending over them would read stale K/V.
+    if (r.position > len)
+      return make_error(ErrorKind::kOutOfRange, "decode row ", i, ": position ", r.position, " of slot ", r.slot,
+                        " is past its cache length ", len);
+  }
+  HLX_ASSIGN_OR_RETURN(Entry * e, compiled(TextEntry::kDecode, b));
+  Tensor tok = Tensor::empty(DType::kI32, {b}), pos = Tensor::empty(DType::kI32, {b}),
+         slots = Tensor::empty(DType::kI32, {b});
+  for (int64_t i = 0; i < b; ++i) {
+    tok.data<int32_t>()[i] = int32_t(rows[size_t(i)].token);
+    pos.data<int32_t>()[i] = int32_t(rows[size_t(i)].position);
+    slots.data<int32_t>()[i] = int32_t(rows[size_t(i)].slot);
+  }
+  HLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, run(*e, {tok, pos, slots}));
+  for (const DecodeRow& r : rows) {
+    auto& h = history_[size_t(r.slot)];
+    h.resize(size_t(r.position));
+    h.push_back(int32_t(r.token));
+  }
+  return out[0];
+}
+
+namespace {
+int64_t argmax_row(const float* row, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i)
+    if (row[i] > row[best]) best = i;
+  return best;
+}
+}  // namespace
+
+Result<GenerateResult> TextModel::generate(std::span<const int64_t> prompt, int64_t max_new_tokens) {
+  HLX_ASSIGN_OR_RETURN(int64_t slot, admit(prompt, max_new_tokens));
+  GenerateResult res;
+  res.prompt_tokens = int64_t(prompt.size());
+  auto body = [&]() -> Status {
+    if (max_new_tokens == 0) return ok_status();
+    auto t0 = std::chrono::steady_clock::now();
+    HLX_ASSIGN_OR_RETURN(Tensor logits, prefill(slot, prompt));
+    res.prefill_ms = ms_since(t0);
+    int64_t next = argmax_row(logits.data<float>(), spec_.vocab_size);
+    t0 = std::chrono::steady_clock::now();
+    int64_t position = int64_t(prompt.size());
+    for (;;) {
+      res.tokens.push_back(next);
+      if (std::find(spec_.eos_token_ids.begin(), spec_.eos_token_ids.end(), next) != spec_.eos_token_ids.end()) {
+        res.finish = FinishReason::kStop;
+        break;
+      }
+      if (int64_t(res.tokens.size()) >= max_new_tokens) break;
+      DecodeRow row{slot, next, position++};
+      HLX_ASSIGN_OR_RETURN(Tensor dl, decode(std::span<const DecodeRow>(&row, 1)));
+      ++res.decode_steps;
+      next = argmax_row(dl.data<float>(), spec_.vocab_size);
+    }
+    res.decode_ms = ms_since(t0);
+    return ok_status();
+  };
+  Status s = body();
+  Status r = release(slot);
+  if (!s.ok()) return s;
+  if (!r.ok()) return r;
+  return res;
+}
+
+}  // namespace hlx::engine

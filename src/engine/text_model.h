@@ -1,0 +1,167 @@
+// A loaded text decoder: checkpoint weights (memory-mapped, stored dtype), the StableHLO entries
+// emitted for one EngineShape and compiled by the CPU runtime, and the KV caches of every slot.
+//
+// Ownership and threads: a TextModel is owned and driven by one thread (the engine's scheduler);
+// none of its methods may be called concurrently. Tensors it returns are owned by the caller.
+//
+// Capacity (DESIGN.md "Module contracts"): one context_capacity S per model. KV caches are
+// [slots, S, kv_heads, head_dim] per layer, allocated once at load and donated to every call, so
+// the runtime updates them in place. Every request passes check_admission() before a slot is
+// acquired; prefill() and decode() bounds-check slots, positions and cache lengths again (kOutOfRange
+// before anything runs) so callers that bypass admission cannot cross the capacity.
+//
+// Pre-emitted modules (options.modules_dir): one file per entry and shape named
+//   prefill_<Lp>.mlir, prefill_all_logits_<Lp>.mlir, decode_<B>.mlir
+// Each is parsed, verified, and must carry hlx.identity == SHA-256(text_entry_description(...)) of
+// what this model expects and argument types that match the capacity, slots and buckets; any
+// mismatch fails load() naming the file, the expected and the found value.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+#include "engine/admission.h"
+#include "io/checkpoint.h"
+#include "models/text_entries.h"
+#include "models/text_spec.h"
+#include "stablehlo/ir.h"
+
+namespace hlx::rt {
+class Program;
+}
+
+namespace hlx::engine {
+
+// Default context capacity when the operator gives none: 4096 tokens, or the model's
+// max_position_embeddings when that is smaller (docs/CAPACITY.md explains the cost).
+inline constexpr int64_t kDefaultContextCapacity = 4096;
+int64_t default_context_capacity(const models::TextModelSpec& spec);
+
+struct TextModelOptions {
+  int64_t context_capacity = 0;          // 0: default_context_capacity(spec)
+  int64_t slots = 1;                     // KV slots = largest decode batch
+  DType kv_dtype = DType::kBF16;         // bf16 (default) or f32
+  std::vector<int64_t> prefill_buckets;  // empty: models::default_prefill_buckets(capacity)
+  int threads = 0;                       // runtime threads, 0 = all cores
+  std::optional<std::string> modules_dir;  // load pre-emitted .mlir files instead of emitting
+  bool all_logits = false;               // also prepare prefill_all_logits (hlx logits --all)
+  // Compile every entry during load() instead of on first use. Emitting/loading and every
+  // identity and shape check always happen in load(); only Program::compile is deferred.
+  bool eager_compile = false;
+};
+
+// Timings and sizes of load() and of lazily compiled entries, for the CLI and docs/CAPACITY.md.
+struct TextModelStats {
+  double config_ms = 0, checkpoint_ms = 0, emit_ms = 0, compile_ms = 0, bind_ms = 0;
+  int modules = 0, compiled = 0;
+  size_t kv_bytes = 0;           // all caches, all layers
+  size_t weight_bytes = 0;       // checkpoint tensors as stored (mapped, not copied)
+  size_t arena_bytes = 0;        // sum over compiled entries of their intermediate arenas
+};
+
+struct DecodeRow {
+  int64_t slot = 0;
+  int64_t token = 0;
+  int64_t position = 0;  // cache row the token is written at; attends over rows [0, position]
+};
+
+enum class FinishReason { kLength, kStop };
+const char* finish_reason_name(FinishReason r);
+
+struct GenerateResult {
+  std::vector<int64_t> tokens;   // generated ids, including a final EOS when one stopped it
+  FinishReason finish = FinishReason::kLength;
+  int64_t prompt_tokens = 0;
+  double prefill_ms = 0, decode_ms = 0;
+  int64_t decode_steps = 0;
+};
+
+class TextModel {
+ public:
+  // Loads config.json + safetensors from `model_dir`, checks every tensor of
+  // text_checkpoint_layout (name, shape; dtype stays as stored), prepares the entries for the
+  // options' EngineShape and allocates the caches. On failure nothing is returned.
+  static Result<std::unique_ptr<TextModel>> load(const std::string& model_dir, TextModelOptions options = {});
+  ~TextModel();
+
+  const models::TextModelSpec& spec() const { return spec_; }
+  const models::EngineShape& shape() const { return shape_; }
+  const std::vector<int64_t>& prefill_buckets() const { return buckets_; }
+  const TextModelStats& stats() const { return stats_; }
+  AdmissionLimits limits() const { return {shape_.context_capacity, spec_.vocab_size}; }
+
+  // Admission, then a free slot whose cache length is reset to 0. The Admission is returned on
+  // rejection so callers can report its fields; nothing is touched then.
+  Result<int64_t> admit(std::span<const int64_t> prompt, int64_t max_new_tokens, Admission* admission = nullptr);
+  Status release(int64_t slot);
+  const SlotPool& slot_pool() const { return pool_; }
+  // Rows [0, cache_length) of the slot hold K/V.
+  Result<int64_t> cache_length(int64_t slot) const;
+
+  // Appends `tokens` to the slot's cache (rows [cache_length, cache_length + n)), chunked over the
+  // buckets. Returns f32[vocab], the logits of the last token.
+  Result<Tensor> prefill(int64_t slot, std::span<const int64_t> tokens);
+  // The same, returning f32[n, vocab] (one row per token). Needs options.all_logits.
+  Result<Tensor> prefill_all_logits(int64_t slot, std::span<const int64_t> tokens);
+  // One token for each row with the decode entry for B = rows.size() (1..slots). Rows name
+  // distinct slots; position must be <= the slot's cache length and < capacity. Returns
+  // f32[B, vocab]; each slot's cache length becomes position + 1.
+  Result<Tensor> decode(std::span<const DecodeRow> rows);
+
+  // Greedy generation of up to max_new_tokens for one prompt in a freshly admitted slot, stopping
+  // at any of spec().eos_token_ids. The slot is released before returning, also on error.
+  Result<GenerateResult> generate(std::span<const int64_t> prompt, int64_t max_new_tokens);
+
+  // The caches in argument order (k_cache.0, v_cache.0, ...), for tests that compare bytes.
+  const std::vector<Tensor>& caches() const { return caches_; }
+  // Reset every slot's cache length to 0 and free all slots (cache bytes are left as they are).
+  void reset();
+
+ private:
+  struct Entry {
+    models::EntryRequest request;
+    std::string source;                          // file name, or "emitted"
+    std::shared_ptr<const shlo::Module> module;
+    std::shared_ptr<rt::Program> program;        // null until compiled
+  };
+  TextModel() = default;
+  Status prepare_entry(const models::EntryRequest& request);
+  Result<Entry*> compiled(models::TextEntry entry, int64_t rows);
+  Status compile(Entry& e);
+  Result<std::vector<Tensor>> run(Entry& e, std::vector<Tensor> inputs);
+  Status check_slot(int64_t slot) const;
+  // Shared by prefill and prefill_all_logits: runs every chunk; collects logits rows.
+  Result<Tensor> run_prefill(int64_t slot, std::span<const int64_t> tokens, bool all_rows);
+
+  models::TextModelSpec spec_;
+  models::EngineShape shape_;
+  std::vector<int64_t> buckets_;
+  TextModelOptions options_;
+  std::unique_ptr<Checkpoint> checkpoint_;
+  std::vector<std::pair<std::string, Tensor>> weights_;  // layout order, mmap-borrowed
+  std::map<std::pair<int, int64_t>, Entry> entries_;     // (entry kind, rows)
+  std::vector<Tensor> caches_;
+  SlotPool pool_;
+  std::vector<std::vector<int32_t>> history_;            // per slot: tokens of rows [0, cache_length)
+  TextModelStats stats_;
+};
+
+// Reads and checks one pre-emitted module against what `spec`/`shape`/`request` require: a public
+// function named after the entry, hlx.identity equal to SHA-256 of text_entry_description, weight
+// arguments in layout order with layout shapes, and the contract's input and result types.
+// Errors name `source` and both the expected and the found value.
+Status check_text_module(const shlo::Module& module, const models::TextModelSpec& spec,
+                         const models::EngineShape& shape, const models::EntryRequest& request,
+                         const std::string& source);
+
+// File name of a pre-emitted module inside modules_dir: "prefill_128.mlir", "decode_4.mlir".
+std::string text_module_file_name(const models::EntryRequest& request);
+
+}  // namespace hlx::engine

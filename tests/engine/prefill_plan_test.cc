@@ -1,0 +1,90 @@
+// Bucket choice for chunked prefill, including the rows right below the capacity.
+#include "engine/prefill_plan.h"
+
+#include <gtest/gtest.h>
+
+namespace hlx::engine {
+namespace {
+
+using Chunks = std::vector<PrefillChunk>;
+
+// Every chunk respects start + bucket <= capacity, covers rows exactly once beyond its replay,
+// and the chunks together write [start, start + count).
+void check_invariants(const Chunks& cs, int64_t capacity, int64_t start, int64_t count) {
+  int64_t next = start;
+  for (const auto& c : cs) {
+    EXPECT_LE(c.start + c.bucket, capacity);
+    EXPECT_GE(c.length, 1);
+    EXPECT_LE(c.length, c.bucket);
+    EXPECT_EQ(c.start + c.replay, next) << "chunk must resume at the next unwritten row";
+    next = c.start + c.length;
+  }
+  EXPECT_EQ(next, start + count);
+}
+
+TEST(PrefillPlan, SmallestBucketThatHoldsThePrompt) {
+  std::vector<int64_t> b = {32, 128, 512, 1000};
+  auto cs = plan_prefill_chunks(b, 1000, 0, 5);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(*cs, (Chunks{{0, 32, 5, 0}}));
+  cs = plan_prefill_chunks(b, 1000, 0, 33);
+  EXPECT_EQ(*cs, (Chunks{{0, 128, 33, 0}}));
+  cs = plan_prefill_chunks(b, 1000, 0, 1000);
+  EXPECT_EQ(*cs, (Chunks{{0, 1000, 1000, 0}}));
+}
+
+TEST(PrefillPlan, LongPromptUsesLargestFittingBucketThenSmallest) {
+  std::vector<int64_t> b = {4, 8};
+  auto cs = plan_prefill_chunks(b, 64, 0, 19);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(*cs, (Chunks{{0, 8, 8, 0}, {8, 8, 8, 0}, {16, 4, 3, 0}}));
+  check_invariants(*cs, 64, 0, 19);
+}
+
+TEST(PrefillPlan, NearCapacityPicksASmallerBucketThatFits) {
+  // 900 + 128 > 1000, so the 90 remaining rows go as 32 + 32 + 26 (the last in a 32 bucket).
+  std::vector<int64_t> b = {32, 128, 512, 1000};
+  auto cs = plan_prefill_chunks(b, 1000, 900, 90);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(*cs, (Chunks{{900, 32, 32, 0}, {932, 32, 32, 0}, {964, 32, 26, 0}}));
+  check_invariants(*cs, 1000, 900, 90);
+}
+
+TEST(PrefillPlan, NoBucketFitsBelowCapacityReplaysEarlierRows) {
+  // Row 990 with 10 rows to go: even the 32 bucket would end at 1022 > 1000. The chunk ends at
+  // the capacity instead (start 968) and recomputes the 22 rows 968..989.
+  std::vector<int64_t> b = {32, 128, 512, 1000};
+  auto cs = plan_prefill_chunks(b, 1000, 990, 10);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(*cs, (Chunks{{968, 32, 32, 22}}));
+  check_invariants(*cs, 1000, 990, 10);
+  // Fewer rows than room: the chunk still ends within the capacity, padding the tail.
+  cs = plan_prefill_chunks(b, 1000, 990, 3);
+  EXPECT_EQ(*cs, (Chunks{{968, 32, 25, 22}}));
+  check_invariants(*cs, 1000, 990, 3);
+}
+
+TEST(PrefillPlan, EveryStartAndCountKeepsTheInvariants) {
+  std::vector<int64_t> b = {4, 16, 37};
+  const int64_t cap = 37;
+  for (int64_t start = 0; start < cap; ++start)
+    for (int64_t count = 1; start + count <= cap; ++count) {
+      auto cs = plan_prefill_chunks(b, cap, start, count);
+      ASSERT_TRUE(cs.ok()) << start << "+" << count << ": " << cs.status().to_string();
+      check_invariants(*cs, cap, start, count);
+    }
+}
+
+TEST(PrefillPlan, Errors) {
+  std::vector<int64_t> b = {4, 8};
+  EXPECT_EQ(plan_prefill_chunks(b, 16, 10, 7).status().kind(), ErrorKind::kOutOfRange);
+  EXPECT_EQ(plan_prefill_chunks(b, 16, -1, 2).status().kind(), ErrorKind::kOutOfRange);
+  EXPECT_EQ(plan_prefill_chunks(b, 16, 0, 0).status().kind(), ErrorKind::kOutOfRange);
+  EXPECT_EQ(plan_prefill_chunks({}, 16, 0, 1).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(plan_prefill_chunks({8, 4}, 16, 0, 1).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(plan_prefill_chunks({4, 32}, 16, 0, 1).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(validate_buckets({0, 4}, 16).kind(), ErrorKind::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace hlx::engine
