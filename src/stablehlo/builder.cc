@@ -1,5 +1,6 @@
 #include "stablehlo/builder.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -78,7 +79,8 @@ Value FunctionBuilder::fail(std::string_view op, const Status& s) {
 
 std::vector<Value> FunctionBuilder::fail_n(std::string_view op, const Status& s, size_t n) {
   fail(op, s);
-  return std::vector<Value>(n);
+  // Never empty, so that `op(...)[0]` stays safe when the result count is unknown.
+  return std::vector<Value>(std::max<size_t>(n, 1));
 }
 
 bool FunctionBuilder::usable(std::string_view op, const std::vector<Value>& vs) {
@@ -126,16 +128,17 @@ Value FunctionBuilder::emit1(std::string name, const std::vector<Value>& operand
 std::vector<Value> FunctionBuilder::raw_op(std::string name, const std::vector<Value>& operands,
                                            const std::vector<TensorType>& result_types,
                                            AttrDict attrs, std::vector<Block> regions) {
-  if (!usable(name, operands)) return std::vector<Value>(result_types.size());
+  if (!usable(name, operands)) return std::vector<Value>(std::max<size_t>(result_types.size(), 1));
   return emit(std::move(name), operands, result_types, std::move(attrs), std::move(regions));
 }
 
 // ------------------------------------------------------------------ signature
 
 Value FunctionBuilder::arg(TensorType type, std::string name, std::optional<int> alias_output) {
-  if (!fn_.body.empty() || returned_)
-    return fail("arg", make_error(ErrorKind::kInvalidArgument,
-                                  "arguments must be added before the first op"));
+  // Arguments may be added at any point (e.g. a layer's weights when the layer is emitted); they
+  // are function arguments, visible everywhere, whatever their position among the ops.
+  if (returned_)
+    return fail("arg", make_error(ErrorKind::kInvalidArgument, "argument added after ret()"));
   ValueId id = fn_.new_value(type);
   fn_.args.push_back(id);
   AttrDict attrs;
@@ -430,7 +433,7 @@ std::vector<Value> FunctionBuilder::reduce(const std::vector<Value>& inputs,
   const char* name = "stablehlo.reduce";
   std::vector<Value> ops = inputs;
   ops.insert(ops.end(), inits.begin(), inits.end());
-  if (!usable(name, ops)) return std::vector<Value>(inputs.size());
+  if (!usable(name, ops)) return std::vector<Value>(std::max<size_t>(inputs.size(), 1));
   if (inputs.size() != inits.size() || inputs.empty())
     return fail_n(name, make_error(ErrorKind::kVerify, "reduce_c3: ", inputs.size(), " inputs and ",
                                    inits.size(), " init values"), inputs.size());
@@ -485,8 +488,15 @@ std::pair<Value, Value> FunctionBuilder::argmax(const Value& x, int64_t dimensio
   auto body = [fp](FunctionBuilder& b, const std::vector<Value>& a) -> std::vector<Value> {
     const Value &av = a[0], &ai = a[1], &bv = a[2], &bi = a[3];
     Value pick_a = b.compare(CompareDir::kGT, av, bv);
-    if (fp) pick_a = b.logical_or(pick_a, b.compare(CompareDir::kNE, av, av));
-    Value tie = b.logical_and(b.compare(CompareDir::kEQ, av, bv), b.compare(CompareDir::kLT, ai, bi));
+    if (fp) {
+      Value is_nan = b.compare(CompareDir::kNE, av, av);
+      pick_a = b.logical_or(pick_a, is_nan);
+    }
+    // Named steps: C++ leaves argument evaluation order unspecified, and the emitted op order
+    // must not depend on the compiler.
+    Value eq = b.compare(CompareDir::kEQ, av, bv);
+    Value lt = b.compare(CompareDir::kLT, ai, bi);
+    Value tie = b.logical_and(eq, lt);
     Value pick_i = b.logical_or(pick_a, tie);
     return {b.select(pick_a, av, bv), b.select(pick_i, ai, bi)};
   };
@@ -524,7 +534,7 @@ std::vector<Value> FunctionBuilder::scatter(const std::vector<Value>& inputs, co
   std::vector<Value> ops = inputs;
   ops.push_back(idx);
   ops.insert(ops.end(), updates.begin(), updates.end());
-  if (!usable(name, ops)) return std::vector<Value>(inputs.size());
+  if (!usable(name, ops)) return std::vector<Value>(std::max<size_t>(inputs.size(), 1));
   std::vector<TensorType> arg_types;
   for (int k = 0; k < 2; ++k)
     for (const Value& v : inputs) arg_types.push_back(TensorType{v.dtype(), {}});
@@ -569,7 +579,7 @@ std::vector<Value> FunctionBuilder::call(const std::string& callee, const std::v
     return fail_n("func.call", make_error(ErrorKind::kInvalidArgument, "call_c1: callee @", callee,
                                           f ? " has not been finished with ret()" : " does not exist"),
                   f ? f->fn_.result_types.size() : 0);
-  if (!usable("func.call", args)) return std::vector<Value>(f->fn_.result_types.size());
+  if (!usable("func.call", args)) return std::vector<Value>(std::max<size_t>(f->fn_.result_types.size(), 1));
   std::vector<TensorType> want;
   for (ValueId a : f->fn_.args) want.push_back(f->fn_.type_of(a));
   if (types_of(args) != want)
@@ -600,7 +610,7 @@ std::vector<Value> FunctionBuilder::composite(const std::string& name, const std
                                  f ? " has not been finished with ret()" : " does not exist"),
                   f ? f->fn_.result_types.size() : 0);
   size_t n = f->fn_.result_types.size();
-  if (!usable(op, operands)) return std::vector<Value>(n);
+  if (!usable(op, operands)) return std::vector<Value>(std::max<size_t>(n, 1));
   std::vector<TensorType> want;
   for (ValueId a : f->fn_.args) want.push_back(f->fn_.type_of(a));
   if (types_of(operands) != want)
@@ -617,7 +627,7 @@ std::vector<Value> FunctionBuilder::composite(const std::string& name, const std
 std::vector<Value> FunctionBuilder::composite(const std::string& name, const std::vector<Value>& operands,
                                               AttrDict attributes, const std::string& decomposition,
                                               const BodyFn& body, int version) {
-  if (!usable("stablehlo.composite", operands)) return {};
+  if (!usable("stablehlo.composite", operands)) return std::vector<Value>(1);
   if (!module_->has_function(decomposition)) {
     FunctionBuilder& d = module_->function(decomposition, /*is_public=*/false);
     std::vector<Value> args;
@@ -633,7 +643,7 @@ std::vector<Value> FunctionBuilder::custom_call(const std::string& target,
                                                 const std::vector<Value>& operands,
                                                 const std::vector<TensorType>& result_types,
                                                 AttrDict attrs) {
-  if (!usable("stablehlo.custom_call", operands)) return std::vector<Value>(result_types.size());
+  if (!usable("stablehlo.custom_call", operands)) return std::vector<Value>(std::max<size_t>(result_types.size(), 1));
   AttrDict all = {{"call_target_name", Attr::string(target)}};
   for (NamedAttr& a : attrs) set_attr(all, std::move(a.name), std::move(a.value));
   return emit("stablehlo.custom_call", operands, result_types, std::move(all));

@@ -13,7 +13,8 @@
 // builder's current `scope()` label) and from then on returns invalid Values; later ops on
 // invalid Values are skipped silently, so the recorded error is the root cause. `finish()` returns
 // that error, or runs verify_module and returns the module. `FunctionBuilder::status()` exposes
-// the first error early. Nothing aborts or throws.
+// the first error early. Nothing aborts or throws. Methods returning std::vector<Value> return at
+// least one (invalid) Value on error, so `f.call(...)[0]` is always safe to write.
 //
 // Ownership and threads: a ModuleBuilder owns its FunctionBuilders (references stay valid until
 // the ModuleBuilder is destroyed). Not thread-safe; build one module per thread.
@@ -72,8 +73,9 @@ class FunctionBuilder {
   void set_scope(std::string scope) { scope_ = std::move(scope); }
 
   // ---- signature ----
-  // Adds an argument; `name` becomes `hlx.name` (omitted when empty), `alias_output` becomes
-  // `tf.aliasing_output` (the argument is donated and aliases that result).
+  // Adds an argument (allowed at any time before ret(), e.g. when a layer first needs a weight);
+  // `name` becomes `hlx.name` (omitted when empty), `alias_output` becomes `tf.aliasing_output`
+  // (the argument is donated and aliases that result).
   Value arg(TensorType type, std::string name = "", std::optional<int> alias_output = std::nullopt);
   // Any other argument attribute (e.g. mhlo.sharding); `v` must be an argument.
   void set_arg_attr(const Value& v, std::string key, Attr value);
@@ -135,6 +137,7 @@ class FunctionBuilder {
   Value compare(CompareDir dir, const Value& a, const Value& b, std::string compare_type = "");
   Value select(const Value& pred, const Value& on_true, const Value& on_false);
   Value clamp(const Value& min, const Value& x, const Value& max);
+  // Returns `x` itself when it already has element type `to`.
   Value convert(const Value& x, DType to);
 
   // ---- shapes ----

@@ -7,6 +7,8 @@
 #include <cstring>
 #include <limits>
 
+#include "stablehlo/parser.h"
+#include "stablehlo/printer.h"
 #include "verify_test_util.h"
 
 namespace hlx::shlo {
@@ -18,6 +20,19 @@ const Op* find_op(const Function& f, const std::string& name) {
   for (const Op& op : f.body)
     if (op.name == name) return &op;
   return nullptr;
+}
+
+// The builder's attribute conventions must be the parser/printer's: print, parse back, verify,
+// and print again to the same text.
+::testing::AssertionResult RoundTrips(const Module& m) {
+  std::string text = print_module(m);
+  Result<Module> back = parse_module(text, "built");
+  if (!back.ok()) return ::testing::AssertionFailure() << back.status().to_string() << "\n" << text;
+  Status v = verify_module(*back);
+  if (!v.ok()) return ::testing::AssertionFailure() << v.to_string() << "\n" << text;
+  std::string again = print_module(*back);
+  if (again != text) return ::testing::AssertionFailure() << "reprint differs:\n" << text << "\n---\n" << again;
+  return ::testing::AssertionSuccess();
 }
 
 TEST(Builder, Softmax) {
@@ -33,6 +48,7 @@ TEST(Builder, Softmax) {
   f.ret({f.convert(y, BF16)});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   const Function& fn = mod->functions[0];
   EXPECT_EQ(fn.result_types, std::vector<TensorType>{T(BF16, {2, 5})});
   EXPECT_EQ(fn.arg_attrs[0][0].name, kArgNameAttr);
@@ -58,14 +74,17 @@ TEST(Builder, MatmulBiasWithAliasedArg) {
   FunctionBuilder& f = mb.function("main");
   Value x = f.arg(T(BF16, {4, 8}), "x");
   Value w = f.arg(T(F16, {8, 16}), "w");
-  Value b = f.arg(T(F32, {16}), "b", /*alias_output=*/0);
   Value y = f.dot_general(x, w, DotDims::matmul(2, 2), F32);  // bf16 x f16 -> f32
+  Value b = f.arg(T(F32, {16}), "b", /*alias_output=*/0);     // arguments may come after ops
   EXPECT_EQ(y.type(), T(F32, {4, 16}));
   Value z = f.add(y, f.broadcast_to(b, {4, 16}));
   f.ret({z});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   const Function& fn = mod->functions[0];
+  ASSERT_EQ(fn.args.size(), 3u);
+  EXPECT_EQ(fn.type_of(fn.args[2]), T(F32, {16}));
   const Attr* alias = find_attr(fn.arg_attrs[2], kAliasAttr);
   ASSERT_NE(alias, nullptr);
   EXPECT_EQ(alias->i, 0);
@@ -90,6 +109,7 @@ TEST(Builder, Argmax) {
   f.ret({vals, idx});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   const Op* red = find_op(mod->functions[0], "stablehlo.reduce");
   ASSERT_NE(red, nullptr);
   EXPECT_EQ(red->operands.size(), 4u);
@@ -102,6 +122,11 @@ TEST(Builder, Argmax) {
   for (const Op& op : body.ops)
     if (op.name == "stablehlo.compare" && op.operands[0] == op.operands[1]) nan_check = true;
   EXPECT_TRUE(nan_check);
+  // Emission order is fixed (not left to argument evaluation order): GT, NE, or, EQ, LT, ...
+  std::vector<std::string> dirs;
+  for (const Op& op : body.ops)
+    if (op.name == "stablehlo.compare") dirs.push_back(op.attr("comparison_direction")->str);
+  EXPECT_EQ(dirs, (std::vector<std::string>{"GT", "NE", "EQ", "LT"}));
   EXPECT_NE(find_op(mod->functions[0], "stablehlo.iota"), nullptr);
 }
 
@@ -120,6 +145,7 @@ TEST(Builder, EmbeddingGatherAndKvScatter) {
   f.ret({updated});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   const Op* sc = find_op(mod->functions[0], "stablehlo.scatter");
   ASSERT_NE(sc, nullptr);
   // kReplace returns the update (second block argument) unchanged.
@@ -154,6 +180,7 @@ TEST(Builder, ScatterWithLambdaAndShapeOps) {
   f.ret({f.add(sel, io), f.erf(io)});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   EXPECT_NE(find_op(mod->functions[0], "chlo.erf"), nullptr);
   const Op* cmp = find_op(mod->functions[0], "stablehlo.compare");
   EXPECT_EQ(cmp->attr("compare_type")->str, "FLOAT");
@@ -173,6 +200,7 @@ TEST(Builder, ConvolutionPatchEmbedding) {
   f.ret({y});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
 }
 
 TEST(Builder, CompositeWithDecompositionAndCall) {
@@ -195,6 +223,7 @@ TEST(Builder, CompositeWithDecompositionAndCall) {
   f.ret({z2});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   ASSERT_EQ(mod->functions.size(), 3u);
   EXPECT_EQ(mod->functions[2].name, "hlx_rms_norm_4");
   EXPECT_FALSE(mod->functions[2].is_public);
@@ -241,7 +270,8 @@ TEST(Builder, MisuseIsReported) {
     ModuleBuilder mb;
     FunctionBuilder& f = mb.function("main");
     Value x = f.arg(T(F32, {2}));
-    f.call("missing", {x});
+    EXPECT_FALSE(f.call("missing", {x})[0].valid());  // indexing [0] is safe on error
+    EXPECT_FALSE(f.composite("hlx.x", {x}, {}, "missing_decomposition")[0].valid());
     f.ret({x});
     auto mod = mb.finish();
     EXPECT_FALSE(mod.ok());
@@ -289,6 +319,7 @@ TEST(Builder, ScalarEncodingAndConstants) {
   f.ret({a, b, c, d, e, g});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
   const Function& fn = mod->functions[0];
   auto bytes = [&](size_t i) { return fn.body[i].attr("value")->dense->bytes; };
   EXPECT_EQ(bytes(0), (std::vector<uint8_t>{0x80, 0x3F}));  // bf16 1.0 = 0x3F80
@@ -320,6 +351,7 @@ TEST(Builder, VariadicReduceWithCustomBody) {
   f.ret({r[0], any});
   auto mod = mb.finish();
   ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  EXPECT_TRUE(RoundTrips(*mod));
 }
 
 }  // namespace
