@@ -119,6 +119,63 @@ inline void pv_accumulate(float* acc, float alpha, const float* p, const float* 
 #endif
 }
 
+#if defined(__AVX512F__)
+constexpr bool kDirectBf16 = true;
+inline __m512 bf16x16(const uint16_t* p, __mmask16 m) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+inline __mmask16 tail_mask(int64_t left) {
+  return left >= 16 ? __mmask16(0xffff) : left <= 0 ? __mmask16(0) : __mmask16((1u << left) - 1);
+}
+// q·k with k read straight from a bf16 cache row.
+inline float dot_bf16(const float* a, const uint16_t* b, int64_t n) {
+  __m512 s0 = _mm512_setzero_ps(), s1 = _mm512_setzero_ps();
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    s0 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), bf16x16(b + i, 0xffff), s0);
+    s1 = _mm512_fmadd_ps(_mm512_loadu_ps(a + i + 16), bf16x16(b + i + 16, 0xffff), s1);
+  }
+  for (; i < n; i += 16) {
+    const __mmask16 m = tail_mask(n - i);
+    s0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, a + i), bf16x16(b + i, m), s0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
+}
+// pv_accumulate with v rows read straight from the bf16 cache (row jj at v + jj * stride).
+inline void pv_accumulate_bf16(float* acc, float alpha, const float* p, const uint16_t* v, int64_t stride,
+                               int64_t a, int64_t e, int64_t Dh) {
+  const __m512 al = _mm512_set1_ps(alpha);
+  for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
+    const int64_t w = Dh - c0 < 128 ? Dh - c0 : 128;
+    const int nq = int((w + 15) / 16);
+    __mmask16 m[8];
+    __m512 r[8];
+    for (int q = 0; q < 8; ++q) {
+      m[q] = tail_mask(w - q * 16);
+      r[q] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[q], acc + c0 + q * 16), al);
+    }
+    if (nq == 8) {  // constant trip count: r[] stays in registers
+      for (int64_t jj = a; jj < e; ++jj) {
+        const __m512 pb = _mm512_set1_ps(p[jj]);
+        const uint16_t* vr = v + jj * stride + c0;
+        for (int q = 0; q < 8; ++q) r[q] = _mm512_fmadd_ps(pb, bf16x16(vr + q * 16, 0xffff), r[q]);
+      }
+    } else {
+      for (int64_t jj = a; jj < e; ++jj) {
+        const __m512 pb = _mm512_set1_ps(p[jj]);
+        const uint16_t* vr = v + jj * stride + c0;
+        for (int q = 0; q < nq; ++q) r[q] = _mm512_fmadd_ps(pb, bf16x16(vr + q * 16, m[q]), r[q]);
+      }
+    }
+    for (int q = 0; q < nq; ++q) _mm512_mask_storeu_ps(acc + c0 + q * 16, m[q], r[q]);
+  }
+}
+#else
+constexpr bool kDirectBf16 = false;
+inline float dot_bf16(const float*, const uint16_t*, int64_t) { return 0.f; }
+inline void pv_accumulate_bf16(float*, float, const float*, const uint16_t*, int64_t, int64_t, int64_t, int64_t) {}
+#endif
+
 inline void load_f32(DType t, const void* base, int64_t off, int64_t n, float* dst) {
   if (t == DType::kF32) {
     std::memcpy(dst, static_cast<const float*>(base) + off, size_t(n) * 4);
@@ -181,7 +238,12 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
         lrow[r] = 0.f;
         std::fill(&acc[r * Dh], &acc[r * Dh] + Dh, 0.f);
       }
-      // Key blocks aligned to kKeyBlock from jmin.
+      // Few query rows per block (decode): read bf16 K/V rows in place rather than staging them
+      // as f32, which costs a store and a reload per element for only Hq/Hkv uses.
+      const bool direct = kDirectBf16 && d.kv_type == DType::kBF16 && rows <= 4;
+      const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
+      const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
+      // Key blocks of kKeyBlock from jmin.
       for (int64_t j0 = jmin; j0 < jmax; j0 += kKeyBlock) {
         const int64_t nk = std::min(kKeyBlock, jmax - j0);
         const size_t row_bytes = size_t(Dh) * ::hlx::dtype_size(d.kv_type);
@@ -197,6 +259,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
               __builtin_prefetch(static_cast<const char*>(v_cache) + size_t(pf) * ::hlx::dtype_size(d.kv_type) + c);
             }
           }
+          if (direct) continue;
           load_f32(d.kv_type, k_cache, off, Dh, &kb[jj * Dh]);
           load_f32(d.kv_type, v_cache, off, Dh, &vb[jj * Dh]);
         }
@@ -205,8 +268,11 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           if (a >= e) continue;
           float* sp = s.data();
           const float* qr = &qf[r * Dh];
-          for (int64_t jj = a; jj < e; ++jj) {
-            sp[jj] = dot(qr, &kb[jj * Dh], Dh);
+          const int64_t block_off = ((sl * S + j0) * Hkv + kvh) * Dh;
+          if (direct) {
+            for (int64_t jj = a; jj < e; ++jj) sp[jj] = dot_bf16(qr, k16 + block_off + jj * Hkv * Dh, Dh);
+          } else {
+            for (int64_t jj = a; jj < e; ++jj) sp[jj] = dot(qr, &kb[jj * Dh], Dh);
           }
           if (cap > 0.f)
             for (int64_t jj = a; jj < e; ++jj) sp[jj] = cap * std::tanh(sp[jj] / cap);
@@ -229,7 +295,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           }
           mrow[r] = m_new;
           lrow[r] = lrow[r] * alpha + psum;
-          pv_accumulate(&acc[r * Dh], alpha, sp, vb.data(), a, e, Dh);
+          if (direct)
+            pv_accumulate_bf16(&acc[r * Dh], alpha, sp, v16 + block_off, Hkv * Dh, a, e, Dh);
+          else
+            pv_accumulate(&acc[r * Dh], alpha, sp, vb.data(), a, e, Dh);
         }
       }
       for (int64_t r = 0; r < rows; ++r) {
