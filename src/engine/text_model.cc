@@ -277,6 +277,17 @@ Result<TextModel::Entry*> TextModel::compiled(TextEntry entry, int64_t rows) {
   return &it->second;
 }
 
+Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch) {
+  if (prompt_len > 0) {
+    HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
+                         plan_prefill_chunks(buckets_, shape_.context_capacity, 0, prompt_len));
+    for (const auto& c : chunks)
+      HLX_RETURN_IF_ERROR(compiled(all_logits ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill, c.bucket).status());
+  }
+  if (decode_batch > 0) HLX_RETURN_IF_ERROR(compiled(TextEntry::kDecode, decode_batch).status());
+  return ok_status();
+}
+
 Result<std::vector<Tensor>> TextModel::run(Entry& e, std::vector<Tensor> inputs) {
   for (const Tensor& c : caches_) inputs.push_back(c);
   const char* name = models::entry_name(e.request.entry);

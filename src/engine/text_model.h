@@ -119,6 +119,12 @@ class TextModel {
   // at any of spec().eos_token_ids. The slot is released before returning, also on error.
   Result<GenerateResult> generate(std::span<const int64_t> prompt, int64_t max_new_tokens);
 
+  // Compiles (if not yet compiled) the entries a request of `prompt_len` tokens at the start of
+  // an empty slot will use: its prefill buckets (all-logits ones when `all_logits`) and, when
+  // `decode_batch` > 0, the decode entry for that batch. Lets front ends report compile time apart
+  // from prefill time.
+  Status warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch);
+
   // The caches in argument order (k_cache.0, v_cache.0, ...), for tests that compare bytes.
   const std::vector<Tensor>& caches() const { return caches_; }
   // Reset every slot's cache length to 0 and free all slots (cache bytes are left as they are).
