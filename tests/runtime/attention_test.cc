@@ -144,7 +144,7 @@ TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
             d.q_len = T;
             d.kv_heads = 2;
             d.q_heads = 2 * gqa;
-            d.head_dim = T == 17 ? 40 : 128;
+            d.head_dim = T == 17 ? 40 : (gqa == 2 ? 72 : 128);  // 40, 72: masked column tails
             d.num_slots = 4;
             d.capacity = 150;
             d.q_type = qt;
