@@ -1,0 +1,102 @@
+#include "models/decoder_common.h"
+
+#include <cmath>
+
+namespace hlx::models {
+
+using shlo::DotDims;
+using shlo::ScatterDims;
+using shlo::TensorType;
+using shlo::Value;
+
+Value DecoderContext::weight(const std::string& name) {
+  auto it = weights.find(name);
+  if (it != weights.end()) return it->second;
+  // Ops on the invalid Value are skipped by the builder; the emitter reports this error first.
+  if (status.ok())
+    status = make_error(ErrorKind::kInternal, "the checkpoint layout of model_type ", spec.model_type,
+                        " has no tensor '", name, "'");
+  return Value();
+}
+
+Value DecoderContext::layer_weight(int64_t layer, const std::string& suffix) {
+  return weight(str_cat(spec.weight_prefix, "layers.", layer, ".", suffix));
+}
+
+Value linear(DecoderContext& c, const Value& x, const Value& w, const Value* bias) {
+  shlo::FunctionBuilder& f = c.f;
+  Value in = w.dtype() == DType::kF32 ? x : f.convert(x, w.dtype());
+  Value y = f.dot_general(in, w, DotDims{{}, {}, {1}, {1}}, DType::kF32);
+  if (bias) y = f.add(y, f.broadcast_in_dim(f.convert(*bias, DType::kF32), y.shape(), {1}));
+  return y;
+}
+
+Value norm(DecoderContext& c, const Value& x, const Value& w) {
+  return shlo::rms_norm(c.f, x, w, float(c.spec.rms_norm_eps), c.spec.norm_weight_offset);
+}
+
+Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool sliding) {
+  shlo::FunctionBuilder& f = c.f;
+  const TextModelSpec& s = c.spec;
+  const int64_t t = c.rows, hq = s.num_heads, hkv = s.num_kv_heads, dh = s.head_dim;
+  auto proj = [&](const char* name, int64_t heads) {
+    Value w = c.layer_weight(layer, str_cat("self_attn.", name, ".weight"));
+    Value b;
+    if (s.attention_bias) b = c.layer_weight(layer, str_cat("self_attn.", name, ".bias"));
+    return f.reshape(linear(c, h, w, s.attention_bias ? &b : nullptr), {t, heads, dh});
+  };
+  f.set_scope(str_cat("layer ", layer, " attention q/k/v"));
+  Value q = proj("q_proj", hq), k = proj("k_proj", hkv), v = proj("v_proj", hkv);
+  if (s.qk_norm) {  // per-head RMSNorm over head_dim, before rotary (Qwen3, Gemma3)
+    q = norm(c, q, c.layer_weight(layer, "self_attn.q_norm.weight"));
+    k = norm(c, k, c.layer_weight(layer, "self_attn.k_norm.weight"));
+  }
+  f.set_scope(str_cat("layer ", layer, " rotary"));
+  const Value& inv_freq = sliding ? c.inv_freq_local : c.inv_freq_global;
+  q = shlo::rotary(f, q, c.positions, inv_freq);
+  k = shlo::rotary(f, k, c.positions, inv_freq);
+
+  // Write this step's K/V rows at (slot, position) before attending, so a row sees itself.
+  f.set_scope(str_cat("layer ", layer, " kv write"));
+  ScatterDims sd;
+  sd.update_window_dims = {1, 2};
+  sd.inserted_window_dims = {0, 1};
+  sd.scatter_dims_to_operand_dims = {0, 1};
+  sd.index_vector_dim = 1;
+  Value& k_cache = c.caches[size_t(2 * layer)];
+  Value& v_cache = c.caches[size_t(2 * layer + 1)];
+  const DType kv = k_cache.dtype();
+  k_cache = f.scatter(k_cache, c.cache_index, f.convert(k, kv), sd, shlo::Reducer::kReplace);
+  v_cache = f.scatter(v_cache, c.cache_index, f.convert(v, kv), sd, shlo::Reducer::kReplace);
+
+  f.set_scope(str_cat("layer ", layer, " attention"));
+  shlo::AttentionOptions o;
+  o.scale = float(s.attention_scale);
+  o.causal = true;
+  o.sliding_window = sliding ? s.sliding_window : 0;
+  o.logit_softcap = float(s.attn_logit_softcap);
+  Value q4 = f.reshape(q, {c.batch, c.q_len, hq, dh});
+  Value a = shlo::attention(f, q4, k_cache, v_cache, c.attn_slot, c.attn_q_pos, c.attn_kv_len, std::nullopt, o);
+  f.set_scope(str_cat("layer ", layer, " o_proj"));
+  return linear(c, f.reshape(a, {t, hq * dh}), c.layer_weight(layer, "self_attn.o_proj.weight"));
+}
+
+Value gated_mlp(DecoderContext& c, int64_t layer, const Value& h) {
+  shlo::FunctionBuilder& f = c.f;
+  f.set_scope(str_cat("layer ", layer, " mlp"));
+  Value gate = linear(c, h, c.layer_weight(layer, "mlp.gate_proj.weight"));
+  Value up = linear(c, h, c.layer_weight(layer, "mlp.up_proj.weight"));
+  const TensorType& ty = gate.type();
+  Value act;
+  if (c.spec.activation == Activation::kSilu) {
+    act = f.mul(gate, f.logistic(gate));
+  } else {
+    // gelu_pytorch_tanh: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+    Value x3 = f.mul(f.mul(gate, gate), gate);
+    Value inner = f.mul(f.full(std::sqrt(2.0 / M_PI), ty), f.add(gate, f.mul(f.full(0.044715, ty), x3)));
+    act = f.mul(f.mul(f.full(0.5, ty), gate), f.add(f.full(1.0, ty), f.tanh(inner)));
+  }
+  return linear(c, f.mul(act, up), c.layer_weight(layer, "mlp.down_proj.weight"));
+}
+
+}  // namespace hlx::models

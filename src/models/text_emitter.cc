@@ -1,0 +1,250 @@
+// The text-decoder entries (contract in text_entries.h): signature, embedding, the family's layers
+// (llama.cc, gemma3.cc), final norm and logits, identity. Every shape comes from the spec and the
+// EngineShape; nothing here knows a capacity, slot count or bucket of its own.
+#include <cmath>
+#include <cstdio>
+
+#include "core/sha256.h"
+#include "models/decoder_common.h"
+
+namespace hlx::models {
+
+using shlo::Attr;
+using shlo::AttrDict;
+using shlo::TensorType;
+using shlo::Value;
+
+namespace {
+
+// Bump when the graph or the signature changes in a way that makes old modules incompatible.
+constexpr const char* kSchema = "hlx.text_decoder/1";
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+void describe_rope(std::string& out, const char* key, const RopeSpec& r) {
+  out += str_cat(key, "=", r.type, " theta=", num(r.theta), " factor=", num(r.factor), " low_freq_factor=",
+                 num(r.low_freq_factor), " high_freq_factor=", num(r.high_freq_factor),
+                 " original_max_position=", r.original_max_position, "\n");
+}
+
+bool is_prefill(TextEntry e) { return e != TextEntry::kDecode; }
+
+Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryRequest& req) {
+  auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, args...); };
+  if (shape.context_capacity <= 0 || shape.context_capacity >= (int64_t(1) << 31) - 1)
+    return bad("context_capacity ", shape.context_capacity, " must be in [1, 2^31 - 2] (positions are i32)");
+  if (shape.slots <= 0 || shape.slots >= (int64_t(1) << 31))
+    return bad("slots ", shape.slots, " must be positive and fit i32");
+  if (shape.kv_dtype != DType::kBF16 && shape.kv_dtype != DType::kF32)
+    return bad("kv dtype ", dtype_name(shape.kv_dtype), " is not bf16 or f32");
+  if (req.rows <= 0) return bad(entry_name(req.entry), " rows ", req.rows, " must be positive");
+  if (is_prefill(req.entry) && req.rows > shape.context_capacity)
+    return bad(entry_name(req.entry), " rows (bucket) ", req.rows, " exceed context_capacity ", shape.context_capacity);
+  if (s.num_layers <= 0 || s.hidden_size <= 0 || s.vocab_size <= 0 || s.intermediate_size <= 0 || s.num_heads <= 0 ||
+      s.num_kv_heads <= 0 || s.head_dim <= 0 || s.head_dim % 2 != 0 || s.num_heads % s.num_kv_heads != 0)
+    return bad("text spec of ", s.model_type, " has invalid dimensions (layers ", s.num_layers, ", hidden ",
+               s.hidden_size, ", vocab ", s.vocab_size, ", intermediate ", s.intermediate_size, ", heads ", s.num_heads,
+               "/", s.num_kv_heads, ", head_dim ", s.head_dim, ")");
+  if (int64_t(s.layer_is_sliding.size()) != s.num_layers)
+    return bad("text spec of ", s.model_type, ": layer_is_sliding has ", s.layer_is_sliding.size(),
+               " entries for ", s.num_layers, " layers");
+  if (!is_float(s.weight_dtype)) return bad("weight dtype ", dtype_name(s.weight_dtype), " is not a float type");
+  return ok_status();
+}
+
+LayerFn layer_fn(Family f) {
+  switch (f) {
+    case Family::kLlama:
+    case Family::kQwen2:
+    case Family::kQwen3: return llama_layer;
+    case Family::kGemma3: return gemma3_layer;
+  }
+  return nullptr;
+}
+
+Value inv_freq_constant(shlo::FunctionBuilder& f, const RopeSpec& rope, int64_t head_dim) {
+  std::vector<float> v = rope_inv_freq(rope, head_dim);
+  Tensor t = Tensor::empty(DType::kF32, {int64_t(v.size())});
+  std::copy(v.begin(), v.end(), t.data<float>());
+  return f.constant(t);
+}
+
+// Scalar i32 argument -> [1].
+Value as_vec1(shlo::FunctionBuilder& f, const Value& s) { return f.reshape(s, {1}); }
+
+}  // namespace
+
+const char* entry_name(TextEntry e) {
+  switch (e) {
+    case TextEntry::kPrefill: return "prefill";
+    case TextEntry::kPrefillEmbeddings: return "prefill_embeddings";
+    case TextEntry::kPrefillAllLogits: return "prefill_all_logits";
+    case TextEntry::kDecode: return "decode";
+  }
+  return "?";
+}
+
+std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
+  std::vector<int64_t> out;
+  if (context_capacity <= 0) return out;
+  // Smallest bucket 32 rows; each next one 4x: a prompt pays at most 4x its length in rows.
+  for (int64_t b = 32; b < context_capacity; b *= 4) out.push_back(b);
+  out.push_back(context_capacity);
+  return out;
+}
+
+std::string text_entry_description(const TextModelSpec& s, const EngineShape& shape, const EntryRequest& req) {
+  std::string d;
+  d += str_cat("schema=", kSchema, "\n");
+  d += str_cat("family=", family_name(s.family), "\nmodel_type=", s.model_type, "\n");
+  d += str_cat("weight_prefix=", s.weight_prefix, "\nlm_head_name=", s.lm_head_name, "\n");
+  d += str_cat("vocab_size=", s.vocab_size, "\nhidden_size=", s.hidden_size, "\nintermediate_size=",
+               s.intermediate_size, "\nnum_layers=", s.num_layers, "\nnum_heads=", s.num_heads,
+               "\nnum_kv_heads=", s.num_kv_heads, "\nhead_dim=", s.head_dim, "\n");
+  d += str_cat("rms_norm_eps=", num(s.rms_norm_eps), "\nnorm_weight_offset=", num(s.norm_weight_offset), "\n");
+  d += str_cat("activation=", s.activation == Activation::kSilu ? "silu" : "gelu_tanh", "\n");
+  d += str_cat("attention_bias=", s.attention_bias, "\nqk_norm=", s.qk_norm, "\nsandwich_norms=", s.sandwich_norms,
+               "\ntie_word_embeddings=", s.tie_word_embeddings, "\n");
+  d += str_cat("embedding_scale=", num(s.embedding_scale), "\nattention_scale=", num(s.attention_scale),
+               "\nattn_logit_softcap=", num(s.attn_logit_softcap), "\nfinal_logit_softcap=", num(s.final_logit_softcap),
+               "\n");
+  describe_rope(d, "rope", s.rope);
+  describe_rope(d, "rope_local", s.rope_local);
+  d += str_cat("sliding_window=", s.sliding_window, "\nlayer_is_sliding=");
+  for (bool b : s.layer_is_sliding) d += b ? '1' : '0';
+  d += str_cat("\nmax_position_embeddings=", s.max_position_embeddings, "\nweight_dtype=", dtype_name(s.weight_dtype),
+               "\neos_token_ids=");
+  for (size_t i = 0; i < s.eos_token_ids.size(); ++i) d += str_cat(i ? "," : "", s.eos_token_ids[i]);
+  d += str_cat("\nactivation_dtype=f32\ncontext_capacity=", shape.context_capacity, "\nslots=", shape.slots,
+               "\nkv_dtype=", dtype_name(shape.kv_dtype), "\n");
+  d += str_cat("entry=", entry_name(req.entry), "\nrows=", req.rows, "\n");
+  return d;
+}
+
+Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShape& shape, const EntryRequest& req) {
+  HLX_RETURN_IF_ERROR(validate(spec, shape, req));
+  const std::string entry = entry_name(req.entry);
+  shlo::ModuleBuilder mb(str_cat("hlx_", family_name(spec.family), "_", entry));
+  shlo::FunctionBuilder& f = mb.function(entry);
+  DecoderContext c(f, spec, shape);
+  const int64_t t = req.rows, hidden = spec.hidden_size, S = shape.context_capacity;
+  const bool decode = req.entry == TextEntry::kDecode;
+
+  // ---- signature: weights in layout order, then the entry's inputs, then the donated caches.
+  for (const TensorInfo& info : text_checkpoint_layout(spec)) {
+    Value w = f.arg(TensorType{spec.weight_dtype, info.shape});
+    f.set_arg_attr(w, shlo::kWeightAttr, Attr::string(info.name));
+    c.weights[info.name] = w;
+  }
+  const TensorType i32_scalar{DType::kI32, {}};
+  const TensorType i32_rows{DType::kI32, {t}};
+  Value tokens, embeddings, length, start, slot, positions, slots;
+  if (decode) {
+    tokens = f.arg(i32_rows, "tokens");
+    positions = f.arg(i32_rows, "positions");
+    slots = f.arg(i32_rows, "slots");
+  } else {
+    if (req.entry == TextEntry::kPrefillEmbeddings)
+      embeddings = f.arg(TensorType{DType::kF32, {t, hidden}}, "embeddings");
+    else
+      tokens = f.arg(i32_rows, "tokens");
+    length = f.arg(i32_scalar, "length");
+    start = f.arg(i32_scalar, "start");
+    slot = f.arg(i32_scalar, "slot");
+  }
+  const TensorType cache_type{shape.kv_dtype, {shape.slots, S, spec.num_kv_heads, spec.head_dim}};
+  for (int64_t l = 0; l < spec.num_layers; ++l) {
+    c.caches.push_back(f.arg(cache_type, str_cat("k_cache.", l), int(1 + 2 * l)));
+    c.caches.push_back(f.arg(cache_type, str_cat("v_cache.", l), int(2 + 2 * l)));
+  }
+
+  // ---- positions and cache addressing.
+  f.set_scope("positions");
+  c.rows = t;
+  if (decode) {
+    c.batch = t;
+    c.q_len = 1;
+    c.positions = positions;
+    c.cache_index = f.concatenate({f.reshape(slots, {t, 1}), f.reshape(positions, {t, 1})}, 1);
+    c.attn_slot = slots;
+    c.attn_q_pos = f.reshape(positions, {t, 1});
+    c.attn_kv_len = f.add(positions, f.full(1, i32_rows));
+  } else {
+    c.batch = 1;
+    c.q_len = t;
+    Value iota = f.iota(i32_rows, 0);
+    c.positions = f.add(f.broadcast_in_dim(start, {t}, {}), iota);
+    // Padding rows (i >= length) are sent to position S, outside the cache: scatter drops them.
+    Value real = f.compare(shlo::CompareDir::kLT, iota, f.broadcast_in_dim(length, {t}, {}));
+    Value write_pos = f.select(real, c.positions, f.full(double(S), i32_rows));
+    c.cache_index = f.concatenate({f.broadcast_in_dim(slot, {t, 1}, {}), f.reshape(write_pos, {t, 1})}, 1);
+    c.attn_slot = as_vec1(f, slot);
+    c.attn_q_pos = f.reshape(c.positions, {1, t});
+    c.attn_kv_len = as_vec1(f, f.add(start, length));
+  }
+  c.inv_freq_global = inv_freq_constant(f, spec.rope, spec.head_dim);
+  c.inv_freq_local = inv_freq_constant(f, spec.rope_local, spec.head_dim);
+
+  // ---- embedding.
+  f.set_scope("embedding");
+  const std::string embed_name = spec.weight_prefix + "embed_tokens.weight";
+  Value x;
+  if (embeddings.valid()) {
+    x = embeddings;  // already at the post-embedding scale
+  } else {
+    shlo::GatherDims gd;
+    gd.offset_dims = {1};
+    gd.collapsed_slice_dims = {0};
+    gd.start_index_map = {0};
+    gd.index_vector_dim = 1;
+    x = f.convert(f.gather(c.weight(embed_name), f.reshape(tokens, {t, 1}), gd, {1, hidden}), DType::kF32);
+    // Gemma: sqrt(hidden) already rounded to the weight dtype by the spec parser.
+    if (spec.embedding_scale != 1.0) x = f.mul(x, f.full(spec.embedding_scale, x.type()));
+  }
+
+  // ---- layers.
+  LayerFn layer = layer_fn(spec.family);
+  for (int64_t l = 0; l < spec.num_layers; ++l) x = layer(c, l, x);
+
+  // ---- final norm and logits.
+  f.set_scope("logits");
+  Value rows = x;
+  if (req.entry == TextEntry::kPrefill || req.entry == TextEntry::kPrefillEmbeddings) {
+    // Only row length-1 (dynamic_slice clamps a length of 0 to row 0).
+    Value last = f.sub(length, f.scalar(1, DType::kI32));
+    rows = f.dynamic_slice(x, {last, f.scalar(0, DType::kI32)}, {1, hidden});
+  }
+  Value h = norm(c, rows, c.weight(spec.weight_prefix + "norm.weight"));
+  Value logits = linear(c, h, c.weight(spec.lm_head_name));
+  if (spec.final_logit_softcap > 0) {
+    Value cap = f.full(spec.final_logit_softcap, logits.type());
+    logits = f.mul(cap, f.tanh(f.div(logits, cap)));
+  }
+  if (rows.dim(0) == 1 && !(req.entry == TextEntry::kPrefillAllLogits || decode))
+    logits = f.reshape(logits, {spec.vocab_size});
+
+  std::vector<Value> results = {logits};
+  std::vector<AttrDict> result_attrs = {{{shlo::kArgNameAttr, Attr::string("logits")}}};
+  for (size_t i = 0; i < c.caches.size(); ++i) {
+    results.push_back(c.caches[i]);
+    result_attrs.push_back({{shlo::kArgNameAttr, Attr::string(str_cat(i % 2 ? "v_cache." : "k_cache.", i / 2))}});
+  }
+  f.ret(results, result_attrs);
+  HLX_RETURN_IF_ERROR(c.status);
+
+  // Identity and the shape facts a loader checks before running anything.
+  mb.set_attr(shlo::kIdentityAttr, Attr::string(sha256_hex(text_entry_description(spec, shape, req))));
+  mb.set_attr("hlx.entry", Attr::string(entry));
+  mb.set_attr("hlx.context_capacity", Attr::integer(S));
+  mb.set_attr("hlx.slots", Attr::integer(shape.slots));
+  mb.set_attr("hlx.rows", Attr::integer(t));
+  mb.set_attr("hlx.kv_dtype", Attr::string(std::string(dtype_name(shape.kv_dtype))));
+  HLX_ASSIGN_OR_RETURN(shlo::Module m, mb.finish());
+  return m;
+}
+
+}  // namespace hlx::models

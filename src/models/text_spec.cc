@@ -1,0 +1,350 @@
+// config.json -> TextModelSpec for the text families. Defaults are those of the upstream
+// transformers configuration classes (LlamaConfig, Qwen2Config, Qwen3Config, Gemma3TextConfig),
+// so a config.json that omits a key means what it means to transformers.
+#include "models/text_spec.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace hlx::models {
+
+const char* family_name(Family f) {
+  switch (f) {
+    case Family::kLlama: return "llama";
+    case Family::kQwen2: return "qwen2";
+    case Family::kQwen3: return "qwen3";
+    case Family::kGemma3: return "gemma3";
+  }
+  return "?";
+}
+
+namespace {
+
+// Upstream defaults of the fields whose default differs between families.
+struct FamilyDefaults {
+  int64_t vocab_size, hidden_size, intermediate_size, num_layers, num_heads;
+  int64_t max_position;
+  double rope_theta;
+  bool tie_word_embeddings;
+};
+
+// LlamaConfig: 32000/4096/11008/32/32, max_position_embeddings 2048, rope_theta 1e4, untied.
+constexpr FamilyDefaults kLlamaDefaults{32000, 4096, 11008, 32, 32, 2048, 10000.0, false};
+// Qwen2Config: 151936/4096/22016/32/32, 32768, 1e4, untied.
+constexpr FamilyDefaults kQwen2Defaults{151936, 4096, 22016, 32, 32, 32768, 10000.0, false};
+// Qwen3Config: as Qwen2 plus head_dim 128 and num_key_value_heads 32.
+constexpr FamilyDefaults kQwen3Defaults{151936, 4096, 22016, 32, 32, 32768, 10000.0, false};
+// Gemma3TextConfig: 262208/2304/9216/26/8 (kv 4, head_dim 256), 131072, rope_theta 1e6, tied.
+constexpr FamilyDefaults kGemma3Defaults{262208, 2304, 9216, 26, 8, 131072, 1000000.0, true};
+
+Status unsupported(const ConfigView& c, const std::string& key, const std::string& what) {
+  return make_error(ErrorKind::kUnsupported, c.where(), ": ", key, ": ", what);
+}
+Status invalid(const ConfigView& c, const std::string& key, const std::string& what) {
+  return make_error(ErrorKind::kInvalidArgument, c.where(), ": ", key, ": ", what);
+}
+
+// Reads one rope dictionary (`rope_scaling`, or a `rope_parameters` entry) into `rope`. The
+// theta is left alone unless the dictionary carries `rope_theta` (transformers v5 layout).
+Status parse_rope_dict(const ConfigView& d, const std::string& key, RopeSpec& rope) {
+  if (d.empty()) return ok_status();
+  // Older configs spell the type "type"; newer ones "rope_type".
+  HLX_ASSIGN_OR_RETURN(std::string type, d.optional_string("rope_type", ""));
+  if (type.empty()) {
+    HLX_ASSIGN_OR_RETURN(type, d.optional_string("type", "default"));
+  }
+  HLX_ASSIGN_OR_RETURN(rope.theta, d.optional_float("rope_theta", rope.theta));
+  HLX_ASSIGN_OR_RETURN(double partial, d.optional_float("partial_rotary_factor", 1.0));
+  if (partial != 1.0)
+    return unsupported(d, "partial_rotary_factor", str_cat(partial, " (only 1.0 is implemented)"));
+  if (type == "default") {
+    rope.type = "default";
+    return ok_status();
+  }
+  if (type == "linear") {
+    rope.type = "linear";
+    HLX_ASSIGN_OR_RETURN(rope.factor, d.require_float("factor"));
+    if (!(rope.factor > 0)) return invalid(d, "factor", str_cat(rope.factor, " must be > 0"));
+    return ok_status();
+  }
+  if (type == "llama3") {
+    rope.type = "llama3";
+    // transformers requires all four keys for llama3 (rope_config_validation).
+    HLX_ASSIGN_OR_RETURN(rope.factor, d.require_float("factor"));
+    HLX_ASSIGN_OR_RETURN(rope.low_freq_factor, d.require_float("low_freq_factor"));
+    HLX_ASSIGN_OR_RETURN(rope.high_freq_factor, d.require_float("high_freq_factor"));
+    HLX_ASSIGN_OR_RETURN(rope.original_max_position, d.require_int("original_max_position_embeddings"));
+    if (!(rope.factor > 0) || !(rope.low_freq_factor > 0) || !(rope.high_freq_factor > rope.low_freq_factor) ||
+        rope.original_max_position <= 0)
+      return invalid(d, "", str_cat("llama3 rope scaling needs factor > 0 (", rope.factor, "), 0 < low_freq_factor (",
+                                    rope.low_freq_factor, ") < high_freq_factor (", rope.high_freq_factor,
+                                    ") and original_max_position_embeddings > 0 (", rope.original_max_position,
+                                    ")"));
+    return ok_status();
+  }
+  return unsupported(d, key, str_cat("rope type '", type, "' (implemented: default, linear, llama3)"));
+}
+
+Result<DType> parse_dtype(const ConfigView& text, const ConfigView& root) {
+  // "torch_dtype" (transformers v4) or "dtype" (v5), in the text config or at the root.
+  std::string name;
+  for (const ConfigView* c : {&text, &root})
+    for (const char* key : {"torch_dtype", "dtype"})
+      if (name.empty() && c->has(key)) {
+        HLX_ASSIGN_OR_RETURN(name, c->require_string(key));
+      }
+  // Absent: transformers loads float32 by default.
+  if (name.empty() || name == "float32") return DType::kF32;
+  if (name == "bfloat16") return DType::kBF16;
+  if (name == "float16") return DType::kF16;
+  return unsupported(text, "torch_dtype", str_cat("'", name, "' (implemented: float32, bfloat16, float16)"));
+}
+
+double round_to_dtype(double v, DType t) {
+  float f = float(v);  // torch.tensor(python float) is f32 first
+  if (t == DType::kBF16) return bf16_to_f32(f32_to_bf16(f));
+  if (t == DType::kF16) return f16_to_f32(f32_to_f16(f));
+  return f;
+}
+
+}  // namespace
+
+Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
+  const ConfigView& root = config.root();
+  const ConfigView& c = config.text();
+  TextModelSpec s;
+  HLX_ASSIGN_OR_RETURN(std::string root_type, config.model_type());
+  HLX_ASSIGN_OR_RETURN(std::vector<std::string> archs, config.architectures());
+  auto has_arch = [&](const std::string& a) { return std::find(archs.begin(), archs.end(), a) != archs.end(); };
+
+  // Which text model, and where its tensors live in the checkpoint.
+  std::string type = root_type;
+  std::string lm_head = "lm_head.weight";
+  s.weight_prefix = "model.";
+  if (root_type == "gemma3") {
+    // Gemma3ForConditionalGeneration: the text model sits in `model.language_model`.
+    HLX_ASSIGN_OR_RETURN(type, c.optional_string("model_type", "gemma3_text"));
+    s.weight_prefix = "model.language_model.";
+  } else if (root_type == "llava") {
+    // LLaVA-style wrappers: `language_model` is a whole *ForCausalLM (LlavaConfig's default text
+    // model is llama).
+    HLX_ASSIGN_OR_RETURN(type, c.optional_string("model_type", "llama"));
+    s.weight_prefix = "language_model.model.";
+    lm_head = "language_model.lm_head.weight";
+  } else if (root.has("text_config")) {
+    return make_error(ErrorKind::kUnsupported, root.where(), ": model_type '", root_type,
+                      "' wraps a text_config (wrappers implemented for text: gemma3, llava)");
+  }
+  if (root_type == "gemma3_text" && has_arch("Gemma3ForConditionalGeneration")) s.weight_prefix = "model.language_model.";
+  s.model_type = type;
+
+  const FamilyDefaults* def = nullptr;
+  if (type == "llama") {
+    s.family = Family::kLlama;
+    def = &kLlamaDefaults;
+  } else if (type == "qwen2") {
+    s.family = Family::kQwen2;
+    def = &kQwen2Defaults;
+  } else if (type == "qwen3") {
+    s.family = Family::kQwen3;
+    def = &kQwen3Defaults;
+  } else if (type == "gemma3_text") {
+    s.family = Family::kGemma3;
+    def = &kGemma3Defaults;
+  } else {
+    return make_error(ErrorKind::kUnsupported, c.where(), ": model_type '", type,
+                      "' is not a supported text decoder (llama, qwen2, qwen3, gemma3_text, gemma3, llava)");
+  }
+  const bool gemma = s.family == Family::kGemma3;
+
+  HLX_ASSIGN_OR_RETURN(s.vocab_size, c.optional_int("vocab_size", def->vocab_size));
+  HLX_ASSIGN_OR_RETURN(s.hidden_size, c.optional_int("hidden_size", def->hidden_size));
+  HLX_ASSIGN_OR_RETURN(s.intermediate_size, c.optional_int("intermediate_size", def->intermediate_size));
+  HLX_ASSIGN_OR_RETURN(s.num_layers, c.optional_int("num_hidden_layers", def->num_layers));
+  HLX_ASSIGN_OR_RETURN(s.num_heads, c.optional_int("num_attention_heads", def->num_heads));
+  // num_key_value_heads: None means multi-head attention in Llama/Qwen2; Qwen3 defaults to 32,
+  // Gemma3 to 4.
+  const int64_t kv_default = s.family == Family::kQwen3 ? 32 : gemma ? 4 : s.num_heads;
+  HLX_ASSIGN_OR_RETURN(s.num_kv_heads, c.optional_int("num_key_value_heads", kv_default));
+  for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", s.vocab_size},
+                        {"hidden_size", s.hidden_size},
+                        {"intermediate_size", s.intermediate_size},
+                        {"num_hidden_layers", s.num_layers},
+                        {"num_attention_heads", s.num_heads},
+                        {"num_key_value_heads", s.num_kv_heads}})
+    if (v <= 0) return invalid(c, key, str_cat(v, " must be positive"));
+  if (s.num_heads % s.num_kv_heads != 0)
+    return invalid(c, "num_attention_heads",
+                   str_cat(s.num_heads, " is not a multiple of num_key_value_heads ", s.num_kv_heads));
+  // head_dim: Qwen3 128 and Gemma3 256 by default; Llama/Qwen2 hidden / heads.
+  const int64_t hd_default =
+      s.family == Family::kQwen3 ? 128 : gemma ? 256 : (s.hidden_size % s.num_heads == 0 ? s.hidden_size / s.num_heads : 0);
+  HLX_ASSIGN_OR_RETURN(s.head_dim, c.optional_int("head_dim", hd_default));
+  if (s.head_dim <= 0 || s.head_dim % 2 != 0)
+    return invalid(c, "head_dim", str_cat(s.head_dim, " must be positive and even (hidden_size ", s.hidden_size,
+                                          ", num_attention_heads ", s.num_heads, ")"));
+
+  HLX_ASSIGN_OR_RETURN(s.rms_norm_eps, c.optional_float("rms_norm_eps", 1e-6));
+  if (!(s.rms_norm_eps > 0)) return invalid(c, "rms_norm_eps", str_cat(s.rms_norm_eps, " must be > 0"));
+  HLX_ASSIGN_OR_RETURN(s.max_position_embeddings, c.optional_int("max_position_embeddings", def->max_position));
+
+  // Activation: silu for Llama/Qwen ("hidden_act"); Gemma3 reads "hidden_activation".
+  if (gemma) {
+    std::string fallback = "gelu_pytorch_tanh";
+    if (c.has("hidden_act")) {
+      HLX_ASSIGN_OR_RETURN(fallback, c.require_string("hidden_act"));
+    }
+    HLX_ASSIGN_OR_RETURN(std::string act, c.optional_string("hidden_activation", fallback));
+    if (act != "gelu_pytorch_tanh" && act != "gelu_new")
+      return unsupported(c, "hidden_activation", str_cat("'", act, "' (implemented: gelu_pytorch_tanh)"));
+    s.activation = Activation::kGeluTanh;
+  } else {
+    HLX_ASSIGN_OR_RETURN(std::string act, c.optional_string("hidden_act", "silu"));
+    if (act != "silu" && act != "swish") return unsupported(c, "hidden_act", str_cat("'", act, "' (implemented: silu)"));
+    s.activation = Activation::kSilu;
+  }
+
+  // Biases. Qwen2 always has q/k/v biases (and none on o_proj). Elsewhere attention_bias puts a
+  // bias on o_proj as well, which the spec does not model.
+  HLX_ASSIGN_OR_RETURN(bool attention_bias, c.optional_bool("attention_bias", false));
+  if (s.family == Family::kQwen2) {
+    s.attention_bias = true;
+  } else if (attention_bias) {
+    return unsupported(c, "attention_bias", "true (biases on q/k/v/o projections are not implemented)");
+  }
+  HLX_ASSIGN_OR_RETURN(bool mlp_bias, c.optional_bool("mlp_bias", false));
+  if (mlp_bias) return unsupported(c, "mlp_bias", "true (MLP biases are not implemented)");
+
+  s.qk_norm = s.family == Family::kQwen3 || gemma;
+  s.sandwich_norms = gemma;
+  s.norm_weight_offset = gemma ? 1.f : 0.f;
+
+  // Tied head: text config, else the wrapper's root, else the family default.
+  bool tie = def->tie_word_embeddings;
+  if (c.has("tie_word_embeddings")) {
+    HLX_ASSIGN_OR_RETURN(tie, c.require_bool("tie_word_embeddings"));
+  } else if (root.has("tie_word_embeddings")) {
+    HLX_ASSIGN_OR_RETURN(tie, root.require_bool("tie_word_embeddings"));
+  }
+  s.tie_word_embeddings = tie;
+  s.lm_head_name = tie ? s.weight_prefix + "embed_tokens.weight" : lm_head;
+
+  HLX_ASSIGN_OR_RETURN(s.weight_dtype, parse_dtype(c, root));
+
+  // Rotary.
+  HLX_ASSIGN_OR_RETURN(s.rope.theta, c.optional_float("rope_theta", def->rope_theta));
+  HLX_ASSIGN_OR_RETURN(double partial, c.optional_float("partial_rotary_factor", 1.0));
+  if (partial != 1.0) return unsupported(c, "partial_rotary_factor", str_cat(partial, " (only 1.0 is implemented)"));
+  HLX_ASSIGN_OR_RETURN(ConfigView scaling, c.optional_sub("rope_scaling"));
+  HLX_ASSIGN_OR_RETURN(ConfigView params, c.optional_sub("rope_parameters"));
+  if (gemma) {
+    // Sliding layers: rope_local_base_freq, never scaled. Global layers: rope_theta + rope_scaling.
+    s.rope_local = RopeSpec{};
+    HLX_ASSIGN_OR_RETURN(s.rope_local.theta, c.optional_float("rope_local_base_freq", 10000.0));
+    HLX_RETURN_IF_ERROR(parse_rope_dict(scaling, "rope_scaling", s.rope));
+    if (!params.empty()) {  // transformers v5: {"full_attention": {...}, "sliding_attention": {...}}
+      HLX_ASSIGN_OR_RETURN(ConfigView full, params.optional_sub("full_attention"));
+      HLX_ASSIGN_OR_RETURN(ConfigView sliding, params.optional_sub("sliding_attention"));
+      HLX_RETURN_IF_ERROR(parse_rope_dict(full, "rope_parameters.full_attention", s.rope));
+      HLX_RETURN_IF_ERROR(parse_rope_dict(sliding, "rope_parameters.sliding_attention", s.rope_local));
+    }
+  } else {
+    HLX_RETURN_IF_ERROR(parse_rope_dict(scaling, "rope_scaling", s.rope));
+    HLX_RETURN_IF_ERROR(parse_rope_dict(params, "rope_parameters", s.rope));
+    s.rope_local = s.rope;
+  }
+  if (!(s.rope.theta > 0) || !(s.rope_local.theta > 0))
+    return invalid(c, "rope_theta", str_cat(s.rope.theta, " / local ", s.rope_local.theta, " must be > 0"));
+
+  // Attention scale and softcaps.
+  if (gemma) {
+    HLX_ASSIGN_OR_RETURN(double qpas, c.optional_float("query_pre_attn_scalar", 256.0));
+    if (!(qpas > 0)) return invalid(c, "query_pre_attn_scalar", str_cat(qpas, " must be > 0"));
+    s.attention_scale = 1.0 / std::sqrt(qpas);
+    HLX_ASSIGN_OR_RETURN(s.attn_logit_softcap, c.optional_float("attn_logit_softcapping", 0.0));
+    HLX_ASSIGN_OR_RETURN(s.final_logit_softcap, c.optional_float("final_logit_softcapping", 0.0));
+    if (s.attn_logit_softcap < 0 || s.final_logit_softcap < 0)
+      return invalid(c, "attn_logit_softcapping", str_cat(s.attn_logit_softcap, ", final_logit_softcapping ",
+                                                          s.final_logit_softcap, ": must be >= 0"));
+    // Gemma3TextScaledWordEmbedding: embed_scale = hidden_size**0.5, cast to the weight dtype.
+    s.embedding_scale = round_to_dtype(std::sqrt(double(s.hidden_size)), s.weight_dtype);
+  } else {
+    s.attention_scale = 1.0 / std::sqrt(double(s.head_dim));
+    s.embedding_scale = 1.0;
+  }
+
+  // Sliding and global layers.
+  s.layer_is_sliding.assign(size_t(s.num_layers), false);
+  HLX_ASSIGN_OR_RETURN(std::vector<std::string> layer_types, c.optional_string_array("layer_types"));
+  if (!layer_types.empty() && int64_t(layer_types.size()) != s.num_layers)
+    return invalid(c, "layer_types", str_cat("has ", layer_types.size(), " entries, num_hidden_layers is ", s.num_layers));
+  for (size_t i = 0; i < layer_types.size(); ++i) {
+    if (layer_types[i] == "sliding_attention") {
+      if (!gemma)
+        return unsupported(c, str_cat("layer_types[", i, "]"), str_cat("'sliding_attention' for model_type ", type,
+                                                                        " (sliding window is implemented for gemma3 only)"));
+      s.layer_is_sliding[i] = true;
+    } else if (layer_types[i] != "full_attention") {
+      return unsupported(c, str_cat("layer_types[", i, "]"),
+                         str_cat("'", layer_types[i], "' (implemented: full_attention, sliding_attention)"));
+    }
+  }
+  if (gemma) {
+    HLX_ASSIGN_OR_RETURN(s.sliding_window, c.optional_int("sliding_window", 4096));
+    if (s.sliding_window <= 0) return invalid(c, "sliding_window", str_cat(s.sliding_window, " must be positive"));
+    if (layer_types.empty()) {
+      // Gemma3TextConfig: every `sliding_window_pattern`-th layer is global, the rest sliding.
+      HLX_ASSIGN_OR_RETURN(int64_t pattern, c.optional_int("sliding_window_pattern", 6));
+      if (pattern <= 0) return invalid(c, "sliding_window_pattern", str_cat(pattern, " must be positive"));
+      for (int64_t i = 0; i < s.num_layers; ++i) s.layer_is_sliding[size_t(i)] = (i + 1) % pattern != 0;
+    }
+  } else {
+    HLX_ASSIGN_OR_RETURN(bool use_sliding, c.optional_bool("use_sliding_window", false));
+    if (use_sliding)
+      return unsupported(c, "use_sliding_window", str_cat("true for model_type ", type, " (not implemented)"));
+    s.sliding_window = 0;
+  }
+
+  // End of sequence: generation_config.json wins, then the text config, then the root.
+  if (config.has_generation()) {
+    HLX_ASSIGN_OR_RETURN(s.eos_token_ids, config.generation().optional_int_list("eos_token_id"));
+  }
+  if (s.eos_token_ids.empty()) {
+    HLX_ASSIGN_OR_RETURN(s.eos_token_ids, c.optional_int_list("eos_token_id"));
+  }
+  if (s.eos_token_ids.empty()) {
+    HLX_ASSIGN_OR_RETURN(s.eos_token_ids, root.optional_int_list("eos_token_id"));
+  }
+  return s;
+}
+
+std::vector<float> rope_inv_freq(const RopeSpec& rope, int64_t head_dim) {
+  std::vector<float> inv(size_t(std::max<int64_t>(head_dim / 2, 0)));
+  // As transformers computes it in f32: 1 / base ** (arange(0, dim, 2).float() / dim).
+  for (size_t i = 0; i < inv.size(); ++i) {
+    float exponent = float(2 * i) / float(head_dim);
+    inv[i] = 1.0f / float(std::pow(rope.theta, double(exponent)));
+  }
+  if (rope.type == "linear") {
+    for (float& f : inv) f = f / float(rope.factor);
+  } else if (rope.type == "llama3") {
+    // _compute_llama3_parameters: long wavelengths scaled by 1/factor, short ones kept, a smooth
+    // blend in between.
+    const double old_ctx = double(rope.original_max_position);
+    const double low_freq_wavelen = old_ctx / rope.low_freq_factor;
+    const double high_freq_wavelen = old_ctx / rope.high_freq_factor;
+    for (float& f : inv) {
+      const float wavelen = float(2 * M_PI) / f;
+      float scaled = wavelen > low_freq_wavelen ? f / float(rope.factor) : f;
+      const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
+      if (medium) {
+        const float smooth = float((old_ctx / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor));
+        scaled = (1 - smooth) * scaled / float(rope.factor) + smooth * scaled;
+      }
+      f = scaled;
+    }
+  }
+  return inv;
+}
+
+}  // namespace hlx::models
