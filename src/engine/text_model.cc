@@ -168,8 +168,8 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
 
   if (options.slots < 1)
     return make_error(ErrorKind::kInvalidArgument, "slots must be >= 1, got ", options.slots);
-  if (options.kv_dtype != DType::kBF16 && options.kv_dtype != DType::kF32 && options.kv_dtype != DType::kF16)
-    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16, f16 or f32, got ", dtype_name(options.kv_dtype));
+  if (options.kv_dtype != DType::kBF16 && options.kv_dtype != DType::kF32)
+    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16 or f32, got ", dtype_name(options.kv_dtype));
   int64_t capacity = options.context_capacity ? options.context_capacity : default_context_capacity(spec);
   if (capacity < 1) return make_error(ErrorKind::kInvalidArgument, "context capacity must be >= 1, got ", capacity);
   // i32 positions and slot ids in the modules.
