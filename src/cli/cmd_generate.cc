@@ -22,6 +22,7 @@ struct GenerateArgs {
   std::string kv_dtype = "bf16";
   int threads = 0;
   std::string modules_dir;
+  bool compile_all = false;
 };
 
 double per_second(int64_t count, double ms) { return ms > 0 ? double(count) * 1000.0 / ms : 0.0; }
@@ -36,6 +37,7 @@ Status run_generate(const GenerateArgs& a) {
   o.kv_dtype = *kv;
   o.threads = a.threads;
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
+  o.eager_compile = a.compile_all;
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));
   // Admission before compiling anything for this request: an oversize request fails fast.
   engine::Admission adm = engine::check_text_admission(model->limits(), prompt, a.n);
@@ -44,9 +46,9 @@ Status run_generate(const GenerateArgs& a) {
   const engine::TextModelStats& st = model->stats();
   std::fprintf(stderr,
                "load: config %.1f ms, checkpoint %.1f ms (%.1f MiB mapped), emit %.1f ms (%d modules), "
-               "compile %.1f ms + bind %.1f ms (%d entries); capacity %lld, slots %lld, kv %s (%.1f MiB)\n",
+               "compile %.1f ms + bind %.1f ms (%d entries, arenas %.1f MiB); capacity %lld, slots %lld, kv %s (%.1f MiB)\n",
                st.config_ms, st.checkpoint_ms, double(st.weight_bytes) / (1 << 20), st.emit_ms, st.modules,
-               st.compile_ms, st.bind_ms, st.compiled, (long long)model->shape().context_capacity,
+               st.compile_ms, st.bind_ms, st.compiled, double(st.arena_bytes) / (1 << 20), (long long)model->shape().context_capacity,
                (long long)model->shape().slots, std::string(dtype_name(model->shape().kv_dtype)).c_str(),
                double(st.kv_bytes) / (1 << 20));
   HLX_ASSIGN_OR_RETURN(engine::GenerateResult r, model->generate(prompt, a.n));
@@ -72,6 +74,8 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_option("--kv-dtype", args->kv_dtype, "bf16 (default) | f32");
   sub->add_option("--threads", args->threads, "runtime threads (default: all cores)");
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted prefill_<Lp>.mlir / decode_<B>.mlir from here");
+  sub->add_flag("--compile-all", args->compile_all,
+               "compile every prefill bucket and decode batch at load (default: on first use)");
   return [args] { return report(run_generate(*args)); };
 }
 HLX_REGISTER_COMMAND(setup_generate);
