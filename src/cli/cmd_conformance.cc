@@ -185,7 +185,9 @@ struct Tally {
 
 std::string table(const std::map<std::string, Tally>& rows, const std::string& heading) {
   std::string s = str_cat("| ", heading, " | programs | pass | unsupported | wrong | error |\n|---|---:|---:|---:|---:|---:|\n");
-  for (const auto& [name, t] : rows) {
+  for (const auto& row : rows) {
+    const std::string& name = row.first;
+    const Tally& t = row.second;
     auto c = [&](Outcome o) { auto it = t.counts.find(o); return it == t.counts.end() ? 0 : it->second; };
     int total = c(Outcome::kPass) + c(Outcome::kUnsupported) + c(Outcome::kWrong) + c(Outcome::kError);
     s += str_cat("| `", name, "` | ", total, " | ", c(Outcome::kPass), " | ", c(Outcome::kUnsupported), " | ",
