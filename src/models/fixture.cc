@@ -1,0 +1,484 @@
+// Random-weight text checkpoints per family. Each preset is a small table of architecture numbers;
+// config.json is written with the field names that family's Hugging Face configuration class and
+// real checkpoints use, so the fixture exercises the same config parsing a downloaded model does.
+#include "models/fixture.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "io/file.h"
+#include "io/hf_config.h"
+#include "io/safetensors.h"
+
+namespace hlx::models {
+namespace {
+
+using ojson = nlohmann::ordered_json;
+
+// The numbers a preset chooses; everything else follows from the family.
+struct Arch {
+  std::string family;        // fixture family name
+  int64_t vocab = 320;       // 320, not 256: a dimension equal to a power of two hides transposes
+  int64_t hidden = 64, intermediate = 128, layers = 3, heads = 4, kv_heads = 2, head_dim = 16;
+  double rope_theta = 10000.0;
+  double rms_eps = 1e-6;
+  bool tied = false;
+  int64_t max_pos = 512;
+  std::vector<int64_t> eos;
+  int64_t bos = 1, pad = 0;
+};
+
+bool is_gemma(const std::string& family) { return family == "gemma3_text" || family == "gemma3"; }
+
+Result<Arch> preset_arch(const FixtureOptions& o) {
+  Arch a;
+  a.family = o.family;
+  if (o.preset == "tiny") {
+    if (o.family == "llama") {
+      // Llama 3.x shape: GQA, llama3 rope scaling, untied head. head_dim 16 with theta 5e5 and
+      // original_max_position_embeddings 64 puts rotary pairs in all three llama3 bands
+      // (wavelengths 6.3 < 16 high-frequency, 32.5 in between, >= 168 > 64 low-frequency).
+      a.layers = 3;
+      a.rope_theta = 500000.0;
+      a.rms_eps = 1e-5;
+      a.eos = {2, 3};
+    } else if (o.family == "qwen2") {
+      a.layers = 2;
+      a.intermediate = 160;
+      a.rope_theta = 1000000.0;
+      a.eos = {2};
+    } else if (o.family == "qwen3") {
+      // head_dim * heads (96) != hidden (64), as in real Qwen3 (2048 vs 1024).
+      a.layers = 3;
+      a.head_dim = 24;
+      a.rope_theta = 1000000.0;
+      a.tied = true;
+      a.eos = {2, 3};
+    } else if (is_gemma(o.family)) {
+      // hidden 96: sqrt(96) = 9.798 rounds to 9.8125 in bf16, so the embedding-scale rounding shows;
+      // heads * head_dim (64) != hidden (96), as in real Gemma3.
+      a.hidden = 96;
+      a.intermediate = 192;
+      a.layers = 4;
+      a.rope_theta = 1000000.0;
+      a.tied = true;
+      a.eos = {1, 106};
+      a.bos = 2;
+    } else {
+      return make_error(ErrorKind::kInvalidArgument, "fixture: unknown family '", o.family,
+                        "' (expected llama, qwen2, qwen3, gemma3_text or gemma3)");
+    }
+  } else if (o.preset == "qwen3-0.6b") {
+    if (o.family != "qwen3")
+      return make_error(ErrorKind::kInvalidArgument, "fixture: preset 'qwen3-0.6b' is a qwen3 model, not family '",
+                        o.family, "'");
+    // Qwen/Qwen3-0.6B config.json.
+    a.vocab = 151936;
+    a.hidden = 1024;
+    a.intermediate = 3072;
+    a.layers = 28;
+    a.heads = 16;
+    a.kv_heads = 8;
+    a.head_dim = 128;
+    a.rope_theta = 1000000.0;
+    a.tied = true;
+    a.max_pos = 40960;
+    a.bos = 151643;
+    a.pad = 151643;
+    a.eos = {151645, 151643};
+  } else {
+    return make_error(ErrorKind::kInvalidArgument, "fixture: unknown preset '", o.preset,
+                      "' (expected tiny or qwen3-0.6b)");
+  }
+  if (o.dtype != DType::kF32 && o.dtype != DType::kBF16)
+    return make_error(ErrorKind::kInvalidArgument, "fixture: dtype ", dtype_name(o.dtype),
+                      " is not supported (expected f32 or bf16)");
+  return a;
+}
+
+const char* torch_dtype(DType t) { return t == DType::kBF16 ? "bfloat16" : "float32"; }
+
+// Gemma3 tiny: 4 layers, sliding pattern 3 -> sliding, sliding, full, sliding. A window of 4 is
+// crossed within the first few decode steps of a 32-token generation.
+constexpr int64_t kGemmaSlidingWindow = 4;
+constexpr int64_t kGemmaSlidingPattern = 3;
+
+std::vector<std::string> gemma_layer_types(int64_t layers) {
+  std::vector<std::string> types;
+  for (int64_t i = 0; i < layers; ++i)
+    types.push_back((i + 1) % kGemmaSlidingPattern ? "sliding_attention" : "full_attention");
+  return types;
+}
+
+ojson eos_json(const std::vector<int64_t>& eos) {
+  if (eos.size() == 1) return eos[0];
+  return eos;
+}
+
+ojson text_config(const Arch& a, DType dtype) {
+  ojson c = ojson::object();
+  if (a.family == "llama") {
+    c["architectures"] = {"LlamaForCausalLM"};
+    c["attention_bias"] = false;
+    c["attention_dropout"] = 0.0;
+    c["bos_token_id"] = a.bos;
+    c["eos_token_id"] = eos_json(a.eos);
+    c["head_dim"] = a.head_dim;
+    c["hidden_act"] = "silu";
+    c["hidden_size"] = a.hidden;
+    c["initializer_range"] = 0.02;
+    c["intermediate_size"] = a.intermediate;
+    c["max_position_embeddings"] = a.max_pos;
+    c["mlp_bias"] = false;
+    c["model_type"] = "llama";
+    c["num_attention_heads"] = a.heads;
+    c["num_hidden_layers"] = a.layers;
+    c["num_key_value_heads"] = a.kv_heads;
+    c["pretraining_tp"] = 1;
+    c["rms_norm_eps"] = a.rms_eps;
+    c["rope_scaling"] = {{"factor", 8.0},
+                         {"high_freq_factor", 4.0},
+                         {"low_freq_factor", 1.0},
+                         {"original_max_position_embeddings", 64},
+                         {"rope_type", "llama3"}};
+    c["rope_theta"] = a.rope_theta;
+    c["tie_word_embeddings"] = a.tied;
+    c["torch_dtype"] = torch_dtype(dtype);
+    c["use_cache"] = true;
+    c["vocab_size"] = a.vocab;
+  } else if (a.family == "qwen2") {
+    // Qwen2 has no attention_bias field: q/k/v always carry biases. sliding_window is set but
+    // disabled by use_sliding_window=false, exactly as in the released Qwen2.5 configs.
+    c["architectures"] = {"Qwen2ForCausalLM"};
+    c["attention_dropout"] = 0.0;
+    c["bos_token_id"] = a.bos;
+    c["eos_token_id"] = eos_json(a.eos);
+    c["hidden_act"] = "silu";
+    c["hidden_size"] = a.hidden;
+    c["initializer_range"] = 0.02;
+    c["intermediate_size"] = a.intermediate;
+    c["max_position_embeddings"] = a.max_pos;
+    c["max_window_layers"] = a.layers;
+    c["model_type"] = "qwen2";
+    c["num_attention_heads"] = a.heads;
+    c["num_hidden_layers"] = a.layers;
+    c["num_key_value_heads"] = a.kv_heads;
+    c["rms_norm_eps"] = a.rms_eps;
+    c["rope_scaling"] = nullptr;
+    c["rope_theta"] = a.rope_theta;
+    c["sliding_window"] = 4096;
+    c["tie_word_embeddings"] = a.tied;
+    c["torch_dtype"] = torch_dtype(dtype);
+    c["use_cache"] = true;
+    c["use_sliding_window"] = false;
+    c["vocab_size"] = a.vocab;
+  } else if (a.family == "qwen3") {
+    c["architectures"] = {"Qwen3ForCausalLM"};
+    c["attention_bias"] = false;
+    c["attention_dropout"] = 0.0;
+    c["bos_token_id"] = a.bos;
+    c["eos_token_id"] = a.eos[0];
+    c["head_dim"] = a.head_dim;
+    c["hidden_act"] = "silu";
+    c["hidden_size"] = a.hidden;
+    c["initializer_range"] = 0.02;
+    c["intermediate_size"] = a.intermediate;
+    c["max_position_embeddings"] = a.max_pos;
+    c["max_window_layers"] = a.layers;
+    c["model_type"] = "qwen3";
+    c["num_attention_heads"] = a.heads;
+    c["num_hidden_layers"] = a.layers;
+    c["num_key_value_heads"] = a.kv_heads;
+    c["rms_norm_eps"] = a.rms_eps;
+    c["rope_scaling"] = nullptr;
+    c["rope_theta"] = a.rope_theta;
+    c["sliding_window"] = nullptr;
+    c["tie_word_embeddings"] = a.tied;
+    c["torch_dtype"] = torch_dtype(dtype);
+    c["use_cache"] = true;
+    c["use_sliding_window"] = false;
+    c["vocab_size"] = a.vocab;
+  } else {  // gemma3_text (also the text_config of gemma3)
+    c["architectures"] = {"Gemma3ForCausalLM"};
+    c["attention_bias"] = false;
+    c["attention_dropout"] = 0.0;
+    // Gemma3's attention ignores attn_logit_softcapping (only Gemma2 applies it); leave it null.
+    c["attn_logit_softcapping"] = nullptr;
+    c["bos_token_id"] = a.bos;
+    c["cache_implementation"] = "hybrid";
+    c["eos_token_id"] = eos_json(a.eos);
+    // Small enough that tanh visibly bends the tiny model's logits (raw max ~16 becomes ~10.5).
+    c["final_logit_softcapping"] = 12.0;
+    c["head_dim"] = a.head_dim;
+    c["hidden_activation"] = "gelu_pytorch_tanh";
+    c["hidden_size"] = a.hidden;
+    c["initializer_range"] = 0.02;
+    c["intermediate_size"] = a.intermediate;
+    c["layer_types"] = gemma_layer_types(a.layers);
+    c["max_position_embeddings"] = a.max_pos;
+    c["model_type"] = "gemma3_text";
+    c["num_attention_heads"] = a.heads;
+    c["num_hidden_layers"] = a.layers;
+    c["num_key_value_heads"] = a.kv_heads;
+    c["pad_token_id"] = a.pad;
+    // != head_dim (16), so using 1/sqrt(head_dim) instead would show.
+    c["query_pre_attn_scalar"] = 24;
+    c["rms_norm_eps"] = a.rms_eps;
+    c["rope_local_base_freq"] = 10000.0;
+    // Global (full-attention) layers only, as in gemma-3-4b and larger (which use factor 8).
+    c["rope_scaling"] = {{"factor", 2.0}, {"rope_type", "linear"}};
+    c["rope_theta"] = a.rope_theta;
+    c["sliding_window"] = kGemmaSlidingWindow;
+    c["sliding_window_pattern"] = kGemmaSlidingPattern;
+    c["tie_word_embeddings"] = a.tied;
+    c["torch_dtype"] = torch_dtype(dtype);
+    c["use_cache"] = true;
+    c["vocab_size"] = a.vocab;
+  }
+  return c;
+}
+
+ojson root_config(const Arch& a, DType dtype) {
+  ojson text = text_config(a, dtype);
+  if (a.family != "gemma3") return text;
+  // Gemma3ForConditionalGeneration: the text model nests under text_config (architectures only at
+  // the root), next to a SigLIP vision_config. The vision tower's weights are not part of a text
+  // fixture; the numbers below are small but consistent (28/14 = 2x2 patches -> 4 tokens).
+  text.erase("architectures");
+  ojson c = ojson::object();
+  c["architectures"] = {"Gemma3ForConditionalGeneration"};
+  c["boi_token_index"] = a.vocab - 20;
+  c["eoi_token_index"] = a.vocab - 19;
+  c["eos_token_id"] = eos_json(a.eos);
+  c["image_token_index"] = a.vocab - 18;
+  c["initializer_range"] = 0.02;
+  c["mm_tokens_per_image"] = 4;
+  c["model_type"] = "gemma3";
+  c["text_config"] = std::move(text);
+  c["tie_word_embeddings"] = a.tied;
+  c["torch_dtype"] = torch_dtype(dtype);
+  c["vision_config"] = {{"hidden_size", 32},   {"image_size", 28},          {"intermediate_size", 64},
+                        {"layer_norm_eps", 1e-6}, {"model_type", "siglip_vision_model"},
+                        {"num_attention_heads", 2}, {"num_hidden_layers", 1}, {"patch_size", 14},
+                        {"vision_use_head", false}};
+  return c;
+}
+
+ojson generation_config(const Arch& a) {
+  ojson g = ojson::object();
+  g["bos_token_id"] = a.bos;
+  g["eos_token_id"] = eos_json(a.eos);
+  g["pad_token_id"] = a.pad;
+  g["do_sample"] = false;
+  return g;
+}
+
+// --- deterministic values ----------------------------------------------------------------------
+
+uint64_t splitmix64(uint64_t& state) {
+  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+uint64_t fnv1a(const std::string& s) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : s) h = (h ^ c) * 0x100000001b3ull;
+  return h;
+}
+
+// xoshiro256** streams, one per (seed, tensor name): a tensor's values do not depend on the order
+// or presence of other tensors.
+class Stream {
+ public:
+  Stream(uint64_t seed, const std::string& name) {
+    uint64_t st = seed ^ fnv1a(name);
+    for (auto& w : s_) w = splitmix64(st);
+  }
+  uint64_t next() {
+    const uint64_t result = rotl(s_[1] * 5, 7) * 9;
+    const uint64_t t = s_[1] << 17;
+    s_[2] ^= s_[0];
+    s_[3] ^= s_[1];
+    s_[1] ^= s_[2];
+    s_[0] ^= s_[3];
+    s_[2] ^= t;
+    s_[3] = rotl(s_[3], 45);
+    return result;
+  }
+  // Uniform in [-1, 1) from the top 24 bits (exact in f32, so identical everywhere).
+  float symmetric() { return float(int64_t(next() >> 40) - (int64_t(1) << 23)) * (1.0f / float(1 << 23)); }
+
+ private:
+  static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
+  uint64_t s_[4];
+};
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// value = center + half_width * u, u uniform in [-1, 1).
+struct Distribution {
+  float center = 0.f, half_width = 0.f;
+};
+
+Distribution distribution_for(const TextModelSpec& spec, const TensorInfo& info) {
+  const std::string& n = info.name;
+  const bool gemma = spec.norm_weight_offset != 0.f;  // Gemma multiplies by (1 + w)
+  // sqrt(3) turns a uniform half-width into a standard deviation.
+  constexpr float kSqrt3 = 1.7320508f;
+  // With a tied head, a random model's logits are dominated by the current token's own embedding
+  // (e.e ~ hidden * s^2 against ~ sqrt(hidden) * s^2 for other rows), so greedy decoding repeats
+  // one token and a decode test would compare nothing. Small embeddings under strong block outputs
+  // and a larger final scale give varied generations (10-20 distinct ids in 32 steps, measured
+  // with tests/models/reference.py) at logit std ~2-3.
+  const bool tied = spec.tie_word_embeddings;
+  auto norm = [&](float scale) -> Distribution {
+    // Effective scale `scale` +- 0.2: Gemma stores scale - 1.
+    return {gemma ? scale - 1.f : scale, 0.2f};
+  };
+  if (n == spec.weight_prefix + "norm.weight") return norm(tied ? 4.f : 1.f);
+  if (gemma && (ends_with(n, "post_attention_layernorm.weight") || ends_with(n, "post_feedforward_layernorm.weight")))
+    return norm(3.f);  // Gemma's post-norms fix each block's output scale; 3 lets blocks dominate
+  if (ends_with(n, "norm.weight")) return norm(1.f);  // layernorms and q/k norms
+  if (ends_with(n, ".bias")) return {0.f, 0.1f * kSqrt3};
+  if (ends_with(n, "embed_tokens.weight")) return {0.f, (tied ? 0.1f : 0.5f) * kSqrt3};
+  if (n == spec.lm_head_name) return {0.f, 0.5f * kSqrt3};
+  // Linear weights [out, in]: std 1/sqrt(in) keeps each projection's output at the scale of its
+  // (normalised) input; the projections back into the residual stream get twice that (tiny: 0.125
+  // and 0.18-0.25; Qwen3-0.6B shapes: 0.031 and 0.036-0.044).
+  const float fan_in = float(info.shape.back());
+  const bool residual_out = ends_with(n, "o_proj.weight") || ends_with(n, "down_proj.weight");
+  const float std_dev = (residual_out ? 2.f : 1.f) / std::sqrt(fan_in);
+  return {0.f, std_dev * kSqrt3};
+}
+
+constexpr int64_t kChunk = int64_t(1) << 20;  // elements generated and written per step
+
+// Generates `count` values of one tensor in chunks, handing each chunk to `sink`.
+template <class Sink>
+Status generate(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed, Sink&& sink) {
+  Distribution d = distribution_for(spec, info);
+  Stream stream(seed, info.name);
+  const int64_t count = num_elements(info.shape);
+  std::vector<float> buf;
+  for (int64_t done = 0; done < count; done += kChunk) {
+    int64_t n = std::min(kChunk, count - done);
+    buf.resize(size_t(n));
+    for (auto& v : buf) v = d.center + d.half_width * stream.symmetric();
+    HLX_RETURN_IF_ERROR(sink(buf));
+  }
+  return ok_status();
+}
+
+// A FILE* that closes itself.
+struct FileCloser {
+  void operator()(std::FILE* f) const {
+    if (f) std::fclose(f);
+  }
+};
+
+Status write_all(std::FILE* f, const void* data, size_t bytes, const std::string& path) {
+  if (bytes && std::fwrite(data, 1, bytes, f) != bytes)
+    return make_error(ErrorKind::kIo, "fixture: write to '", path, "' failed");
+  return ok_status();
+}
+
+// Streams the safetensors file: header (same layout as io/safetensors.cc writes: tensors back to
+// back in layout order, header padded with spaces to 8 bytes), then each tensor as it is generated.
+Status write_weights(const std::string& path, const TextModelSpec& spec, DType dtype, uint64_t seed) {
+  const std::vector<TensorInfo> layout = text_checkpoint_layout(spec);
+  ojson header = ojson::object();
+  header["__metadata__"] = {{"format", "pt"}, {"generator", "hlx fixture"}, {"seed", std::to_string(seed)}};
+  uint64_t offset = 0;
+  for (const auto& t : layout) {
+    uint64_t bytes = uint64_t(num_elements(t.shape)) * dtype_size(dtype);
+    header[t.name] = {{"dtype", std::string(dtype_safetensors_name(dtype))},
+                      {"shape", t.shape},
+                      {"data_offsets", ojson::array({offset, offset + bytes})}};
+    offset += bytes;
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  uint8_t len[8];
+  for (int i = 0; i < 8; ++i) len[i] = uint8_t(uint64_t(text.size()) >> (8 * i));
+
+  const std::string tmp = path + ".tmp";
+  std::unique_ptr<std::FILE, FileCloser> f(std::fopen(tmp.c_str(), "wb"));
+  if (!f) return make_error(ErrorKind::kIo, "fixture: cannot create '", tmp, "'");
+  HLX_RETURN_IF_ERROR(write_all(f.get(), len, 8, tmp));
+  HLX_RETURN_IF_ERROR(write_all(f.get(), text.data(), text.size(), tmp));
+  std::vector<uint16_t> half;
+  for (const auto& t : layout) {
+    HLX_RETURN_IF_ERROR(generate(spec, t, seed, [&](const std::vector<float>& values) -> Status {
+      if (dtype == DType::kF32) return write_all(f.get(), values.data(), values.size() * 4, tmp);
+      half.resize(values.size());
+      for (size_t i = 0; i < values.size(); ++i) half[i] = f32_to_bf16(values[i]).bits;
+      return write_all(f.get(), half.data(), half.size() * 2, tmp);
+    }));
+  }
+  std::FILE* raw = f.release();
+  if (std::fclose(raw) != 0) return make_error(ErrorKind::kIo, "fixture: closing '", tmp, "' failed");
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return make_error(ErrorKind::kIo, "fixture: cannot rename '", tmp, "' to '", path, "': ", ec.message());
+  return ok_status();
+}
+
+}  // namespace
+
+std::vector<std::string> fixture_families() { return {"llama", "qwen2", "qwen3", "gemma3_text", "gemma3"}; }
+std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
+
+Result<FixtureConfigs> fixture_configs(const FixtureOptions& options) {
+  HLX_ASSIGN_OR_RETURN(Arch a, preset_arch(options));
+  FixtureConfigs out;
+  out.config_json = root_config(a, options.dtype).dump(2) + "\n";
+  out.generation_config_json = generation_config(a).dump(2) + "\n";
+  return out;
+}
+
+Result<TextModelSpec> fixture_spec(const FixtureOptions& options) {
+  // The fixture's architecture is whatever the production parser makes of its config.json, so a
+  // config the parser misreads (or rejects) shows up here, not as a silently different layout.
+  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
+  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::parse(configs.config_json, "fixture config.json",
+                                                        configs.generation_config_json));
+  Result<TextModelSpec> spec = text_spec_from_config(config);
+  if (!spec.ok()) return spec.status().with_context(str_cat("fixture ", options.family, "/", options.preset));
+  return spec;
+}
+
+std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed) {
+  std::vector<float> out;
+  out.reserve(size_t(num_elements(info.shape)));
+  Status st = generate(spec, info, seed, [&](const std::vector<float>& v) {
+    out.insert(out.end(), v.begin(), v.end());
+    return ok_status();
+  });
+  (void)st;  // the sink never fails
+  return out;
+}
+
+Status write_text_fixture(const std::string& dir, const FixtureOptions& options) {
+  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
+  HLX_ASSIGN_OR_RETURN(TextModelSpec spec, fixture_spec(options));
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) return make_error(ErrorKind::kIo, "fixture: cannot create directory '", dir, "': ", ec.message());
+  HLX_RETURN_IF_ERROR(write_file(dir + "/config.json", configs.config_json));
+  HLX_RETURN_IF_ERROR(write_file(dir + "/generation_config.json", configs.generation_config_json));
+  const std::string weights = dir + "/model.safetensors";
+  HLX_RETURN_IF_ERROR(write_weights(weights, spec, options.dtype, options.seed));
+  // Re-open through the production reader: the header we streamed must be one it accepts.
+  HLX_RETURN_IF_ERROR(SafetensorsFile::open(weights).status().with_context("fixture: written checkpoint"));
+  return ok_status();
+}
+
+}  // namespace hlx::models

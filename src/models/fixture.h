@@ -1,0 +1,52 @@
+// Deterministic random-weight text checkpoints in real Hugging Face layout, for tests and demos.
+//
+// A fixture directory holds config.json (the family's real field names), generation_config.json
+// and model.safetensors. Every parameter is random (norm weights around 1, or around 0 for Gemma's
+// (1 + w) norms; biases non-zero), so an identity norm or a dropped bias cannot pass a test by
+// accident. Values come from a counter-free generator seeded by (seed, tensor name), so a tensor's
+// contents do not depend on which other tensors the layout holds, and the same seed gives the same
+// bytes on every machine.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "models/text_spec.h"
+
+namespace hlx::models {
+
+struct FixtureOptions {
+  std::string family = "llama";  // llama | qwen2 | qwen3 | gemma3_text | gemma3
+  std::string preset = "tiny";   // tiny | qwen3-0.6b (qwen3 only)
+  DType dtype = DType::kF32;     // f32 | bf16 (stored weight dtype, written as torch_dtype)
+  uint64_t seed = 0;
+};
+
+// The families and presets write_text_fixture accepts.
+std::vector<std::string> fixture_families();
+std::vector<std::string> fixture_presets();
+
+// config.json and generation_config.json text for `options` (kInvalidArgument for an unknown
+// family, preset or dtype, or a preset that does not apply to the family).
+struct FixtureConfigs {
+  std::string config_json;
+  std::string generation_config_json;
+};
+Result<FixtureConfigs> fixture_configs(const FixtureOptions& options);
+
+// The architecture the fixture's config describes, as a TextModelSpec (used for the tensor layout).
+Result<TextModelSpec> fixture_spec(const FixtureOptions& options);
+
+// Deterministic values for one tensor (f32), as write_text_fixture stores them before any bf16
+// rounding. Exposed so tests can check determinism without a file.
+std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed);
+
+// Creates `dir` (and parents) and writes the three files. The safetensors file is streamed in
+// chunks of 1M values (temporary file, then rename), so peak memory is a few MiB whatever the
+// checkpoint size (a Qwen3-0.6B-shaped bf16 fixture is 1.2 GB on disk).
+Status write_text_fixture(const std::string& dir, const FixtureOptions& options);
+
+}  // namespace hlx::models
