@@ -296,6 +296,8 @@ Result<std::vector<Tensor>> TextModel::run(Entry& e, std::vector<Tensor> inputs)
     return make_error(ErrorKind::kInternal, "@", name, " returned ", out.size(), " results, expected ",
                       1 + caches_.size());
   // Donated caches must come back as the same storage; anything else would silently fork state.
+  // This cannot tell a true in-place update from Program::run's copy-back fallback (both end in
+  // the argument's storage); the plan dump (HLX_DUMP_PLAN=1) shows the scatters as in-place.
   for (size_t i = 0; i < caches_.size(); ++i)
     if (out[1 + i].raw() != caches_[i].raw())
       return make_error(ErrorKind::kInternal, "@", name, " result #", 1 + i, " does not alias its donated cache");
