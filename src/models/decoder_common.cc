@@ -23,9 +23,13 @@ Value DecoderContext::layer_weight(int64_t layer, const std::string& suffix) {
   return weight(str_cat(spec.weight_prefix, "layers.", layer, ".", suffix));
 }
 
+Value matmul_input(DecoderContext& c, const Value& x) {
+  return c.spec.weight_dtype == DType::kF32 || !x.valid() ? x : c.f.convert(x, c.spec.weight_dtype);
+}
+
 Value linear(DecoderContext& c, const Value& x, const Value& w, const Value* bias) {
   shlo::FunctionBuilder& f = c.f;
-  Value in = w.dtype() == DType::kF32 ? x : f.convert(x, w.dtype());
+  Value in = x.dtype() == w.dtype() ? x : f.convert(x, w.dtype());
   Value y = f.dot_general(in, w, DotDims{{}, {}, {1}, {1}}, DType::kF32);
   if (bias) y = f.add(y, f.broadcast_in_dim(f.convert(*bias, DType::kF32), y.shape(), {1}));
   return y;
@@ -39,11 +43,12 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
   shlo::FunctionBuilder& f = c.f;
   const TextModelSpec& s = c.spec;
   const int64_t t = c.rows, hq = s.num_heads, hkv = s.num_kv_heads, dh = s.head_dim;
+  const Value hin = matmul_input(c, h);  // rounded once for q, k and v
   auto proj = [&](const char* name, int64_t heads) {
     Value w = c.layer_weight(layer, str_cat("self_attn.", name, ".weight"));
     Value b;
     if (s.attention_bias) b = c.layer_weight(layer, str_cat("self_attn.", name, ".bias"));
-    return f.reshape(linear(c, h, w, s.attention_bias ? &b : nullptr), {t, heads, dh});
+    return f.reshape(linear(c, hin, w, s.attention_bias ? &b : nullptr), {t, heads, dh});
   };
   f.set_scope(str_cat("layer ", layer, " attention q/k/v"));
   Value q = proj("q_proj", hq), k = proj("k_proj", hkv), v = proj("v_proj", hkv);
@@ -84,8 +89,9 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
 Value gated_mlp(DecoderContext& c, int64_t layer, const Value& h) {
   shlo::FunctionBuilder& f = c.f;
   f.set_scope(str_cat("layer ", layer, " mlp"));
-  Value gate = linear(c, h, c.layer_weight(layer, "mlp.gate_proj.weight"));
-  Value up = linear(c, h, c.layer_weight(layer, "mlp.up_proj.weight"));
+  const Value hin = matmul_input(c, h);  // rounded once for gate and up
+  Value gate = linear(c, hin, c.layer_weight(layer, "mlp.gate_proj.weight"));
+  Value up = linear(c, hin, c.layer_weight(layer, "mlp.up_proj.weight"));
   const TensorType& ty = gate.type();
   Value act;
   if (c.spec.activation == Activation::kSilu) {

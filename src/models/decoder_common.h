@@ -44,12 +44,15 @@ struct DecoderContext {
   shlo::Value layer_weight(int64_t layer, const std::string& suffix);
 };
 
-// x [M, K] f32 times a Hugging Face Linear weight [N, K] (stored dtype) -> [M, N] f32, plus an
-// optional bias [N]. A 16-bit weight meets the activation rounded to its dtype: the runtime's
+// x [M, K] (f32, or already matmul_input) times a Hugging Face Linear weight [N, K] (stored
+// dtype) -> [M, N] f32, plus an optional bias [N]. A 16-bit weight meets the activation rounded to its dtype: the runtime's
 // matmul computes 16-bit products anyway, and [M,K]·[N,K]ᵀ with equal 16-bit operands is its
 // packed fast path.
 shlo::Value linear(DecoderContext& c, const shlo::Value& x, const shlo::Value& w,
                    const shlo::Value* bias = nullptr);
+
+// x converted to the weight dtype when that is 16-bit (shared by several linears on the same input).
+shlo::Value matmul_input(DecoderContext& c, const shlo::Value& x);
 
 // hlx.rms_norm with the spec's epsilon and weight offset (x of any rank, normalised on its last axis).
 shlo::Value norm(DecoderContext& c, const shlo::Value& x, const shlo::Value& w);
