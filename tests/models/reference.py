@@ -243,6 +243,10 @@ class Model:
         half = x.shape[-1] // 2
         return np.concatenate([-x[..., half:], x[..., :half]], axis=-1)
 
+    def repeat_kv(self, x):
+        # repeat_kv: query head h uses kv head h // (heads / kv_heads).
+        return np.repeat(x, self.n_heads // self.n_kv, axis=0)
+
     def rope(self, x, positions, inv_freq):
         # x: [heads, T, head_dim]; emb = cat(freqs, freqs); x*cos + rotate_half(x)*sin.
         freqs = positions.astype(np.float32)[:, None] * inv_freq[None, :]
@@ -269,10 +273,7 @@ class Model:
         k = self.rope(k, positions, inv_freq)
         if self.bf16_kv:
             k, v = bf16_round(k), bf16_round(v)  # K/V as stored in a bf16 cache
-        # repeat_kv: query head h uses kv head h // (heads / kv_heads).
-        group = self.n_heads // self.n_kv
-        k = np.repeat(k, group, axis=0)
-        v = np.repeat(v, group, axis=0)
+        k, v = self.repeat_kv(k), self.repeat_kv(v)
         scores = (q @ k.transpose(0, 2, 1)) * np.float32(self.scaling)
         # Causal mask; sliding layers also need q - kv < window (masking_utils.sliding_window_overlay).
         qp = positions[:, None]
