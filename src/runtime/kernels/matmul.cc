@@ -4,6 +4,7 @@
 
 #include <omp.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -215,9 +216,20 @@ Status matmul(const MatmulDesc& d, const void* a, const void* b, void* c) {
 
 namespace {
 
-// Below this M the AVX-512 weight-streaming kernel runs instead of oneDNN (see the measurements
-// in the class comment).
-constexpr int64_t kStreamMaxM = 4;
+constexpr int64_t kDefaultStreamMaxM = 4;
+
+// Products with M <= stream_max_m() run our AVX-512 BF16 weight-streaming kernel
+// (matmul_avx512.cc) straight on oneDNN's packed BA16a64b2a layout; larger M run oneDNN brgemm.
+// Measured (bench BM_StreamBf16, 1 thread, bf16 N=K=2048, cycling 1 GiB of weights, machine load
+// ~3): M=1 35.5 GB/s ours vs 31.7 GB/s oneDNN; M=4 33.7 vs 29.1 GB/s. HLX_MATMUL_STREAM=0 turns
+// the kernel off and HLX_MATMUL_STREAM_MAX_M=<m> moves the crossover, for A/B runs.
+int64_t stream_max_m() {
+  static const int64_t m = [] {
+    const char* e = std::getenv("HLX_MATMUL_STREAM_MAX_M");
+    return e ? std::max<int64_t>(0, std::atoll(e)) : int64_t(kDefaultStreamMaxM);
+  }();
+  return m;
+}
 
 // HLX_MATMUL_STREAM=0 keeps every product on oneDNN (for A/B measurements).
 bool stream_enabled() {
@@ -270,7 +282,7 @@ class DnnlPackedWeight final : public PackedWeight {
       convert(a_type, a, m * k_, cmp_, buf);
       a = buf;
     }
-    if (m <= kStreamMaxM && stream_kp_ > 0) {
+    if (m <= stream_max_m() && stream_kp_ > 0) {
       internal::gemv_vnni_bf16_avx512(m, n_, k_, stream_kp_, static_cast<const bf16*>(a),
                                       static_cast<const bf16*>(packed_.get()), c_type, c);
       return ok_status();
