@@ -1,0 +1,41 @@
+// Chat templates: the checkpoint's own Jinja template from tokenizer_config.json, rendered the way
+// Hugging Face's apply_chat_template does (special-token strings and options as variables).
+//
+// Thread safety: a ChatTemplate is immutable after construction; render() is safe concurrently.
+#pragma once
+
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "tokenizer/jinja.h"
+
+namespace hlx {
+
+class ChatTemplate {
+ public:
+  // Reads `chat_template` (a string, or HF's list of {name, template}: the "default" entry) and the
+  // special tokens bos/eos/unk/pad/sep/cls/mask (strings or {"content": ...} objects).
+  static Result<ChatTemplate> from_tokenizer_config(const std::string& path);
+  static Result<ChatTemplate> from_tokenizer_config_json(const nlohmann::ordered_json& config);
+  // A bare template source; `special_tokens` is a JSON object of name -> string.
+  static Result<ChatTemplate> from_source(const std::string& source,
+                                          const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
+
+  // messages: JSON array of {role, content} where content is a string or a list of parts
+  // ({"type":"text","text":...}, {"type":"image"}). extra_vars (object or null) override/add
+  // variables such as enable_thinking. Errors raised by the template itself satisfy
+  // jinja::is_raised_exception().
+  Result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
+                             const nlohmann::ordered_json& extra_vars = nullptr) const;
+
+  const std::string& source() const { return source_; }
+
+ private:
+  std::string source_;
+  jinja::Template template_;
+  nlohmann::ordered_json special_tokens_ = nlohmann::ordered_json::object();
+};
+
+}  // namespace hlx
