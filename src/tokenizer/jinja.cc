@@ -811,7 +811,7 @@ class Parser {
       if (tk.type == T::Eof) {
         if (!stops.empty())
           return make_error(ErrorKind::kParse, at(tk.pos), "unexpected end of template, expected '",
-                            stops.front(), "'");
+                            stops.back(), "'");
         break;
       }
       if (tk.type == T::Text) {
