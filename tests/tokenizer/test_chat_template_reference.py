@@ -113,8 +113,6 @@ def cases():
             var_sets = [{}]
             if fam == "qwen3":
                 var_sets = [{}, {"enable_thinking": True}, {"enable_thinking": False}]
-            if fam == "gemma3" and len([m for m in conv if m["role"] != "system"]) % 2 == 0 and False:
-                pass
             for extra in var_sets:
                 for add_gen in (False, True):
                     out.append((f"{fam}/conv{ci}/{extra}/{add_gen}", src, specials,
