@@ -435,19 +435,23 @@ Tokenizer::~Tokenizer() = default;
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::load(const std::string& path) {
   auto text = read_file(path);
   if (!text.ok()) return text.status().with_context("tokenizer.json");
-  auto tok = from_json(*text, path);
-  if (!tok.ok()) return tok.status().with_context(path);
-  return tok;
+  return from_json(*text, path);
 }
 
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view json_text,
                                                               const std::string& source_name) {
+  auto tok = from_json_impl(json_text);
+  if (!tok.ok()) return tok.status().with_context(source_name);
+  return tok;
+}
+
+Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json_impl(std::string_view json_text) {
   try {
     json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded())
-      return make_error(ErrorKind::kParse, source_name, ": malformed JSON");
+      return make_error(ErrorKind::kParse, "malformed JSON");
     if (!doc.is_object())
-      return make_error(ErrorKind::kParse, source_name, ": expected a JSON object at top level");
+      return make_error(ErrorKind::kParse, "expected a JSON object at top level");
     auto impl = std::make_unique<Impl>();
     auto get = [&](const char* key) -> const json& {
       static const json null_value;
@@ -474,7 +478,7 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view j
     return std::shared_ptr<const Tokenizer>(new Tokenizer(std::move(impl)));
   } catch (const std::exception& e) {
     // Safety net: a JSON shape we did not anticipate must still come back as an error.
-    return make_error(ErrorKind::kParse, source_name, ": ", e.what());
+    return make_error(ErrorKind::kParse, e.what());
   }
 }
 

@@ -60,6 +60,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static Result<std::shared_ptr<const Tokenizer>> from_json_impl(std::string_view json_text);
   std::unique_ptr<Impl> impl_;
 };
 
