@@ -1,0 +1,133 @@
+// Continuous batching over a TextModel's KV slots.
+//
+// One step():
+//   1. take what other threads put into the inbox (submitted requests, cancellations);
+//   2. admit queued requests (FIFO) into free slots;
+//   3. run at most ONE prefill chunk (one bucket-sized call, the same chunks TextModel::prefill
+//      would use for the whole prompt) of the oldest request still prefilling, so running decodes
+//      never wait longer than one chunk; when a prompt's last chunk is done its first token is
+//      sampled from the prefill logits;
+//   4. run ONE batched decode over the rows that have a token to feed (B = their count, 1..slots),
+//      sample each row with its own Sampler, stream the tokens;
+//   5. finish rows that hit EOS, a stop string or max_new_tokens and release their slots.
+//
+// Admission (engine/admission.h, the single capacity check) runs inside submit(): a request that
+// can never fit is rejected at once with the typed error (kCapacityExceeded naming prompt length,
+// max_new_tokens and capacity; kInvalidArgument for bad ids, sampling or stop settings) and is
+// never queued. Admitted requests wait only for a free slot.
+//
+// Threads: one thread owns the engine, its TextModel and the slots, and calls step() /
+// run_until_idle() / take_completion(). submit(), cancel(), events() and the counters may be
+// called from any thread (a mutex-protected inbox and outbox); work they queue is applied by the
+// owning thread at the start of the next step(), or at once when cancel() is called on the owning
+// thread outside step(). on_event callbacks run on the owning thread.
+//
+// Cancellation frees the slot immediately (when applied) and touches no other row: the other
+// requests' tokens and logits are the same bits as if the cancelled request had never run.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/request.h"
+#include "engine/sampling.h"
+#include "engine/text_model.h"
+
+namespace hlx::tok {
+class Tokenizer;
+class StreamDecoder;
+}  // namespace hlx::tok
+
+namespace hlx::engine {
+
+struct BatchEngineOptions {
+  // Needed for stop strings and for text in events/completions; may be null.
+  std::shared_ptr<const tok::Tokenizer> tokenizer;
+  bool skip_special_tokens = true;  // decoding of the generated text
+  // Keep Completions of finished requests for take_completion() (false: only events report them).
+  bool keep_completions = true;
+};
+
+class BatchEngine {
+ public:
+  // `model` is not owned and must outlive the engine; the engine is its only user while it lives.
+  // The thread calling the constructor owns the engine.
+  explicit BatchEngine(TextModel& model, BatchEngineOptions options = {});
+  ~BatchEngine();
+  BatchEngine(const BatchEngine&) = delete;
+  BatchEngine& operator=(const BatchEngine&) = delete;
+
+  // Thread-safe. Checks the request (admission, sampling parameters, stop strings) and queues it.
+  // On error nothing is queued and no slot or cache is touched; `admission` (optional) receives
+  // the three numbers of the capacity check either way.
+  Result<RequestId> submit(GenerationRequest request, Admission* admission = nullptr);
+
+  // Thread-safe. Cancels a queued or running request: it finishes with Finish::kCancelled (one
+  // kFinished event) and its slot is released. kNotFound for an unknown or already finished id.
+  Status cancel(RequestId id);
+
+  // Owning thread. One scheduling step (see above). Errors of model calls finish the affected
+  // requests with Finish::kError and are not returned; a non-ok Status means an engine bug.
+  Status step();
+  // Owning thread. step() until nothing is queued or running.
+  Status run_until_idle();
+
+  // Thread-safe. Drains queued events (of requests without an on_event callback), oldest first.
+  std::vector<Event> events();
+
+  // Owning thread. The Completion of a finished request, removed from the engine; nullopt while it
+  // runs, for unknown ids, or when keep_completions is false.
+  std::optional<Completion> take_completion(RequestId id);
+
+  // Thread-safe counters.
+  bool idle() const;
+  int64_t queued() const;   // admitted, waiting for a slot (including the inbox)
+  int64_t running() const;  // holding a slot (prefilling or decoding)
+
+  TextModel& model() { return model_; }
+
+ private:
+  struct Active;
+  using Clock = std::chrono::steady_clock;
+
+  void drain_inbox();                      // owning thread, takes the mutex
+  void apply_cancel(RequestId id);         // owning thread
+  void admit_waiting();
+  void prefill_one();
+  void decode_all();
+  // Appends a generated token: stop checks, text, event. Returns true when the request finished.
+  bool push_token(Active& a, int64_t token);
+  void finish(Active& a, Finish why, Status error = ok_status());
+  void emit(Active& a, Event e);
+  void reap();                             // drops finished rows, stores completions
+  void store(Active& a);                   // keeps a finished request's Completion
+  void publish_counts();
+
+  TextModel& model_;
+  BatchEngineOptions options_;
+  std::thread::id owner_;
+  bool in_step_ = false;
+
+  mutable std::mutex mu_;  // guards the fields below up to the next blank line
+  RequestId next_id_ = 1;
+  std::deque<std::unique_ptr<Active>> inbox_;
+  std::vector<RequestId> cancel_inbox_;
+  std::deque<Event> outbox_;
+  std::set<RequestId> live_;  // submitted, not yet finished
+  int64_t queued_count_ = 0, running_count_ = 0;
+
+  std::deque<std::unique_ptr<Active>> waiting_;        // admitted, no slot yet
+  std::vector<std::unique_ptr<Active>> active_;        // holding a slot, in admission order
+  std::map<RequestId, Completion> completions_;
+};
+
+}  // namespace hlx::engine

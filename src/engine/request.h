@@ -1,0 +1,75 @@
+// A generation request, the events it streams and its final result.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/sampling.h"
+
+namespace hlx::engine {
+
+using RequestId = uint64_t;  // assigned by BatchEngine::submit, starting at 1, never reused
+
+// Why a request ended.
+enum class Finish {
+  kNone,       // still queued or running
+  kStop,       // an EOS id was generated or a stop string appeared in the text
+  kLength,     // max_new_tokens generated
+  kCancelled,  // cancel() before it finished
+  kError,      // a model call failed; Completion::error says why
+};
+// "none", "stop", "length", "cancelled", "error" (the OpenAI / CLI spelling).
+const char* finish_name(Finish f);
+
+struct Event;
+
+struct GenerationRequest {
+  std::vector<int64_t> prompt;  // token ids (>= 1)
+  int64_t max_new_tokens = 0;   // prompt.size() + max_new_tokens <= context_capacity (admission)
+  SamplingParams sampling;
+  // Stop ids. nullopt: the model's spec().eos_token_ids (generation_config.json / config.json);
+  // an empty vector: never stop on a token.
+  std::optional<std::vector<int64_t>> eos_token_ids;
+  // Stop strings, matched in the decoded generated text (needs the engine's tokenizer; a request
+  // with stop strings on an engine without one is rejected with kInvalidArgument). The reported
+  // text ends before the first occurrence; text that might begin a stop string is held back from
+  // events until it is decided.
+  std::vector<std::string> stop;
+  // Called on the engine thread (inside step()) for every event of this request, instead of
+  // queueing it for BatchEngine::events(). Must not call back into the engine except cancel().
+  std::function<void(const Event&)> on_event;
+};
+
+struct Event {
+  enum class Kind {
+    kToken,     // one generated token; `text` is the newly decided text (may be empty)
+    kFinished,  // the last event of a request: the rest of the text, finish reason, error
+  };
+  RequestId id = 0;
+  Kind kind = Kind::kToken;
+  int64_t token = -1;       // kToken only
+  std::string text;         // UTF-8 text delta (always empty without a tokenizer)
+  Finish finish = Finish::kNone;  // kFinished only
+  Status error;                   // kFinished with Finish::kError
+};
+
+// Everything a finished request produced.
+struct Completion {
+  RequestId id = 0;
+  int64_t prompt_tokens = 0;
+  // Generated ids, including a final EOS id or the token that completed a stop string.
+  std::vector<int64_t> tokens;
+  std::string text;  // decoded generated text without the stop string (empty without tokenizer)
+  Finish finish = Finish::kNone;
+  Status error;
+  double queue_ms = 0;    // submit -> slot acquired
+  double prefill_ms = 0;  // sum of this request's prefill chunk calls
+  double decode_ms = 0;   // first token -> finished (wall time, shared with the batch)
+  int64_t prefill_chunks = 0;
+};
+
+}  // namespace hlx::engine

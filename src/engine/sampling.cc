@@ -1,0 +1,154 @@
+#include "engine/sampling.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace hlx::engine {
+
+namespace {
+
+Status range_error(const char* field, double value, const char* range) {
+  return make_error(ErrorKind::kInvalidArgument, "sampling.", field, " = ", value, " is outside ", range);
+}
+
+}  // namespace
+
+Status validate_sampling(const SamplingParams& p) {
+  if (!std::isfinite(p.temperature) || p.temperature < 0) return range_error("temperature", p.temperature, "[0, inf)");
+  if (p.top_k < 0) return range_error("top_k", double(p.top_k), "[0, inf) (0 = off)");
+  if (!std::isfinite(p.top_p) || p.top_p <= 0 || p.top_p > 1) return range_error("top_p", p.top_p, "(0, 1]");
+  if (!std::isfinite(p.min_p) || p.min_p < 0 || p.min_p > 1) return range_error("min_p", p.min_p, "[0, 1]");
+  if (!std::isfinite(p.repetition_penalty) || p.repetition_penalty <= 0)
+    return range_error("repetition_penalty", p.repetition_penalty, "(0, inf)");
+  if (!std::isfinite(p.presence_penalty) || p.presence_penalty < -2 || p.presence_penalty > 2)
+    return range_error("presence_penalty", p.presence_penalty, "[-2, 2]");
+  if (!std::isfinite(p.frequency_penalty) || p.frequency_penalty < -2 || p.frequency_penalty > 2)
+    return range_error("frequency_penalty", p.frequency_penalty, "[-2, 2]");
+  return ok_status();
+}
+
+int64_t argmax(std::span<const float> logits) {
+  int64_t best = -1;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    if (std::isnan(logits[i])) continue;
+    if (best < 0 || logits[i] > logits[size_t(best)]) best = int64_t(i);
+  }
+  if (best < 0 && !logits.empty()) best = 0;
+  return best;
+}
+
+Result<Sampler> Sampler::create(const SamplingParams& params, std::span<const int64_t> prompt) {
+  HLX_RETURN_IF_ERROR(validate_sampling(params));
+  Sampler s(params);
+  for (int64_t t : prompt) s.seen_[t] += 1;
+  return s;
+}
+
+void Sampler::accept(int64_t token) {
+  seen_[token] += 1;
+  generated_[token] += 1;
+}
+
+void Sampler::apply_penalties(std::span<float> logits) const {
+  const int64_t v = int64_t(logits.size());
+  if (params_.repetition_penalty != 1.0f) {
+    const float r = params_.repetition_penalty;
+    for (const auto& [t, n] : seen_) {
+      if (t < 0 || t >= v) continue;
+      float& l = logits[size_t(t)];
+      l = l > 0 ? l / r : l * r;
+    }
+  }
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
+    for (const auto& [t, n] : generated_) {
+      if (t < 0 || t >= v) continue;
+      logits[size_t(t)] -= params_.frequency_penalty * float(n) + (n > 0 ? params_.presence_penalty : 0.0f);
+    }
+  }
+}
+
+Result<std::vector<std::pair<int64_t, double>>> Sampler::candidates(std::span<const float> logits_in) const {
+  if (logits_in.empty()) return make_error(ErrorKind::kInvalidArgument, "sampling an empty logits row");
+  std::vector<float> logits(logits_in.begin(), logits_in.end());
+  apply_penalties(logits);
+  std::vector<std::pair<int64_t, double>> c;
+  c.reserve(logits.size());
+  const double inv_t = params_.temperature > 0 ? 1.0 / double(params_.temperature) : 1.0;
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isfinite(logits[i])) c.emplace_back(int64_t(i), double(logits[i]) * inv_t);
+  if (c.empty()) return make_error(ErrorKind::kInvalidArgument, "no finite logit in a row of ", logits.size());
+  auto order = [](const std::pair<int64_t, double>& a, const std::pair<int64_t, double>& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  };
+  if (params_.temperature == 0) {
+    // Greedy: the argmax of the penalized logits, lowest id on ties.
+    auto best = *std::min_element(c.begin(), c.end(), order);
+    return std::vector<std::pair<int64_t, double>>{{best.first, 1.0}};
+  }
+  if (params_.top_k > 0 && size_t(params_.top_k) < c.size()) {
+    std::partial_sort(c.begin(), c.begin() + params_.top_k, c.end(), order);
+    c.resize(size_t(params_.top_k));
+  } else {
+    std::sort(c.begin(), c.end(), order);
+  }
+  // Softmax over the kept candidates.
+  const double mx = c.front().second;
+  double sum = 0;
+  for (auto& [id, x] : c) sum += (x = std::exp(x - mx));
+  for (auto& [id, x] : c) x /= sum;
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    size_t keep = c.size();
+    for (size_t i = 0; i < c.size(); ++i) {
+      cum += c[i].second;
+      if (cum >= double(params_.top_p)) {
+        keep = i + 1;
+        break;
+      }
+    }
+    c.resize(keep);
+  }
+  if (params_.min_p > 0.0f) {
+    const double floor = double(params_.min_p) * c.front().second;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].second >= floor) ++keep;
+    c.resize(keep);
+  }
+  sum = 0;
+  for (auto& [id, p] : c) sum += p;
+  for (auto& [id, p] : c) p /= sum;
+  return c;
+}
+
+double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
+
+Result<int64_t> Sampler::sample(std::span<const float> logits) {
+  HLX_ASSIGN_OR_RETURN(auto c, candidates(logits));
+  if (params_.temperature == 0 || c.size() == 1) {
+    if (params_.temperature != 0) uniform();  // one draw per sampled token, whatever the row
+    return c.front().first;
+  }
+  const double u = uniform();
+  double cum = 0;
+  for (const auto& [id, p] : c) {
+    cum += p;
+    if (u < cum) return id;
+  }
+  return c.back().first;  // rounding: u within the last ulp of 1
+}
+
+Result<int64_t> Sampler::next(std::span<const float> logits) {
+  HLX_ASSIGN_OR_RETURN(int64_t t, sample(logits));
+  accept(t);
+  return t;
+}
+
+Result<std::vector<double>> Sampler::distribution(std::span<const float> logits) const {
+  HLX_ASSIGN_OR_RETURN(auto c, candidates(logits));
+  std::vector<double> out(logits.size(), 0.0);
+  for (const auto& [id, p] : c) out[size_t(id)] = p;
+  return out;
+}
+
+}  // namespace hlx::engine

@@ -1,0 +1,83 @@
+// Token sampling: penalties, temperature, top-k, top-p, min-p and a per-request seeded RNG.
+//
+// Order (as Hugging Face's logits processors and llama.cpp's default chain):
+//   1. repetition penalty over every token of the prompt and the generated text
+//      (logit > 0 ? logit / penalty : logit * penalty), once per distinct token;
+//   2. presence and frequency penalties over generated tokens only (OpenAI definition):
+//      logit -= frequency_penalty * count + presence_penalty * (count > 0);
+//   3. temperature 0: argmax of the penalized logits (lowest id on ties), no random draw;
+//      otherwise logits / temperature, then
+//   4. top-k (keep the k largest; 0 = off), 5. softmax, 6. top-p (keep the smallest set of the
+//      most probable tokens whose mass reaches top_p; 1 = off), 7. min-p (keep p >= min_p * p_max;
+//      0 = off), renormalise, 8. one uniform draw from the request's own RNG.
+//
+// Reproducibility: each Sampler owns a 64-bit Mersenne Twister seeded with `seed` and draws exactly
+// one value per sampled (non-greedy) token, with the uniform derived from the top 53 bits (no
+// std::uniform_real_distribution, whose output is implementation-defined). Candidates are ordered
+// by (probability desc, id asc). So a request's tokens depend only on its own logits and seed, never
+// on which other requests share the batch.
+//
+// Threads: a Sampler is single-threaded state owned by one request.
+#pragma once
+
+#include <cstdint>
+#include <random>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+
+namespace hlx::engine {
+
+struct SamplingParams {
+  float temperature = 0.0f;         // >= 0; 0 = greedy
+  int64_t top_k = 0;                // >= 0; 0 = off
+  float top_p = 1.0f;               // (0, 1]; 1 = off
+  float min_p = 0.0f;               // [0, 1]; 0 = off
+  float repetition_penalty = 1.0f;  // > 0; 1 = off
+  float presence_penalty = 0.0f;    // [-2, 2]; 0 = off
+  float frequency_penalty = 0.0f;   // [-2, 2]; 0 = off
+  uint64_t seed = 0;
+};
+
+// kInvalidArgument naming the field, its value and the allowed range (NaN and inf rejected).
+Status validate_sampling(const SamplingParams& params);
+
+class Sampler {
+ public:
+  // Validates `params`; `prompt` seeds the repetition-penalty token set.
+  static Result<Sampler> create(const SamplingParams& params, std::span<const int64_t> prompt = {});
+
+  // Applies steps 1-2 in place to one row of logits (its size is the vocabulary).
+  void apply_penalties(std::span<float> logits) const;
+  // Steps 1-8 on a copy of `logits`; kInvalidArgument for an empty row or a row without any
+  // finite logit. Does not record the token: call accept() with what was chosen.
+  Result<int64_t> sample(std::span<const float> logits);
+  // Records a generated token for the penalties.
+  void accept(int64_t token);
+  // sample() followed by accept().
+  Result<int64_t> next(std::span<const float> logits);
+
+  // The probabilities after steps 1-7 (zero outside the kept set), for tests; no RNG draw.
+  Result<std::vector<double>> distribution(std::span<const float> logits) const;
+
+  const SamplingParams& params() const { return params_; }
+
+ private:
+  explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
+  // Kept candidates (id, probability) in (probability desc, id asc) order, normalised.
+  Result<std::vector<std::pair<int64_t, double>>> candidates(std::span<const float> logits) const;
+  double uniform();
+
+  SamplingParams params_;
+  std::mt19937_64 rng_;
+  std::unordered_map<int64_t, int64_t> seen_;       // prompt and generated tokens (repetition)
+  std::unordered_map<int64_t, int64_t> generated_;  // generated token -> count
+};
+
+// Index of the largest value (lowest index on ties; NaN never wins). -1 for an empty row.
+int64_t argmax(std::span<const float> logits);
+
+}  // namespace hlx::engine
