@@ -285,6 +285,7 @@ void BatchEngine::prefill_one() {
     a.written = end;
     if (a.next_chunk < a.chunks.size()) return;
     const Tensor& lg = *logits;
+    if (a.req.on_logits) a.req.on_logits(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
     auto tok = a.sampler->next(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
     if (!tok.ok()) {
       finish(a, Finish::kError, tok.status());
@@ -316,6 +317,7 @@ void BatchEngine::decode_all() {
   const float* base = out->data<float>();
   for (size_t i = 0; i < rows_of.size(); ++i) {
     Active& a = *rows_of[i];
+    if (a.req.on_logits) a.req.on_logits(std::span<const float>(base + int64_t(i) * v, size_t(v)));
     auto tok = a.sampler->next(std::span<const float>(base + int64_t(i) * v, size_t(v)));
     if (!tok.ok()) {
       finish(a, Finish::kError, tok.status());

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <functional>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct GenerationRequest {
   // Called on the engine thread (inside step()) for every event of this request, instead of
   // queueing it for BatchEngine::events(). Must not call back into the engine except cancel().
   std::function<void(const Event&)> on_event;
+  // Optional, on the engine thread: the raw model logits row (f32[vocab], before penalties and
+  // sampling) that each generated token is chosen from. For tests and debugging.
+  std::function<void(std::span<const float>)> on_logits;
 };
 
 struct Event {
