@@ -351,7 +351,8 @@ Status BatchEngine::step() {
   admit_waiting();
   prefill_one();
   decode_all();
-  reap();
+  // Cancels that arrived during this step (other threads, on_event callbacks) free their slots now.
+  drain_inbox();
   in_step_ = false;
   return ok_status();
 }

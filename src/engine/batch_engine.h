@@ -20,7 +20,8 @@
 // run_until_idle() / take_completion(). submit(), cancel(), events() and the counters may be
 // called from any thread (a mutex-protected inbox and outbox); work they queue is applied by the
 // owning thread at the start of the next step(), or at once when cancel() is called on the owning
-// thread outside step(). on_event callbacks run on the owning thread.
+// thread outside step(); cancels arriving during a step are applied at its end. on_event callbacks
+// run on the owning thread.
 //
 // Cancellation frees the slot immediately (when applied) and touches no other row: the other
 // requests' tokens and logits are the same bits as if the cancelled request had never run.

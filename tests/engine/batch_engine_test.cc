@@ -8,7 +8,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstring>
+#include <thread>
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
@@ -432,6 +435,107 @@ TEST_P(BatchEngineFixture, LongPrefillAdvancesOneChunkPerStepWhileOthersDecode) 
 INSTANTIATE_TEST_SUITE_P(Fixtures, BatchEngineFixture,
                          testing::Values(Fixture{"llama", DType::kF32}, Fixture{"qwen3", DType::kBF16}),
                          [](const testing::TestParamInfo<Fixture>& i) { return fixture_name(i.param); });
+
+}  // namespace
+}  // namespace hlx::engine
+
+namespace hlx::engine {
+namespace {
+
+TEST(BatchEngineThreads, SubmitAndCancelFromAnotherThread) {
+  Fixture f{"llama", DType::kF32};
+  auto one = load(f, 1);
+  auto four = load(f, 4);
+  ASSERT_TRUE(one && four);
+  const int64_t vocab = one->spec().vocab_size;
+  std::vector<Outcome> alone;
+  for (int k = 0; k < 6; ++k) alone.push_back(solo(*one, request(prompt_of(3 + 5 * k, vocab, 60 + k), 10, nullptr)));
+
+  BatchEngine e(*four);
+  std::vector<RequestId> ids(6, 0);
+  std::atomic<bool> done_submitting{false};
+  std::thread client([&] {
+    for (int k = 0; k < 6; ++k) {
+      auto id = e.submit(request(prompt_of(3 + 5 * k, vocab, 60 + k), 10, nullptr));
+      EXPECT_TRUE(id.ok());
+      ids[size_t(k)] = id.ok() ? *id : 0;
+      if (k == 5) EXPECT_TRUE(e.cancel(ids[5]).ok());  // cancelled from this thread
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    done_submitting = true;
+  });
+  // step() belongs to the constructing thread.
+  for (int guard = 0; (!done_submitting || !e.idle()) && guard < 100000; ++guard) {
+    ASSERT_TRUE(e.step().ok());
+    if (e.idle()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  client.join();
+  ASSERT_TRUE(e.run_until_idle().ok());
+  EXPECT_EQ(four->slot_pool().free_count(), 4);
+  Status wrong_thread;
+  std::thread([&] { wrong_thread = e.step(); }).join();
+  EXPECT_EQ(wrong_thread.kind(), ErrorKind::kInvalidArgument);
+  for (int k = 0; k < 5; ++k) {
+    auto c = e.take_completion(ids[size_t(k)]);
+    ASSERT_TRUE(c.has_value());
+    EXPECT_EQ(c->tokens, alone[size_t(k)].c.tokens) << k;
+  }
+  auto c5 = e.take_completion(ids[5]);
+  ASSERT_TRUE(c5.has_value());
+  EXPECT_EQ(c5->finish, Finish::kCancelled);
+}
+
+TEST(BatchEngineErrors, UndecodableTokenFinishesOnlyThatRequestWithError) {
+  Fixture f{"llama", DType::kF32};
+  auto one = load(f, 1);
+  auto four = load(f, 4);
+  ASSERT_TRUE(one && four);
+  const int64_t vocab = one->spec().vocab_size;
+  Outcome alone = solo(*one, request(prompt_of(9, vocab, 4), 10, nullptr));
+  // A tokenizer that knows only 4 ids: the first generated id >= 4 cannot be decoded.
+  BatchEngineOptions o;
+  o.tokenizer = letters_tokenizer(4);
+  ASSERT_TRUE(o.tokenizer);
+  BatchEngine e(*four, o);
+  RequestId bad_id = e.submit(request(prompt_of(5, vocab, 8), 10, nullptr)).value();
+  ASSERT_TRUE(e.run_until_idle().ok());
+  auto bc = e.take_completion(bad_id);
+  ASSERT_TRUE(bc.has_value());
+  EXPECT_EQ(bc->finish, Finish::kError);
+  EXPECT_FALSE(bc->error.ok());
+  EXPECT_NE(bc->error.message().find("decoding generated token"), std::string::npos) << bc->error.message();
+  EXPECT_EQ(four->slot_pool().free_count(), 4);
+  // The engine stays usable: a later request without text runs like its solo run.
+  BatchEngine e2(*four);
+  RequestId ok_id = e2.submit(request(prompt_of(9, vocab, 4), 10, nullptr)).value();
+  ASSERT_TRUE(e2.run_until_idle().ok());
+  EXPECT_EQ(e2.take_completion(ok_id)->tokens, alone.c.tokens);
+}
+
+TEST(SessionCancel, CancelFromAnotherThreadStopsTheGeneration) {
+  Fixture f{"llama", DType::kF32};
+  auto m = load(f, 1);
+  ASSERT_TRUE(m);
+  const int64_t vocab = m->spec().vocab_size;
+  Session s(*m);
+  GenerationRequest r = request(prompt_of(6, vocab, 1), 50, nullptr);
+  std::atomic<int> tokens{0};
+  r.on_event = [&](const Event& ev) {
+    if (ev.kind == Event::Kind::kToken && ++tokens == 3) std::thread([&] { s.cancel(); }).join();
+  };
+  auto c = s.generate(r);
+  ASSERT_TRUE(c.ok()) << c.status().to_string();
+  EXPECT_EQ(c->finish, Finish::kCancelled);
+  // The cancel arrives during the step that produced token 3 and is applied at its end.
+  EXPECT_GE(c->tokens.size(), 3u);
+  EXPECT_LE(c->tokens.size(), 4u);
+  EXPECT_EQ(m->slot_pool().free_count(), 1);
+  // The Session is reusable.
+  auto again = s.generate(request(prompt_of(6, vocab, 1), 5, nullptr));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->finish, Finish::kLength);
+  EXPECT_EQ(again->tokens.size(), 5u);
+}
 
 }  // namespace
 }  // namespace hlx::engine
