@@ -6,7 +6,7 @@ HLX=${1:-build/bin/hlx}
 DIR=${HLX_DEMO_DIR:-build/demo}
 mkdir -p "$DIR"
 
-echo "== 1. a tiny Qwen3 checkpoint (random weights, real Hugging Face layout)"
+echo "== 1. a tiny Qwen3 checkpoint (random weights, real Hugging Face layout, real Qwen3 tokenizer)"
 "$HLX" fixture --family qwen3 --preset tiny --dtype bf16 --seed 7 --out "$DIR/qwen3-tiny"
 
 echo "== 2. its decode entry as portable StableHLO (capacity 256, 2 slots)"
@@ -17,7 +17,14 @@ grep -o 'hlx.identity = "[0-9a-f]*"' "$DIR/decode.mlir" | head -1
 echo "== 3. greedy generation by token ids (prefill + decode on the CPU runtime)"
 "$HLX" generate -m "$DIR/qwen3-tiny" --tokens 1,2,3,4,5,6,7,8 -n 24 --capacity 256
 
-echo "== 4. an over-long request is refused before any slot is touched"
+if [ -f "$DIR/qwen3-tiny/tokenizer.json" ]; then
+  echo "== 4. chat-templated text generation, streamed (random weights: expect gibberish, in valid UTF-8)"
+  "$HLX" generate -m "$DIR/qwen3-tiny" --chat -p "Write a haiku about the sea." -n 24 --capacity 256
+else
+  echo "== 4. (skipped: no Qwen3 tokenizer in node_modules; run make setup for the text demo)"
+fi
+
+echo "== 5. an over-long request is refused before any slot is touched"
 if "$HLX" generate -m "$DIR/qwen3-tiny" --tokens 1,2,3,4,5,6,7,8 -n 300 --capacity 256; then
   echo "expected a capacity error" >&2; exit 1
 fi

@@ -1,5 +1,5 @@
 // `hlx tokenize`: run a Hugging Face tokenizer.json from the command line.
-//   hlx tokenize --tokenizer PATH (--text T | --file F) [--add-special]   -> ids, comma-separated
+//   hlx tokenize -m DIR (-p TEXT | --file F) [--add-special]   -> ids, space-separated, one line
 //   hlx tokenize --tokenizer PATH --decode 1,2,3 [--skip-special]          -> text
 //   hlx tokenize --tokenizer PATH --jsonl [--add-special]
 //       stdin: one JSON string per line; stdout: one JSON id array per line
@@ -8,6 +8,7 @@
 //       through StreamDecoder one id at a time and prints the concatenation)
 // `-m DIR` is accepted instead of --tokenizer and means DIR/tokenizer.json. In JSONL modes a bad
 // line prints {"error": "..."} on its output line and the exit code becomes 1.
+#include <filesystem>
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -141,6 +142,9 @@ CommandRun setup_tokenize(CLI::App& root) {
     if (modes != 1)
       return report(make_error(ErrorKind::kInvalidArgument,
                                "tokenize: give exactly one of --text, --file, --decode, --jsonl"));
+    std::error_code ec;
+    if (!std::filesystem::exists(path, ec))
+      return report(make_error(ErrorKind::kNotFound, "'", path, "' does not exist"));
     auto t = tok::Tokenizer::load(path);
     if (!t.ok()) return report(t.status());
     if (a->jsonl) return run_jsonl(*a, *t);
@@ -160,8 +164,8 @@ CommandRun setup_tokenize(CLI::App& root) {
       input = std::move(*content);
     }
     auto ids = (*t)->encode(input, a->add_special);
-    if (!ids.ok()) return report(ids.status());
-    for (size_t i = 0; i < ids->size(); ++i) std::cout << (i ? "," : "") << (*ids)[i];
+    if (!ids.ok()) return report(ids.status().with_context(a->file.empty() ? "--text" : "--file '" + a->file + "'"));
+    for (size_t i = 0; i < ids->size(); ++i) std::cout << (i ? " " : "") << (*ids)[i];
     std::cout << '\n';
     return 0;
   };

@@ -1,0 +1,93 @@
+// `hlx chat -m DIR [-n N] [--system TEXT] [--stop STR]... [--capacity C] [--kv-dtype ...]`
+// Interactive multi-turn chat: reads one user message per line from stdin until EOF or "/exit",
+// renders the whole conversation with the checkpoint's chat template (add_generation_prompt) each
+// turn, streams the reply to stdout and keeps it in the conversation. A turn that no longer fits
+// the capacity is reported (typed error on stderr) and the conversation ends with exit code 1.
+#include <unistd.h>
+
+#include <cstdio>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "cli/command.h"
+#include "cli/text_gen.h"
+
+namespace hlx::cli {
+namespace {
+
+struct ChatArgs {
+  std::string model, system;
+  int64_t n = 128;
+  int64_t capacity = 0;
+  std::string kv_dtype = "bf16";
+  int threads = 0;
+  TextGenParams gen;
+};
+
+Status run_chat(const ChatArgs& a) {
+  HLX_ASSIGN_OR_RETURN(std::shared_ptr<const tok::Tokenizer> tokenizer, load_checkpoint_tokenizer(a.model));
+  HLX_ASSIGN_OR_RETURN(ChatTemplate tmpl, load_checkpoint_template(a.model));
+  engine::TextModelOptions o;
+  o.context_capacity = a.capacity;
+  auto kv = dtype_from_name(a.kv_dtype);
+  if (!kv) return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16 or f32)");
+  o.kv_dtype = *kv;
+  o.threads = a.threads;
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
+  const bool interactive = isatty(STDIN_FILENO);
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
+  TextGenParams gen = a.gen;
+  gen.max_new_tokens = a.n;
+  std::string line;
+  for (int turn = 1;; ++turn) {
+    if (interactive) {
+      std::fputs("> ", stdout);
+      std::fflush(stdout);
+    }
+    if (!std::getline(std::cin, line)) break;
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line == "/exit" || line == "/quit") break;
+    if (line.empty()) continue;
+    messages.push_back({{"role", "user"}, {"content", line}});
+    auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true);
+    if (!rendered.ok()) return rendered.status().with_context("chat: rendering the chat template");
+    auto ids = tokenizer->encode(*rendered, /*add_special_tokens=*/false);
+    if (!ids.ok()) return ids.status().with_context(str_cat("chat: turn ", turn));
+    std::vector<int64_t> prompt(ids->begin(), ids->end());
+    engine::Admission adm = engine::check_text_admission(model->limits(), prompt, gen.max_new_tokens);
+    if (!adm.ok()) return adm.status.with_context(str_cat("chat: turn ", turn, " (the conversation is too long)"));
+    HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, tokenizer, prompt, gen, [](std::string_view piece) {
+                           std::fwrite(piece.data(), 1, piece.size(), stdout);
+                           std::fflush(stdout);
+                         }));
+    std::fputc('\n', stdout);
+    std::fflush(stdout);
+    std::fprintf(stderr, "[turn %d] %s\n", turn, summary_line(r).c_str());
+    messages.push_back({{"role", "assistant"}, {"content", r.text}});
+  }
+  return ok_status();
+}
+
+CommandRun setup_chat(CLI::App& root) {
+  auto a = std::make_shared<ChatArgs>();
+  CLI::App* sub = root.add_subcommand("chat", "Interactive multi-turn chat with a checkpoint's chat template");
+  sub->add_option("-m,--model", a->model, "checkpoint directory (with tokenizer.json and tokenizer_config.json)")->required();
+  sub->add_option("--system", a->system, "system message opening the conversation");
+  sub->add_option("-n,--max-new-tokens", a->n, "tokens per reply (default 128)");
+  sub->add_option("--temp,--temperature", a->gen.temperature, "sampling temperature (default 0: greedy)");
+  sub->add_option("--top-k", a->gen.top_k, "keep the k most likely tokens (0: off)");
+  sub->add_option("--top-p", a->gen.top_p, "nucleus sampling mass (1: off)");
+  sub->add_option("--min-p", a->gen.min_p, "drop tokens below min_p * p_max (0: off)");
+  sub->add_option("--seed", a->gen.seed, "sampling seed (default 0)");
+  sub->add_option("--stop", a->gen.stop, "stop string (repeatable)");
+  sub->add_option("--capacity", a->capacity, "context capacity (default: min(4096, max_position_embeddings))");
+  sub->add_option("--kv-dtype", a->kv_dtype, "bf16 (default) | f32");
+  sub->add_option("--threads", a->threads, "runtime threads (default: all cores)");
+  return [a] { return report(run_chat(*a)); };
+}
+HLX_REGISTER_COMMAND(setup_chat);
+
+}  // namespace
+}  // namespace hlx::cli
