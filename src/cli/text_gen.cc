@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/session.h"
+
 namespace hlx::cli {
 namespace {
 
@@ -59,25 +61,6 @@ uint64_t checkpoint_bytes(const std::string& dir) {
   for (const auto& e : std::filesystem::directory_iterator(dir, ec))
     if (e.path().extension() == ".safetensors") total += e.file_size(ec);
   return total;
-}
-
-// Length of the longest suffix of `text` that is a proper prefix of some stop string.
-size_t stop_holdback(std::string_view text, const std::vector<std::string>& stops) {
-  size_t best = 0;
-  for (const std::string& s : stops)
-    for (size_t n = std::min(text.size(), s.size() - 1); n > best; --n)
-      if (text.substr(text.size() - n) == std::string_view(s).substr(0, n)) {
-        best = n;
-        break;
-      }
-  return best;
-}
-
-int64_t argmax_row(const float* row, int64_t n) {
-  int64_t best = 0;
-  for (int64_t i = 1; i < n; ++i)
-    if (row[i] > row[best]) best = i;
-  return best;
 }
 
 }  // namespace
@@ -132,78 +115,32 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
                                     const std::function<void(std::string_view)>& on_text) {
   for (const std::string& s : p.stop)
     if (s.empty()) return make_error(ErrorKind::kInvalidArgument, "--stop: an empty stop string");
-  if (p.temperature != 0.f)
-    return make_error(ErrorKind::kUnsupported, "--temp ", p.temperature,
-                      ": sampling needs the engine's Session, not in this build; use greedy (--temp 0)");
   if (prompt.empty()) return make_error(ErrorKind::kInvalidArgument, "the prompt is empty (0 tokens)");
-  HLX_ASSIGN_OR_RETURN(int64_t slot, model.admit(prompt, p.max_new_tokens));
+  engine::BatchEngineOptions bo;
+  bo.tokenizer = tokenizer;
+  bo.skip_special_tokens = true;
+  engine::Session session(model, bo);
+  engine::GenerationRequest req;
+  req.prompt = prompt;
+  req.max_new_tokens = p.max_new_tokens;
+  req.sampling.temperature = p.temperature;
+  req.sampling.top_k = p.top_k;
+  req.sampling.top_p = p.top_p;
+  req.sampling.min_p = p.min_p;
+  req.sampling.seed = p.seed;
+  req.stop = p.stop;
+  req.on_event = [&](const engine::Event& e) {
+    if (!e.text.empty()) on_text(e.text);
+  };
+  HLX_ASSIGN_OR_RETURN(engine::Completion c, session.generate(std::move(req)));
+  if (c.finish == engine::Finish::kError) return c.error;
   TextGenResult res;
-  res.prompt_tokens = int64_t(prompt.size());
-  res.finish = "length";
-  const auto& eos = model.spec().eos_token_ids;
-  const int64_t vocab = model.spec().vocab_size;
-  tok::StreamDecoder dec(tokenizer, /*skip_special_tokens=*/true);
-  std::string acc;   // all decided text
-  size_t sent = 0;   // bytes of acc given to on_text
-  size_t max_stop = 0;
-  bool stopped_by_string = false;
-  for (const auto& s : p.stop) max_stop = std::max(max_stop, s.size());
-  // Adds decoded text; returns true when a stop string completed.
-  auto push_text = [&](const std::string& piece, bool final) -> bool {
-    size_t from = acc.size() > max_stop ? acc.size() - max_stop : 0;
-    acc += piece;
-    size_t hit = std::string::npos;
-    for (const auto& s : p.stop) hit = std::min(hit, acc.find(s, from));
-    if (hit != std::string::npos) {
-      acc.resize(hit);
-      if (hit > sent) on_text(std::string_view(acc).substr(sent));
-      sent = acc.size();
-      return true;
-    }
-    size_t keep = final ? 0 : stop_holdback(acc, p.stop);
-    if (acc.size() - keep > sent) {
-      on_text(std::string_view(acc).substr(sent, acc.size() - keep - sent));
-      sent = acc.size() - keep;
-    }
-    return false;
-  };
-  auto body = [&]() -> Status {
-    if (p.max_new_tokens == 0) return ok_status();
-    auto t0 = Clock::now();
-    HLX_ASSIGN_OR_RETURN(Tensor logits, model.prefill(slot, prompt));
-    res.prefill_ms = ms_since(t0);
-    int64_t next = argmax_row(logits.data<float>(), vocab);
-    t0 = Clock::now();
-    int64_t position = int64_t(prompt.size());
-    for (;;) {
-      res.tokens.push_back(next);
-      if (std::find(eos.begin(), eos.end(), next) != eos.end()) {
-        res.finish = "stop";
-        break;
-      }
-      HLX_ASSIGN_OR_RETURN(std::string piece, dec.step(uint32_t(next)));
-      if (push_text(piece, false)) {
-        stopped_by_string = true;
-        res.finish = "stop";
-        break;
-      }
-      if (int64_t(res.tokens.size()) >= p.max_new_tokens) break;
-      engine::DecodeRow row{slot, next, position++};
-      HLX_ASSIGN_OR_RETURN(Tensor dl, model.decode(std::span<const engine::DecodeRow>(&row, 1)));
-      next = argmax_row(dl.data<float>(), vocab);
-    }
-    res.decode_ms = ms_since(t0);
-    if (!stopped_by_string) {
-      HLX_ASSIGN_OR_RETURN(std::string rest, dec.finish());
-      push_text(rest, true);
-    }
-    return ok_status();
-  };
-  Status s = body();
-  Status r = model.release(slot);
-  if (!s.ok()) return s;
-  if (!r.ok()) return r;
-  res.text = acc.substr(0, sent);
+  res.prompt_tokens = c.prompt_tokens;
+  res.tokens = c.tokens;
+  res.text = c.text;
+  res.finish = engine::finish_name(c.finish);
+  res.prefill_ms = c.prefill_ms;
+  res.decode_ms = c.decode_ms;
   return res;
 }
 
