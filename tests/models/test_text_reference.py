@@ -72,7 +72,7 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hlx_text_reference_") as tmp:
         for family in ["llama", "qwen2", "qwen3", "gemma3_text", "gemma3"]:
             model = os.path.join(tmp, family)
-            subprocess.run([args.hlx, "fixture", "--family", family, "--out", model], check=True,
+            subprocess.run([args.hlx, "fixture", "--family", family, "--out", model, "--no-tokenizer"], check=True,
                            capture_output=True)
             base = reference.Model(model).forward(PROMPT)
             for name, breakit in ablations(family).items():
@@ -85,7 +85,7 @@ def main():
             if family == "gemma3_text":
                 # bf16: the embedding scale is rounded to bf16 (sqrt(96) = 9.798 -> 9.8125) upstream.
                 bmodel = os.path.join(tmp, family + "-bf16")
-                subprocess.run([args.hlx, "fixture", "--family", family, "--out", bmodel, "--dtype", "bf16"],
+                subprocess.run([args.hlx, "fixture", "--family", family, "--out", bmodel, "--dtype", "bf16", "--no-tokenizer"],
                                check=True, capture_output=True)
                 m = reference.Model(bmodel)
                 check_scale = float(m.embed_scale)
