@@ -12,6 +12,8 @@ DEBIAN_PACKAGES=(
   python3-numpy          # independent numpy references (/usr/bin/python3)
   python3-jinja2         # chat-template reference
   libutf8proc-dev        # Unicode normalisation and categories for tokenizers
+  libpng-dev libjpeg62-turbo-dev  # image decoding for vision-language prompts
+  python3-pil            # image preprocessing reference
 )
 
 missing=()
