@@ -1,0 +1,168 @@
+// Decode error paths and basic resize/crop properties. Pixel parity with PIL lives in
+// test_image_pil.py; these tests need no reference and use images built in memory with libpng.
+#include <gtest/gtest.h>
+
+#include <png.h>
+
+#include <random>
+#include <string>
+
+#include "multimodal/image.h"
+#include "multimodal/preprocess.h"
+
+namespace hlx::mm {
+namespace {
+
+// Encodes an 8-bit RGB PNG with libpng's simplified writer.
+std::string encode_png(int w, int h, uint8_t seed = 1) {
+  png_image img{};
+  img.version = PNG_IMAGE_VERSION;
+  img.width = w;
+  img.height = h;
+  img.format = PNG_FORMAT_RGB;
+  std::vector<uint8_t> px(size_t(w) * h * 3);
+  for (size_t i = 0; i < px.size(); ++i) px[i] = uint8_t(i * 7 + seed);
+  png_alloc_size_t size = 0;
+  EXPECT_TRUE(png_image_write_to_memory(&img, nullptr, &size, 0, px.data(), 0, nullptr));
+  std::string out(size, '\0');
+  EXPECT_TRUE(png_image_write_to_memory(&img, out.data(), &size, 0, px.data(), 0, nullptr));
+  out.resize(size);
+  return out;
+}
+
+// A baseline JPEG from libjpeg is not needed: a minimal JPEG header is enough for error tests.
+const char kJpegStart[] = "\xFF\xD8\xFF\xE0\x00\x10JFIF\x00\x01\x01\x00\x00\x01\x00\x01\x00\x00";
+
+TEST(DecodeImage, PngRoundTrip) {
+  std::string png = encode_png(5, 3);
+  auto img = decode_image(png);
+  ASSERT_TRUE(img.ok()) << img.status().to_string();
+  EXPECT_EQ(img->width, 5);
+  EXPECT_EQ(img->height, 3);
+  for (size_t i = 0; i < img->pixels.size(); ++i) ASSERT_EQ(img->pixels[i], uint8_t(i * 7 + 1)) << i;
+}
+
+TEST(DecodeImage, TruncatedPngIsIoError) {
+  std::string png = encode_png(40, 30);
+  for (size_t cut : {size_t(8), size_t(20), size_t(40), png.size() / 2, png.size() - 13}) {
+    auto img = decode_image(std::string_view(png).substr(0, cut), {}, "cut.png");
+    ASSERT_FALSE(img.ok()) << "cut at " << cut;
+    EXPECT_EQ(img.status().kind(), ErrorKind::kIo) << img.status().to_string();
+    EXPECT_NE(img.status().message().find("cut.png"), std::string::npos);
+  }
+}
+
+TEST(DecodeImage, CorruptPngIsIoError) {
+  std::string png = encode_png(16, 16);
+  png[png.size() / 2] ^= 0x55;  // breaks a CRC or the deflate stream
+  auto img = decode_image(png);
+  ASSERT_FALSE(img.ok());
+  EXPECT_EQ(img.status().kind(), ErrorKind::kIo);
+}
+
+TEST(DecodeImage, TruncatedJpegIsIoError) {
+  std::string jpeg(kJpegStart, sizeof(kJpegStart) - 1);
+  auto img = decode_image(jpeg, {}, "cut.jpg");
+  ASSERT_FALSE(img.ok());
+  EXPECT_EQ(img.status().kind(), ErrorKind::kIo) << img.status().to_string();
+}
+
+TEST(DecodeImage, RandomBytesAreRejected) {
+  std::mt19937 rng(7);
+  for (int trial = 0; trial < 50; ++trial) {
+    std::string bytes(size_t(rng() % 4096), '\0');
+    for (char& c : bytes) c = char(rng());
+    // Half the trials get a valid signature so the decoders themselves see garbage.
+    if (trial % 3 == 1 && bytes.size() > 8) bytes.replace(0, 8, "\x89PNG\r\n\x1a\n");
+    if (trial % 3 == 2 && bytes.size() > 3) bytes.replace(0, 3, "\xFF\xD8\xFF");
+    auto img = decode_image(bytes);
+    EXPECT_FALSE(img.ok()) << trial;
+  }
+  auto empty = decode_image("");
+  ASSERT_FALSE(empty.ok());
+  EXPECT_EQ(empty.status().kind(), ErrorKind::kUnsupported);
+}
+
+TEST(DecodeImage, PixelLimitRefusesBeforeDecoding) {
+  std::string png = encode_png(100, 50);
+  DecodeOptions opt;
+  opt.max_pixels = 4999;
+  auto img = decode_image(png, opt, "big.png");
+  ASSERT_FALSE(img.ok());
+  EXPECT_EQ(img.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(img.status().message().find("100x50"), std::string::npos) << img.status().message();
+  EXPECT_NE(img.status().message().find("4999"), std::string::npos);
+  opt.max_pixels = 5000;
+  EXPECT_TRUE(decode_image(png, opt).ok());
+}
+
+TEST(DecodeImage, HugeDeclaredDimensionsAreRefused) {
+  // A PNG header claiming 100000 x 100000 followed by nothing: refused by the limit, not by OOM.
+  std::string png = encode_png(1, 1);
+  auto put32 = [&](size_t off, uint32_t v) {
+    png[off] = char(v >> 24); png[off + 1] = char(v >> 16); png[off + 2] = char(v >> 8); png[off + 3] = char(v);
+  };
+  put32(16, 100000);
+  put32(20, 100000);
+  uint32_t crc = 0xFFFFFFFFu;  // PNG chunk CRC over type + data
+  for (size_t i = 12; i < 12 + 17; ++i) {
+    crc ^= uint8_t(png[i]);
+    for (int b = 0; b < 8; ++b) crc = (crc >> 1) ^ (0xEDB88320u & (0u - (crc & 1u)));
+  }
+  crc ^= 0xFFFFFFFFu;
+  put32(29, crc);
+  auto img = decode_image(png);
+  ASSERT_FALSE(img.ok());
+  EXPECT_EQ(img.status().kind(), ErrorKind::kInvalidArgument) << img.status().to_string();
+}
+
+TEST(Resize, IdentityAndConstant) {
+  Image img;
+  img.width = 7;
+  img.height = 3;
+  img.pixels.assign(7 * 3 * 3, 77);
+  for (Resample r : {Resample::kBilinear, Resample::kBicubic, Resample::kLanczos}) {
+    auto out = resize(img, 13, 2, r);
+    ASSERT_TRUE(out.ok());
+    EXPECT_EQ(out->width, 13);
+    EXPECT_EQ(out->height, 2);
+    for (uint8_t v : out->pixels) ASSERT_EQ(v, 77);  // weights sum to one
+  }
+  EXPECT_FALSE(resize(img, 0, 3, Resample::kBicubic).ok());
+}
+
+TEST(Preprocess, ClipShortestEdgeAndCrop) {
+  PreprocessConfig cfg;
+  cfg.shortest_edge = 4;
+  cfg.do_center_crop = true;
+  cfg.crop_height = cfg.crop_width = 4;
+  auto hw = resize_output_size(cfg, 10, 25);
+  ASSERT_TRUE(hw.ok());
+  EXPECT_EQ(hw->first, 4);
+  EXPECT_EQ(hw->second, 10);
+  Image img;
+  img.width = 25;
+  img.height = 10;
+  img.pixels.assign(25 * 10 * 3, 255);
+  auto t = preprocess(img, cfg);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->shape(), (Shape{3, 4, 4}));
+  EXPECT_FLOAT_EQ(t->data<float>()[0], (1.0f - 0.48145466f) / 0.26862954f);
+}
+
+TEST(Preprocess, CenterCropPadsLikeHf) {
+  Image img;
+  img.width = 2;
+  img.height = 1;
+  img.pixels = {1, 1, 1, 2, 2, 2};
+  Image out = center_crop(img, 3, 4);  // canvas 3x4, image at top_pad 1, left_pad 1
+  ASSERT_EQ(out.height, 3);
+  ASSERT_EQ(out.width, 4);
+  EXPECT_EQ(out.row(1)[3], 1);
+  EXPECT_EQ(out.row(1)[6], 2);
+  EXPECT_EQ(out.row(0)[3], 0);
+  EXPECT_EQ(out.row(1)[0], 0);
+}
+
+}  // namespace
+}  // namespace hlx::mm
