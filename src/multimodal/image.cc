@@ -37,6 +37,8 @@ Status check_dims(int64_t w, int64_t h, const DecodeOptions& opt, const std::str
   return ok_status();
 }
 
+int exif_orientation(const std::vector<uint8_t>& tiff);
+
 // ---------------------------------------------------------------------------------------------
 // PNG
 
@@ -49,6 +51,7 @@ struct PngCtx {
   Status status;                // a non-libpng error (dimension limit) set before longjmp
   std::vector<uint8_t> raw;     // decoded rows after libpng transforms
   std::vector<png_bytep> rows;
+  std::vector<uint8_t> exif;    // eXIf payload (TIFF structure), when present
   int64_t width = 0, height = 0;
   int channels = 0;             // 1..4 after transforms
   int bit_depth = 8;            // 8 or 16 (16 only for plain grayscale)
@@ -116,7 +119,15 @@ bool png_decode_c(PngCtx* ctx) {
   ctx->rows.resize(h);
   for (png_uint_32 y = 0; y < h; ++y) ctx->rows[y] = ctx->raw.data() + size_t(y) * rowbytes;
   png_read_image(png, ctx->rows.data());
-  png_read_end(png, nullptr);
+  png_read_end(png, info);  // collects an eXIf chunk placed after IDAT too
+#ifdef PNG_eXIf_SUPPORTED
+  {
+    png_uint_32 exif_len = 0;
+    png_bytep exif = nullptr;
+    if (png_get_eXIf_1(png, info, &exif_len, &exif) != 0 && exif && exif_len > 0)
+      ctx->exif.assign(exif, exif + exif_len);
+  }
+#endif
   png_destroy_read_struct(&png, &info, nullptr);
   return true;
 }
@@ -152,6 +163,11 @@ Result<Image> decode_png(std::string_view bytes, const DecodeOptions& opt, const
         out[2] = in[x * c + 2];
       }
     }
+  }
+  // PIL's exif_transpose reads a PNG's eXIf chunk as well.
+  if (opt.apply_exif_orientation && !ctx.exif.empty()) {
+    int o = exif_orientation(ctx.exif);
+    if (o != 1) return apply_orientation(img, o);
   }
   return img;
 }
@@ -237,7 +253,9 @@ bool jpeg_decode_c(JpegCtx* ctx, JpegErr* err, jpeg_decompress_struct* cinfo) {
 }
 
 // EXIF orientation from a TIFF-structured APP1 payload; 1 when absent or malformed.
-int exif_orientation(const std::vector<uint8_t>& t) {
+int exif_orientation(const std::vector<uint8_t>& tiff) {
+  std::vector<uint8_t> t = tiff;
+  if (t.size() >= 6 && std::memcmp(t.data(), "Exif\0\0", 6) == 0) t.erase(t.begin(), t.begin() + 6);
   if (t.size() < 8) return 1;
   bool le;
   if (t[0] == 'I' && t[1] == 'I') le = true;

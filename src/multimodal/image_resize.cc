@@ -138,22 +138,28 @@ Image vertical(const Image& in, int64_t out_h, const Coeffs& c) {
   return out;
 }
 
-// PIL's NEAREST resize goes through an affine transform sampling at pixel centers.
+// PIL's NEAREST resize is an affine transform (Geometry.c, ImagingScaleAffine): the source
+// coordinate starts at scale / 2 and is advanced by repeated addition of scale, truncated.
+// Repeated addition (not (x + 0.5) * scale) decides ties the same way PIL does.
+std::vector<int64_t> nearest_table(int64_t in_size, int64_t out_size) {
+  const double scale = double(in_size) / double(out_size);
+  std::vector<int64_t> t(static_cast<size_t>(out_size));
+  double pos = scale * 0.5;
+  for (int64_t i = 0; i < out_size; ++i, pos += scale) {
+    int64_t v = pos < 0.0 ? 0 : int64_t(pos);
+    t[size_t(i)] = v >= in_size ? in_size - 1 : v;
+  }
+  return t;
+}
+
 Image nearest(const Image& in, int64_t out_w, int64_t out_h) {
   Image out;
   out.width = out_w;
   out.height = out_h;
   out.pixels.resize(size_t(out_w * out_h * 3));
-  const double sx = double(in.width) / double(out_w), sy = double(in.height) / double(out_h);
-  for (int64_t y = 0; y < out_h; ++y) {
-    int64_t iy = int64_t((double(y) + 0.5) * sy);
-    if (iy >= in.height) iy = in.height - 1;
-    for (int64_t x = 0; x < out_w; ++x) {
-      int64_t ix = int64_t((double(x) + 0.5) * sx);
-      if (ix >= in.width) ix = in.width - 1;
-      std::memcpy(out.row(y) + x * 3, in.row(iy) + ix * 3, 3);
-    }
-  }
+  const std::vector<int64_t> xs = nearest_table(in.width, out_w), ys = nearest_table(in.height, out_h);
+  for (int64_t y = 0; y < out_h; ++y)
+    for (int64_t x = 0; x < out_w; ++x) std::memcpy(out.row(y) + x * 3, in.row(ys[size_t(y)]) + xs[size_t(x)] * 3, 3);
   return out;
 }
 

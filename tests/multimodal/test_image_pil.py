@@ -39,9 +39,11 @@ SIGLIP = {"do_resize": True, "size": {"height": 384, "width": 384}, "resample": 
           "image_std": [0.5, 0.5, 0.5]}
 SIGLIP_BILINEAR = dict(SIGLIP, size={"height": 27, "width": 45}, resample=2)
 LANCZOS = dict(SIGLIP, size={"height": 19, "width": 64}, resample=1)
+NEAREST = dict(SIGLIP, size={"height": 23, "width": 70}, resample=0)
+NEAREST_UP = dict(SIGLIP, size={"height": 300, "width": 7}, resample=0)
 CROP_PAD = dict(CLIP, size={"shortest_edge": 8}, crop_size={"height": 13, "width": 10})  # HF pads
 CONFIGS = {"clip": CLIP, "clip_small": CLIP_SMALL, "siglip": SIGLIP, "siglip_bilinear": SIGLIP_BILINEAR,
-           "lanczos": LANCZOS, "crop_pad": CROP_PAD}
+           "lanczos": LANCZOS, "nearest": NEAREST, "nearest_up": NEAREST_UP, "crop_pad": CROP_PAD}
 
 
 def content(rng, w, h, channels):
@@ -118,6 +120,8 @@ def make_images(d, rng):
         ex = Image.Exif()
         ex[0x0112] = o
         save(f"exif{o}.jpg", Image.fromarray(content(rng, 40, 25, 3), "RGB"), exif=ex.tobytes())
+        if o in (3, 6, 7):
+            save(f"exif{o}.png", Image.fromarray(content(rng, 21, 34, 3), "RGB"), exif=ex.tobytes())
     return imgs
 
 
@@ -182,7 +186,7 @@ def main():
         images = make_images(d, rng)
         for img in images:
             ref_rgb = reference_decode(img)
-            names = list(CONFIGS) if os.path.basename(img).startswith(("rgb_", "p_trns", "cmyk", "exif6")) \
+            names = list(CONFIGS) if os.path.basename(img).startswith(("rgb_", "p_trns", "cmyk", "exif6", "exif7.png")) \
                 else ["clip_small", "siglip_bilinear", "crop_pad"]
             for name in names:
                 cfg = CONFIGS[name]
