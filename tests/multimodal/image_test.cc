@@ -166,3 +166,80 @@ TEST(Preprocess, CenterCropPadsLikeHf) {
 
 }  // namespace
 }  // namespace hlx::mm
+
+namespace hlx::mm {
+namespace {
+
+Result<PreprocessConfig> parse_cfg(const std::string& text) {
+  auto cfg = HfConfig::parse(text, "preprocessor_config.json");
+  if (!cfg.ok()) return cfg.status();
+  return PreprocessConfig::from_config(cfg->root());
+}
+
+TEST(PreprocessConfig, ClipAndSiglipKeys) {
+  auto clip = parse_cfg(R"({"size": {"shortest_edge": 336}, "crop_size": {"height": 336, "width": 336},
+      "do_center_crop": true, "resample": 3, "image_mean": [0.1, 0.2, 0.3], "image_std": [1, 2, 3]})");
+  ASSERT_TRUE(clip.ok()) << clip.status().to_string();
+  EXPECT_EQ(clip->shortest_edge, 336);
+  EXPECT_EQ(clip->crop_height, 336);
+  EXPECT_TRUE(clip->do_center_crop);
+  EXPECT_EQ(clip->resample, Resample::kBicubic);
+  EXPECT_DOUBLE_EQ(clip->image_mean[1], 0.2);
+
+  auto siglip = parse_cfg(R"({"size": {"height": 384, "width": 384}, "resample": 2,
+      "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]})");
+  ASSERT_TRUE(siglip.ok());
+  EXPECT_EQ(siglip->shortest_edge, 0);
+  EXPECT_EQ(siglip->height, 384);
+  EXPECT_EQ(siglip->resample, Resample::kBilinear);
+  EXPECT_FALSE(siglip->do_center_crop);
+
+  auto legacy = parse_cfg(R"({"size": 224, "crop_size": 224, "do_center_crop": true})");
+  ASSERT_TRUE(legacy.ok()) << legacy.status().to_string();
+  EXPECT_EQ(legacy->shortest_edge, 224);
+  EXPECT_EQ(legacy->crop_width, 224);
+}
+
+TEST(PreprocessConfig, BadValuesAreTypedErrors) {
+  auto r = parse_cfg(R"({"resample": 7})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kUnsupported);
+  r = parse_cfg(R"({"image_mean": [0.5, 0.5]})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+  r = parse_cfg(R"({"image_std": [0.5, 0, 0.5]})");
+  ASSERT_FALSE(r.ok());
+  r = parse_cfg(R"({"do_center_crop": true, "crop_size": {"height": 0, "width": 4}})");
+  ASSERT_FALSE(r.ok());
+  r = parse_cfg(R"({"size": {"longest_edge": 4}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("longest_edge"), std::string::npos);
+}
+
+TEST(Orientation, AllEightMatchTheirDefinitions) {
+  // 3 wide, 2 high; pixel value = 10*y + x in every channel.
+  Image img;
+  img.width = 3;
+  img.height = 2;
+  for (int y = 0; y < 2; ++y)
+    for (int x = 0; x < 3; ++x)
+      for (int c = 0; c < 3; ++c) img.pixels.push_back(uint8_t(10 * y + x));
+  auto at = [](const Image& im, int y, int x) { return int(im.row(y)[x * 3]); };
+  EXPECT_EQ(at(apply_orientation(img, 2), 0, 0), 2);   // mirrored
+  EXPECT_EQ(at(apply_orientation(img, 3), 0, 0), 12);  // rotated 180
+  EXPECT_EQ(at(apply_orientation(img, 4), 0, 0), 10);  // flipped vertically
+  Image t = apply_orientation(img, 6);                 // rotate 90 clockwise
+  ASSERT_EQ(t.width, 2);
+  ASSERT_EQ(t.height, 3);
+  EXPECT_EQ(at(t, 0, 0), 10);
+  EXPECT_EQ(at(t, 0, 1), 0);
+  t = apply_orientation(img, 8);  // rotate 90 counter-clockwise
+  EXPECT_EQ(at(t, 0, 0), 2);
+  EXPECT_EQ(at(t, 2, 0), 0);
+  EXPECT_EQ(at(apply_orientation(img, 5), 2, 1), 12);  // transpose
+  EXPECT_EQ(at(apply_orientation(img, 7), 0, 0), 12);  // transverse
+  EXPECT_EQ(apply_orientation(img, 1).pixels, img.pixels);
+}
+
+}  // namespace
+}  // namespace hlx::mm
