@@ -59,12 +59,23 @@ def content(rng, w, h, channels):
     return a[..., 0] if channels == 1 else a
 
 
-def write_png_raw(path, w, h, depth, color, rows):
+def adam7_rows(a):
+    """Scanlines of an Adam7-interlaced 8-bit image (libpng de-interlaces; PIL cannot write these)."""
+    out = []
+    for xs, ys, dx, dy in ((0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2),
+                           (0, 1, 1, 2)):
+        sub = a[ys::dy, xs::dx]
+        if sub.shape[0] and sub.shape[1]:
+            out.extend(sub[r].tobytes() for r in range(sub.shape[0]))
+    return out
+
+
+def write_png_raw(path, w, h, depth, color, rows, interlace=0):
     """A PNG with a bit depth / colour type PIL cannot write (16-bit RGB(A), 2/4-bit gray)."""
     def chunk(t, d):
         return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
     raw = b"".join(b"\x00" + r for r in rows)
-    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, 0))
+    data = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, color, 0, 0, interlace))
             + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
     with open(path, "wb") as f:
         f.write(data)
@@ -96,6 +107,11 @@ def make_images(d, rng):
         a = rng.integers(0, 65536, size=(h, w * ch)).astype(">u2")
         p = os.path.join(d, name + ".png")
         write_png_raw(p, w, h, 16, color, [a[r].tobytes() for r in range(h)])
+        imgs.append(p)
+    for w, h in ((13, 11), (3, 2), (1, 9)):
+        a = content(rng, w, h, 3)
+        p = os.path.join(d, f"interlaced_{w}x{h}.png")
+        write_png_raw(p, w, h, 8, 2, adam7_rows(a), interlace=1)
         imgs.append(p)
     for depth in (2, 4):
         w, h = 13, 7
