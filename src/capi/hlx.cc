@@ -1,0 +1,664 @@
+// The C API (include/hlx/hlx.h) over engine::TextModel + engine::BatchEngine + tok::Tokenizer.
+//
+// Every exported function validates its arguments before touching anything, catches every C++
+// exception (std::bad_alloc -> HLX_STATUS_OUT_OF_MEMORY, anything else -> HLX_STATUS_INTERNAL) and
+// records the message of its outcome in a thread-local string.
+#include "hlx/hlx.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/admission.h"
+#include "engine/batch_engine.h"
+#include "engine/request.h"
+#include "engine/text_model.h"
+#include "tokenizer/tokenizer.h"
+
+struct hlx_model_s {
+  std::atomic<int64_t> refs{1};
+  std::thread::id owner;
+  std::string dir;
+  std::shared_ptr<const hlx::tok::Tokenizer> tokenizer;
+  std::unique_ptr<hlx::engine::TextModel> model;
+  std::unique_ptr<hlx::engine::BatchEngine> engine;  // destroyed before `model`
+  bool in_step = false;                              // owner thread only
+
+  // Polling: events drained from the engine but not yet handed out, and those handed out by the
+  // latest hlx_poll (their strings back the hlx_event_t pointers).
+  std::mutex poll_mu;
+  std::deque<hlx::engine::Event> pending;
+  std::vector<hlx::engine::Event> handed_out;
+
+  // Ids submitted whose result has not been taken (to tell "running" from "unknown").
+  std::mutex ids_mu;
+  std::set<hlx_request_id_t> untaken;
+  std::set<hlx_request_id_t> cancelled;  // hlx_cancel accepted; erased when the result is taken
+  std::map<hlx_request_id_t, hlx::engine::Completion> stash;  // taken, but copying out failed
+
+  ~hlx_model_s() {
+    engine.reset();
+    model.reset();
+  }
+};
+
+namespace {
+
+using hlx::ErrorKind;
+using hlx::Status;
+
+thread_local std::string t_last_error;
+thread_local hlx_admission_t t_last_admission = {0, 0, 0};
+
+hlx_status_t to_c(ErrorKind k) {
+  switch (k) {
+    case ErrorKind::kOk: return HLX_STATUS_OK;
+    case ErrorKind::kInvalidArgument: return HLX_STATUS_INVALID_ARGUMENT;
+    case ErrorKind::kParse: return HLX_STATUS_PARSE;
+    case ErrorKind::kVerify: return HLX_STATUS_VERIFY;
+    case ErrorKind::kUnsupported: return HLX_STATUS_UNSUPPORTED;
+    case ErrorKind::kIo: return HLX_STATUS_IO;
+    case ErrorKind::kOutOfRange: return HLX_STATUS_OUT_OF_RANGE;
+    case ErrorKind::kCapacityExceeded: return HLX_STATUS_CAPACITY_EXCEEDED;
+    case ErrorKind::kNotFound: return HLX_STATUS_NOT_FOUND;
+    case ErrorKind::kInternal: return HLX_STATUS_INTERNAL;
+  }
+  return HLX_STATUS_INTERNAL;
+}
+
+hlx_status_t ok() {
+  t_last_error.clear();
+  return HLX_STATUS_OK;
+}
+
+template <class... Args>
+hlx_status_t fail(hlx_status_t code, const Args&... args) {
+  try {
+    t_last_error = hlx::str_cat(args...);
+  } catch (...) {
+    t_last_error.clear();
+  }
+  return code;
+}
+
+hlx_status_t fail(const Status& s) {
+  if (s.ok()) return ok();
+  return fail(to_c(s.kind()), s.message());
+}
+
+// Runs `body` (returning hlx_status_t), turning any exception into a status.
+template <class F>
+hlx_status_t guarded(const char* fn, F&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(HLX_STATUS_OUT_OF_MEMORY, fn, ": out of memory");
+  } catch (const std::exception& e) {
+    return fail(HLX_STATUS_INTERNAL, fn, ": unexpected exception: ", e.what());
+  } catch (...) {
+    return fail(HLX_STATUS_INTERNAL, fn, ": unexpected exception");
+  }
+}
+
+hlx_finish_t finish_to_c(hlx::engine::Finish f) {
+  using hlx::engine::Finish;
+  switch (f) {
+    case Finish::kNone: return HLX_FINISH_NONE;
+    case Finish::kStop: return HLX_FINISH_STOP;
+    case Finish::kLength: return HLX_FINISH_LENGTH;
+    case Finish::kCancelled: return HLX_FINISH_CANCELLED;
+    case Finish::kError: return HLX_FINISH_ERROR;
+  }
+  return HLX_FINISH_ERROR;
+}
+
+// Fills a C event whose strings point into `e` (which must outlive the C event).
+void event_to_c(const hlx::engine::Event& e, hlx_event_t* out) {
+  out->id = e.id;
+  out->kind = e.kind == hlx::engine::Event::Kind::kToken ? HLX_EVENT_TOKEN : HLX_EVENT_FINISHED;
+  out->finish = e.kind == hlx::engine::Event::Kind::kFinished ? finish_to_c(e.finish) : HLX_FINISH_NONE;
+  out->token = e.kind == hlx::engine::Event::Kind::kToken ? e.token : -1;
+  out->text = e.text.c_str();
+  out->text_len = e.text.size();
+  out->error_status = to_c(e.error.kind());
+  out->error_message = e.error.ok() ? "" : e.error.message().c_str();
+}
+
+hlx_status_t check_struct_size(const char* what, size_t got, size_t want) {
+  if (got != want)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, what, ".struct_size is ", got, ", expected ", want,
+                " (sizeof(", what, ") of this library; initialise it with ", what == std::string("hlx_model_options_t")
+                                                                                ? "hlx_model_options_init"
+                                                                                : "hlx_generation_params_init",
+                ")");
+  return HLX_STATUS_OK;
+}
+
+bool is_owner(const hlx_model_t* m) { return std::this_thread::get_id() == m->owner; }
+
+// Owner-thread, not-inside-a-callback check for step/run/result.
+hlx_status_t check_driver(const hlx_model_t* m, const char* fn) {
+  if (!is_owner(m))
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn,
+                ": called from a thread that does not own the model (the thread that called hlx_model_load)");
+  if (m->in_step)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": called from inside an event callback");
+  return HLX_STATUS_OK;
+}
+
+// Builds an engine request from C params (validated here; sampling/stop/eos rules are checked
+// again by BatchEngine::submit, the single authority).
+hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* params,
+                           hlx::engine::GenerationRequest& req) {
+  hlx_generation_params_t defaults;
+  if (!params) {
+    hlx_generation_params_init(&defaults);
+    params = &defaults;
+  }
+  if (hlx_status_t s = check_struct_size("hlx_generation_params_t", params->struct_size, sizeof(hlx_generation_params_t)))
+    return s;
+  if (params->max_new_tokens < 0)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "max_new_tokens ", params->max_new_tokens, " is negative");
+  if (params->stop_count > HLX_MAX_STOP_STRINGS)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "stop_count ", params->stop_count, " exceeds HLX_MAX_STOP_STRINGS (",
+                HLX_MAX_STOP_STRINGS, ")");
+  if (params->stop_count > 0 && !params->stop)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "stop is NULL but stop_count is ", params->stop_count);
+  if (params->stop_at_eos != 0 && params->stop_at_eos != 1)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "stop_at_eos ", params->stop_at_eos, " must be 0 or 1");
+  for (size_t i = 0; i < params->stop_count; ++i) {
+    if (!params->stop[i]) return fail(HLX_STATUS_INVALID_ARGUMENT, "stop[", i, "] is NULL");
+    if (params->stop[i][0] == '\0') return fail(HLX_STATUS_INVALID_ARGUMENT, "stop[", i, "] is empty");
+    req.stop.emplace_back(params->stop[i]);
+  }
+  if (!req.stop.empty() && !m->tokenizer)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "stop strings need a tokenizer; the model at '", m->dir, "' has none");
+  req.max_new_tokens = params->max_new_tokens;
+  req.sampling.temperature = params->temperature;
+  req.sampling.top_k = params->top_k;
+  req.sampling.top_p = params->top_p;
+  req.sampling.min_p = params->min_p;
+  req.sampling.repetition_penalty = params->repetition_penalty;
+  req.sampling.presence_penalty = params->presence_penalty;
+  req.sampling.frequency_penalty = params->frequency_penalty;
+  req.sampling.seed = params->seed;
+  if (Status s = hlx::engine::validate_sampling(req.sampling); !s.ok()) return fail(s);
+  if (!params->stop_at_eos) req.eos_token_ids = std::vector<int64_t>{};
+  if (params->on_event) {
+    hlx_event_callback_t cb = params->on_event;
+    void* user = params->user_data;
+    req.on_event = [cb, user](const hlx::engine::Event& e) {
+      hlx_event_t ce;
+      event_to_c(e, &ce);
+      cb(user, &ce);
+    };
+  }
+  return HLX_STATUS_OK;
+}
+
+hlx_status_t submit(hlx_model_t* m, std::vector<int64_t> prompt, hlx::engine::GenerationRequest req,
+                    hlx_request_id_t* out_id) {
+  req.prompt = std::move(prompt);
+  hlx::engine::Admission adm;
+  auto r = m->engine->submit(std::move(req), &adm);
+  t_last_admission = {adm.effective_prompt_len, adm.max_new_tokens, adm.context_capacity};
+  if (!r.ok()) return fail(r.status());
+  {
+    std::lock_guard<std::mutex> lock(m->ids_mu);
+    m->untaken.insert(*r);
+  }
+  *out_id = *r;
+  return ok();
+}
+
+// The capacity rejection for a prompt too long to even read (count > capacity), made by the same
+// admission function as every other rejection.
+hlx_status_t reject_oversized(hlx_model_t* m, size_t count, int64_t max_new_tokens) {
+  hlx::engine::AdmissionRequest ar;
+  ar.effective_prompt_len = int64_t(count > size_t(INT64_MAX) ? INT64_MAX : count);
+  ar.max_new_tokens = max_new_tokens;
+  hlx::engine::Admission adm = hlx::engine::check_admission(m->model->limits(), ar);
+  t_last_admission = {adm.effective_prompt_len, adm.max_new_tokens, adm.context_capacity};
+  if (adm.ok()) return fail(HLX_STATUS_INTERNAL, "oversized prompt of ", count, " tokens was admitted");
+  return fail(adm.status);
+}
+
+}  // namespace
+
+extern "C" {
+
+const char* hlx_status_name(hlx_status_t status) {
+  switch (status) {
+    case HLX_STATUS_OK: return "ok";
+    case HLX_STATUS_INVALID_ARGUMENT: return "invalid_argument";
+    case HLX_STATUS_PARSE: return "parse";
+    case HLX_STATUS_VERIFY: return "verify";
+    case HLX_STATUS_UNSUPPORTED: return "unsupported";
+    case HLX_STATUS_IO: return "io";
+    case HLX_STATUS_OUT_OF_RANGE: return "out_of_range";
+    case HLX_STATUS_CAPACITY_EXCEEDED: return "capacity_exceeded";
+    case HLX_STATUS_NOT_FOUND: return "not_found";
+    case HLX_STATUS_INTERNAL: return "internal";
+    case HLX_STATUS_OUT_OF_MEMORY: return "out_of_memory";
+    case HLX_STATUS_UNAVAILABLE: return "unavailable";
+  }
+  return "unknown";
+}
+
+const char* hlx_last_error_message(void) { return t_last_error.c_str(); }
+
+hlx_status_t hlx_last_admission(hlx_admission_t* out) {
+  if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_last_admission: out is NULL");
+  *out = t_last_admission;
+  return ok();
+}
+
+hlx_status_t hlx_model_options_init(hlx_model_options_t* o) {
+  if (!o) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_options_init: options is NULL");
+  std::memset(o, 0, sizeof(*o));
+  o->struct_size = sizeof(*o);
+  o->context_capacity = HLX_CONTEXT_CAPACITY_DEFAULT;
+  o->slots = 1;
+  o->threads = 0;
+  o->kv_dtype = HLX_KV_DTYPE_BF16;
+  o->load_tokenizer = 1;
+  o->skip_special_tokens = 1;
+  return ok();
+}
+
+hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* options, hlx_model_t** out_model) {
+  return guarded("hlx_model_load", [&]() -> hlx_status_t {
+    if (!out_model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_load: out_model is NULL");
+    *out_model = nullptr;
+    if (!model_dir) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_load: model_dir is NULL");
+    if (!*model_dir) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_load: model_dir is empty");
+    hlx_model_options_t o;
+    hlx_model_options_init(&o);
+    if (options) {
+      if (hlx_status_t s = check_struct_size("hlx_model_options_t", options->struct_size, sizeof(hlx_model_options_t)))
+        return s;
+      o = *options;
+    }
+    if (o.context_capacity != HLX_CONTEXT_CAPACITY_DEFAULT &&
+        (o.context_capacity < 1 || o.context_capacity > HLX_MAX_CONTEXT_CAPACITY))
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "context_capacity ", o.context_capacity,
+                  " is outside [1, ", HLX_MAX_CONTEXT_CAPACITY, "] (HLX_CONTEXT_CAPACITY_DEFAULT = -1 for the default)");
+    if (o.slots < 1 || o.slots > HLX_MAX_SLOTS)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "slots ", o.slots, " is outside [1, ", HLX_MAX_SLOTS, "]");
+    if (o.threads < 0 || o.threads > HLX_MAX_THREADS)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "threads ", o.threads, " is outside [0, ", HLX_MAX_THREADS, "]");
+    if (o.kv_dtype != HLX_KV_DTYPE_BF16 && o.kv_dtype != HLX_KV_DTYPE_F32)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "kv_dtype ", o.kv_dtype, " is unknown (expected HLX_KV_DTYPE_BF16 = 0 or HLX_KV_DTYPE_F32 = 1)");
+    if (o.load_tokenizer != 0 && o.load_tokenizer != 1)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "load_tokenizer ", o.load_tokenizer, " must be 0 or 1");
+    if (o.skip_special_tokens != 0 && o.skip_special_tokens != 1)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "skip_special_tokens ", o.skip_special_tokens, " must be 0 or 1");
+
+    auto m = std::make_unique<hlx_model_t>();
+    m->owner = std::this_thread::get_id();
+    m->dir = model_dir;
+    if (o.load_tokenizer) {
+      const std::string tj = m->dir + "/tokenizer.json";
+      std::error_code ec;
+      if (std::filesystem::is_regular_file(tj, ec)) {
+        auto t = hlx::tok::Tokenizer::load(tj);
+        if (!t.ok()) return fail(t.status().with_context("hlx_model_load: " + tj));
+        m->tokenizer = *t;
+      }
+    }
+    hlx::engine::TextModelOptions to;
+    to.context_capacity = o.context_capacity == HLX_CONTEXT_CAPACITY_DEFAULT ? 0 : o.context_capacity;
+    to.slots = o.slots;
+    to.threads = o.threads;
+    to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
+    auto model = hlx::engine::TextModel::load(m->dir, to);
+    if (!model.ok()) return fail(model.status().with_context("hlx_model_load: '" + m->dir + "'"));
+    m->model = std::move(*model);
+    hlx::engine::BatchEngineOptions eo;
+    eo.tokenizer = m->tokenizer;
+    eo.skip_special_tokens = o.skip_special_tokens != 0;
+    eo.keep_completions = true;
+    m->engine = std::make_unique<hlx::engine::BatchEngine>(*m->model, eo);
+    *out_model = m.release();
+    return ok();
+  });
+}
+
+void hlx_model_retain(hlx_model_t* model) {
+  if (model) model->refs.fetch_add(1, std::memory_order_relaxed);
+}
+
+void hlx_model_release(hlx_model_t* model) {
+  if (!model) return;
+  if (model->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    try {
+      delete model;
+    } catch (...) {
+    }
+  }
+}
+
+hlx_status_t hlx_model_info(const hlx_model_t* model, hlx_model_info_t* out_info) {
+  if (!out_info) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_info: out_info is NULL");
+  std::memset(out_info, 0, sizeof(*out_info));
+  if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_info: model is NULL");
+  out_info->context_capacity = model->model->shape().context_capacity;
+  out_info->slots = model->model->shape().slots;
+  out_info->vocab_size = model->model->spec().vocab_size;
+  out_info->has_tokenizer = model->tokenizer ? 1 : 0;
+  return ok();
+}
+
+hlx_status_t hlx_generation_params_init(hlx_generation_params_t* p) {
+  if (!p) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_generation_params_init: params is NULL");
+  std::memset(p, 0, sizeof(*p));
+  p->struct_size = sizeof(*p);
+  p->max_new_tokens = 16;
+  p->temperature = 0.0f;
+  p->top_k = 0;
+  p->top_p = 1.0f;
+  p->min_p = 0.0f;
+  p->repetition_penalty = 1.0f;
+  p->presence_penalty = 0.0f;
+  p->frequency_penalty = 0.0f;
+  p->seed = 0;
+  p->stop = nullptr;
+  p->stop_count = 0;
+  p->stop_at_eos = 1;
+  p->on_event = nullptr;
+  p->user_data = nullptr;
+  return ok();
+}
+
+hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t count,
+                               const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
+  t_last_admission = {0, 0, 0};
+  return guarded("hlx_submit_tokens", [&]() -> hlx_status_t {
+    if (!out_id) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_tokens: out_id is NULL");
+    *out_id = 0;
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_tokens: model is NULL");
+    if (!ids) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_tokens: ids is NULL");
+    if (count == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_tokens: count is 0 (the prompt is empty)");
+    hlx::engine::GenerationRequest req;
+    if (hlx_status_t s = build_request(model, params, req)) return s;
+    // Never read more ids than could possibly be admitted.
+    if (count > size_t(model->model->shape().context_capacity)) return reject_oversized(model, count, req.max_new_tokens);
+    return submit(model, std::vector<int64_t>(ids, ids + count), std::move(req), out_id);
+  });
+}
+
+hlx_status_t hlx_submit_text(hlx_model_t* model, const char* text, const hlx_generation_params_t* params,
+                             hlx_request_id_t* out_id) {
+  t_last_admission = {0, 0, 0};
+  return guarded("hlx_submit_text", [&]() -> hlx_status_t {
+    if (!out_id) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_text: out_id is NULL");
+    *out_id = 0;
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_text: model is NULL");
+    if (!text) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_text: text is NULL");
+    if (!model->tokenizer)
+      return fail(HLX_STATUS_NOT_FOUND, "hlx_submit_text: the model at '", model->dir,
+                  "' was loaded without a tokenizer (no tokenizer.json); use hlx_submit_tokens");
+    hlx::engine::GenerationRequest req;
+    if (hlx_status_t s = build_request(model, params, req)) return s;
+    auto enc = model->tokenizer->encode(text, /*add_special_tokens=*/true);
+    if (!enc.ok()) return fail(enc.status().with_context("hlx_submit_text: prompt"));
+    if (enc->empty()) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_text: the prompt encodes to 0 tokens");
+    return submit(model, std::vector<int64_t>(enc->begin(), enc->end()), std::move(req), out_id);
+  });
+}
+
+static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char* text,
+                                 const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
+  if (!out_id) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": out_id is NULL");
+  *out_id = 0;
+  if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": model is NULL");
+  if (!text) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": text is NULL");
+  if (params)
+    if (hlx_status_t s = check_struct_size("hlx_generation_params_t", params->struct_size, sizeof(hlx_generation_params_t)))
+      return s;
+  return HLX_STATUS_OK;
+}
+
+hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const uint8_t* bytes, size_t byte_count,
+                                    const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
+  t_last_admission = {0, 0, 0};
+  return guarded("hlx_submit_image_bytes", [&]() -> hlx_status_t {
+    if (hlx_status_t s = image_common("hlx_submit_image_bytes", model, text, params, out_id)) return s;
+    if (!bytes) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: bytes is NULL");
+    if (byte_count == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: byte_count is 0");
+    return fail(HLX_STATUS_UNSUPPORTED,
+                "hlx_submit_image_bytes: image requests are not supported yet (the vision path of the C API is not built)");
+  });
+}
+
+hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const uint8_t* pixels, int64_t width,
+                                     int64_t height, int64_t channels, const hlx_generation_params_t* params,
+                                     hlx_request_id_t* out_id) {
+  t_last_admission = {0, 0, 0};
+  return guarded("hlx_submit_image_pixels", [&]() -> hlx_status_t {
+    if (hlx_status_t s = image_common("hlx_submit_image_pixels", model, text, params, out_id)) return s;
+    if (!pixels) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: pixels is NULL");
+    constexpr int64_t kMaxSide = 1 << 15;
+    if (width < 1 || width > kMaxSide || height < 1 || height > kMaxSide)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height,
+                  " is outside [1, ", kMaxSide, "] per side");
+    if (channels != 3)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: channels ", channels, " (expected 3, RGB)");
+    return fail(HLX_STATUS_UNSUPPORTED,
+                "hlx_submit_image_pixels: image requests are not supported yet (the vision path of the C API is not built)");
+  });
+}
+
+hlx_status_t hlx_cancel(hlx_model_t* model, hlx_request_id_t id) {
+  return guarded("hlx_cancel", [&]() -> hlx_status_t {
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_cancel: model is NULL");
+    if (id == 0) return fail(HLX_STATUS_NOT_FOUND, "hlx_cancel: request id 0 is never assigned");
+    // A second cancel of the same id is NOT_FOUND even before the first one is applied. The lock is
+    // not held across engine->cancel(), which may run event callbacks that call hlx_cancel.
+    {
+      std::lock_guard<std::mutex> lock(model->ids_mu);
+      if (!model->cancelled.insert(id).second)
+        return fail(HLX_STATUS_NOT_FOUND, "hlx_cancel: request ", id, " was already cancelled");
+    }
+    Status s = model->engine->cancel(id);
+    if (!s.ok()) {
+      std::lock_guard<std::mutex> lock(model->ids_mu);
+      model->cancelled.erase(id);
+      return fail(s.with_context("hlx_cancel"));
+    }
+    return ok();
+  });
+}
+
+hlx_status_t hlx_step(hlx_model_t* model, int32_t* out_idle) {
+  if (out_idle) *out_idle = 0;
+  return guarded("hlx_step", [&]() -> hlx_status_t {
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_step: model is NULL");
+    if (hlx_status_t s = check_driver(model, "hlx_step")) return s;
+    model->in_step = true;
+    Status st;
+    try {
+      st = model->engine->step();
+    } catch (...) {
+      model->in_step = false;
+      throw;
+    }
+    model->in_step = false;
+    if (!st.ok()) return fail(st.with_context("hlx_step"));
+    if (out_idle) *out_idle = model->engine->idle() ? 1 : 0;
+    return ok();
+  });
+}
+
+hlx_status_t hlx_run_until_idle(hlx_model_t* model) {
+  return guarded("hlx_run_until_idle", [&]() -> hlx_status_t {
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_run_until_idle: model is NULL");
+    if (hlx_status_t s = check_driver(model, "hlx_run_until_idle")) return s;
+    model->in_step = true;
+    Status st;
+    try {
+      st = model->engine->run_until_idle();
+    } catch (...) {
+      model->in_step = false;
+      throw;
+    }
+    model->in_step = false;
+    if (!st.ok()) return fail(st.with_context("hlx_run_until_idle"));
+    return ok();
+  });
+}
+
+hlx_status_t hlx_poll(hlx_model_t* model, hlx_event_t* events, size_t capacity, size_t* out_count) {
+  return guarded("hlx_poll", [&]() -> hlx_status_t {
+    if (!out_count) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_poll: out_count is NULL");
+    *out_count = 0;
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_poll: model is NULL");
+    if (!events && capacity > 0)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_poll: events is NULL but capacity is ", capacity);
+    std::lock_guard<std::mutex> lock(model->poll_mu);
+    std::vector<hlx::engine::Event> fresh = model->engine->events();
+    for (auto& e : fresh) model->pending.push_back(std::move(e));
+    const size_t n = std::min(capacity, model->pending.size());
+    std::vector<hlx::engine::Event> out;
+    out.reserve(n);
+    for (size_t i = 0; i < n; ++i) out.push_back(std::move(model->pending[i]));
+    model->pending.erase(model->pending.begin(), model->pending.begin() + std::ptrdiff_t(n));
+    model->handed_out = std::move(out);  // previous texts become invalid only now (documented)
+    for (size_t i = 0; i < n; ++i) event_to_c(model->handed_out[i], &events[i]);
+    *out_count = n;
+    return ok();
+  });
+}
+
+hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** out_result) {
+  return guarded("hlx_result", [&]() -> hlx_status_t {
+    if (!out_result) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result: out_result is NULL");
+    *out_result = nullptr;
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result: model is NULL");
+    if (hlx_status_t s = check_driver(model, "hlx_result")) return s;
+    {
+      std::lock_guard<std::mutex> lock(model->ids_mu);
+      if (!model->untaken.count(id))
+        return fail(HLX_STATUS_NOT_FOUND, "hlx_result: request ", id, " is unknown or its result was already taken");
+    }
+    std::optional<hlx::engine::Completion> c;
+    if (auto it = model->stash.find(id); it != model->stash.end()) {
+      c = std::move(it->second);
+      model->stash.erase(it);
+    } else {
+      c = model->engine->take_completion(id);
+    }
+    if (!c) return fail(HLX_STATUS_UNAVAILABLE, "hlx_result: request ", id, " is still queued or running");
+    const std::string err = c->error.ok() ? std::string() : c->error.message();
+    // One allocation: the struct, the token array, the text and the error message.
+    const size_t head = (sizeof(hlx_result_t) + 7) & ~size_t(7);
+    const size_t tok_bytes = c->tokens.size() * sizeof(int64_t);
+    const size_t total = head + tok_bytes + c->text.size() + 1 + err.size() + 1;
+    char* block = static_cast<char*>(std::malloc(total));
+    if (!block) {
+      model->stash.emplace(id, std::move(*c));  // the caller may retry
+      return fail(HLX_STATUS_OUT_OF_MEMORY, "hlx_result: allocating ", total, " bytes failed");
+    }
+    auto* r = reinterpret_cast<hlx_result_t*>(block);
+    int64_t* toks = reinterpret_cast<int64_t*>(block + head);
+    if (tok_bytes) std::memcpy(toks, c->tokens.data(), tok_bytes);
+    char* text = block + head + tok_bytes;
+    if (!c->text.empty()) std::memcpy(text, c->text.data(), c->text.size());
+    text[c->text.size()] = '\0';
+    char* msg = text + c->text.size() + 1;
+    if (!err.empty()) std::memcpy(msg, err.data(), err.size());
+    msg[err.size()] = '\0';
+    r->id = c->id;
+    r->finish = finish_to_c(c->finish);
+    r->error_status = to_c(c->error.kind());
+    r->error_message = msg;
+    r->prompt_tokens = c->prompt_tokens;
+    r->tokens = toks;
+    r->token_count = c->tokens.size();
+    r->text = text;
+    r->text_len = c->text.size();
+    {
+      std::lock_guard<std::mutex> lock(model->ids_mu);
+      model->untaken.erase(id);
+      model->cancelled.erase(id);
+    }
+    *out_result = r;
+    return ok();
+  });
+}
+
+void hlx_result_free(hlx_result_t* result) { std::free(result); }
+
+hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len, int32_t add_special_tokens,
+                          int64_t* ids, size_t capacity, size_t* out_count) {
+  return guarded("hlx_tokenize", [&]() -> hlx_status_t {
+    if (!out_count) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: out_count is NULL");
+    *out_count = 0;
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: model is NULL");
+    if (!text && text_len > 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: text is NULL but text_len is ", text_len);
+    if (!ids && capacity > 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: ids is NULL but capacity is ", capacity);
+    if (add_special_tokens != 0 && add_special_tokens != 1)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: add_special_tokens ", add_special_tokens, " must be 0 or 1");
+    if (!model->tokenizer)
+      return fail(HLX_STATUS_NOT_FOUND, "hlx_tokenize: the model at '", model->dir, "' has no tokenizer");
+    auto enc = model->tokenizer->encode(std::string_view(text ? text : "", text_len), add_special_tokens != 0);
+    if (!enc.ok()) return fail(enc.status().with_context("hlx_tokenize"));
+    if (enc->size() > capacity) {
+      const size_t need = enc->size();
+      hlx_status_t s = fail(HLX_STATUS_OUT_OF_RANGE, "hlx_tokenize: the text needs ", need, " ids but capacity is ", capacity);
+      *out_count = need;
+      return s;
+    }
+    for (size_t i = 0; i < enc->size(); ++i) ids[i] = int64_t((*enc)[i]);
+    *out_count = enc->size();
+    return ok();
+  });
+}
+
+hlx_status_t hlx_detokenize(const hlx_model_t* model, const int64_t* ids, size_t count, int32_t skip_special_tokens,
+                            char** out_text, size_t* out_len) {
+  if (out_len) *out_len = 0;
+  return guarded("hlx_detokenize", [&]() -> hlx_status_t {
+    if (!out_text) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: out_text is NULL");
+    *out_text = nullptr;
+    if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: model is NULL");
+    if (!ids && count > 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: ids is NULL but count is ", count);
+    if (skip_special_tokens != 0 && skip_special_tokens != 1)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: skip_special_tokens ", skip_special_tokens, " must be 0 or 1");
+    if (!model->tokenizer)
+      return fail(HLX_STATUS_NOT_FOUND, "hlx_detokenize: the model at '", model->dir, "' has no tokenizer");
+    const size_t vocab = model->tokenizer->vocab_size();
+    if (count > (size_t(1) << 28))
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: count ", count, " is larger than 2^28");
+    std::vector<uint32_t> v(count);
+    for (size_t i = 0; i < count; ++i) {
+      if (ids[i] < 0 || uint64_t(ids[i]) >= vocab)
+        return fail(HLX_STATUS_OUT_OF_RANGE, "hlx_detokenize: ids[", i, "] = ", ids[i], " is outside [0, ", vocab, ")");
+      v[i] = uint32_t(ids[i]);
+    }
+    auto dec = model->tokenizer->decode(v, skip_special_tokens != 0);
+    if (!dec.ok()) return fail(dec.status().with_context("hlx_detokenize"));
+    char* s = static_cast<char*>(std::malloc(dec->size() + 1));
+    if (!s) return fail(HLX_STATUS_OUT_OF_MEMORY, "hlx_detokenize: allocating ", dec->size() + 1, " bytes failed");
+    if (!dec->empty()) std::memcpy(s, dec->data(), dec->size());
+    s[dec->size()] = '\0';
+    *out_text = s;
+    if (out_len) *out_len = dec->size();
+    return ok();
+  });
+}
+
+void hlx_string_free(char* text) { std::free(text); }
+
+}  // extern "C"

