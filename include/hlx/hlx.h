@@ -53,9 +53,9 @@ typedef enum hlx_status_e {
   HLX_STATUS_UNAVAILABLE = 11        /* not ready yet (e.g. hlx_result of a running request) */
 } hlx_status_t;
 
-/* "ok", "invalid_argument", ..., "unavailable"; "unknown" for other values. Any thread. Never NULL;
- * the string is static. */
-const char* hlx_status_name(hlx_status_t status);
+/* "ok", "invalid_argument", ..., "unavailable"; "unknown" for any other value (an int, so that any
+ * value a caller holds is valid to pass). Any thread. Never NULL; the string is static. */
+const char* hlx_status_name(int status);
 
 /* The message of the most recent hlx call on the calling thread ("" after a success). Never NULL.
  * Owned by the library; valid until the next hlx call on this thread. Any thread. */

@@ -238,7 +238,7 @@ hlx_status_t reject_oversized(hlx_model_t* m, size_t count, int64_t max_new_toke
 
 extern "C" {
 
-const char* hlx_status_name(hlx_status_t status) {
+const char* hlx_status_name(int status) {
   switch (status) {
     case HLX_STATUS_OK: return "ok";
     case HLX_STATUS_INVALID_ARGUMENT: return "invalid_argument";

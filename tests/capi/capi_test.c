@@ -180,7 +180,8 @@ int main(int argc, char** argv) {
   /* ---- status basics ---- */
   CHECK(strcmp(hlx_status_name(HLX_STATUS_OK), "ok") == 0);
   CHECK(strcmp(hlx_status_name(HLX_STATUS_CAPACITY_EXCEEDED), "capacity_exceeded") == 0);
-  CHECK(strcmp(hlx_status_name((hlx_status_t)77), "unknown") == 0);
+  CHECK(strcmp(hlx_status_name(77), "unknown") == 0);
+  CHECK(strcmp(hlx_status_name(-1), "unknown") == 0);
   CHECK(hlx_last_error_message() != NULL);
   EXPECT_STATUS(hlx_last_admission(NULL), HLX_STATUS_INVALID_ARGUMENT);
 
@@ -571,7 +572,7 @@ int main(int argc, char** argv) {
     EXPECT_STATUS(hlx_submit_tokens(model, long_prompt, 60, &p, &x), HLX_STATUS_CAPACITY_EXCEEDED);
     CHECK(x == 0);
     const char* msg = hlx_last_error_message();
-    CHECK(contains(msg, "60") && contains(msg, "5") && contains(msg, "64"));
+    CHECK(contains(msg, "prompt 60 tokens") && contains(msg, "max_new_tokens 5") && contains(msg, "context_capacity 64"));
     hlx_admission_t adm;
     EXPECT_OK(hlx_last_admission(&adm));
     CHECK(adm.prompt_tokens == 60 && adm.max_new_tokens == 5 && adm.context_capacity == kCapacity);
@@ -602,7 +603,9 @@ int main(int argc, char** argv) {
     while (o + 6 < sizeof big) { memcpy(big + o, "hello ", 6); o += 6; }
     big[o] = '\0';
     EXPECT_STATUS(hlx_submit_text(model, big, &gp, &x), HLX_STATUS_CAPACITY_EXCEEDED);
-    CHECK(contains(hlx_last_error_message(), "64"));
+    CHECK(contains(hlx_last_error_message(), "context_capacity 64") && contains(hlx_last_error_message(), "max_new_tokens 8"));
+    EXPECT_OK(hlx_last_admission(&adm));
+    CHECK(adm.prompt_tokens > kCapacity && adm.max_new_tokens == 8 && adm.context_capacity == kCapacity);
   }
 
   /* ---- submit misuse ---- */
@@ -708,8 +711,12 @@ int main(int argc, char** argv) {
     memset(&a, 0, sizeof a);
     a.model = model;
     pthread_t th;
+    hlx_result_t* none = NULL;
+    EXPECT_STATUS(hlx_result(model, 424242, &none), HLX_STATUS_NOT_FOUND);
     CHECK(pthread_create(&th, NULL, other_thread, &a) == 0);
     pthread_join(th, NULL);
+    /* the error message is per thread: the other thread's failures did not overwrite ours */
+    CHECK(contains(hlx_last_error_message(), "424242"));
     CHECK(a.step == HLX_STATUS_INVALID_ARGUMENT);
     CHECK(a.run == HLX_STATUS_INVALID_ARGUMENT);
     CHECK(a.result == HLX_STATUS_INVALID_ARGUMENT);
