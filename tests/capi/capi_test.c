@@ -503,6 +503,33 @@ int main(int argc, char** argv) {
     hlx_result_free(rk);
   }
 
+  /* ---- sampling parameters reach the sampler: seeded draws repeat, and differ from greedy ---- */
+  {
+    hlx_generation_params_t p = gp;
+    p.temperature = 1.0f;
+    p.seed = 7;
+    p.stop_at_eos = 0;
+    hlx_request_id_t s1 = 0, s2 = 0;
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &p, &s1));
+    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &p, &s2));
+    EXPECT_OK(hlx_run_until_idle(model));
+    hlx_result_t *r1 = NULL, *r2 = NULL;
+    EXPECT_OK(hlx_result(model, s1, &r1));
+    EXPECT_OK(hlx_result(model, s2, &r2));
+    if (r1 && r2) {
+      CHECK(r1->token_count == (size_t)max_new && r1->finish == HLX_FINISH_LENGTH);
+      CHECK(same_tokens(r1->tokens, r1->token_count, r2->tokens, r2->token_count));
+      CHECK(!same_tokens(r1->tokens, r1->token_count, ref, (size_t)nref));
+    }
+    hlx_result_free(r1);
+    hlx_result_free(r2);
+    size_t count = 0, mine = 0;
+    hlx_event_t ev[128];
+    EXPECT_OK(hlx_poll(model, ev, 128, &count)); /* also drains the text requests' events above */
+    for (size_t i = 0; i < count; ++i) mine += ev[i].id == s1 || ev[i].id == s2;
+    CHECK(count < 128 && mine == 2 * ((size_t)max_new + 1));
+  }
+
   /* ---- cancel ---- */
   {
     hlx_generation_params_t p = gp;
