@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/model_flags.h"
 #include "cli/text_gen.h"
 
 namespace hlx::cli {
@@ -19,21 +20,14 @@ namespace {
 struct ChatArgs {
   std::string model, system;
   int64_t n = 128;
-  int64_t capacity = 0;
-  std::string kv_dtype = "bf16";
-  int threads = 0;
+  ModelFlags flags;
   TextGenParams gen;
 };
 
 Status run_chat(const ChatArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<const tok::Tokenizer> tokenizer, load_checkpoint_tokenizer(a.model));
   HLX_ASSIGN_OR_RETURN(ChatTemplate tmpl, load_checkpoint_template(a.model));
-  engine::TextModelOptions o;
-  o.context_capacity = a.capacity;
-  auto kv = dtype_from_name(a.kv_dtype);
-  if (!kv) return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16 or f32)");
-  o.kv_dtype = *kv;
-  o.threads = a.threads;
+  HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, a.flags.options());
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
   const bool interactive = isatty(STDIN_FILENO);
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
@@ -76,15 +70,8 @@ CommandRun setup_chat(CLI::App& root) {
   sub->add_option("-m,--model", a->model, "checkpoint directory (with tokenizer.json and tokenizer_config.json)")->required();
   sub->add_option("--system", a->system, "system message opening the conversation");
   sub->add_option("-n,--max-new-tokens", a->n, "tokens per reply (default 128)");
-  sub->add_option("--temp,--temperature", a->gen.temperature, "sampling temperature (default 0: greedy)");
-  sub->add_option("--top-k", a->gen.top_k, "keep the k most likely tokens (0: off)");
-  sub->add_option("--top-p", a->gen.top_p, "nucleus sampling mass (1: off)");
-  sub->add_option("--min-p", a->gen.min_p, "drop tokens below min_p * p_max (0: off)");
-  sub->add_option("--seed", a->gen.seed, "sampling seed (default 0)");
-  sub->add_option("--stop", a->gen.stop, "stop string (repeatable)");
-  sub->add_option("--capacity", a->capacity, "context capacity (default: min(4096, max_position_embeddings))");
-  sub->add_option("--kv-dtype", a->kv_dtype, "bf16 (default) | f32");
-  sub->add_option("--threads", a->threads, "runtime threads (default: all cores)");
+  add_sampling_flags(sub, a->gen);
+  a->flags.add_to(sub);
   return [a] { return report(run_chat(*a)); };
 }
 HLX_REGISTER_COMMAND(setup_chat);

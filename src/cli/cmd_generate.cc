@@ -11,6 +11,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/model_flags.h"
 #include "cli/text_gen.h"
 #include "engine/text_model.h"
 #include "engine/token_ids.h"
@@ -24,23 +25,16 @@ struct GenerateArgs {
   std::string tokens, prompt, file;
   bool chat = false;
   int64_t n = 16;
-  int64_t capacity = 0;
+  ModelFlags flags;
   int64_t slots = 1;
-  std::string kv_dtype = "bf16";
-  int threads = 0;
   std::string modules_dir;
   bool compile_all = false;
   TextGenParams gen;
 };
 
 Result<engine::TextModelOptions> model_options(const GenerateArgs& a) {
-  engine::TextModelOptions o;
-  o.context_capacity = a.capacity;
+  HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, a.flags.options());
   o.slots = a.slots;
-  auto kv = dtype_from_name(a.kv_dtype);
-  if (!kv) return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16 or f32)");
-  o.kv_dtype = *kv;
-  o.threads = a.threads;
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   o.eager_compile = a.compile_all;
   return o;
@@ -133,17 +127,9 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_flag("--chat", args->chat, "wrap the prompt as a user message in the checkpoint's chat template");
   sub->add_option("--tokens", args->tokens, "prompt token ids, comma-separated (greedy; prints ids)");
   sub->add_option("-n,--max-new-tokens", args->n, "tokens to generate (default 16)");
-  sub->add_option("--temp,--temperature", args->gen.temperature, "sampling temperature (default 0: greedy)");
-  sub->add_option("--top-k", args->gen.top_k, "keep the k most likely tokens (0: off)");
-  sub->add_option("--top-p", args->gen.top_p, "nucleus sampling mass (1: off)");
-  sub->add_option("--min-p", args->gen.min_p, "drop tokens below min_p * p_max (0: off)");
-  sub->add_option("--seed", args->gen.seed, "sampling seed (default 0)");
-  sub->add_option("--stop", args->gen.stop, "stop string (repeatable); the output ends before it");
-  sub->add_option("--capacity", args->capacity,
-                  "context capacity (default: min(4096, max_position_embeddings); see docs/CAPACITY.md)");
+  add_sampling_flags(sub, args->gen);
+  args->flags.add_to(sub);
   sub->add_option("--slots", args->slots, "KV slots (default 1)");
-  sub->add_option("--kv-dtype", args->kv_dtype, "bf16 (default) | f32");
-  sub->add_option("--threads", args->threads, "runtime threads (default: all cores)");
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted prefill_<Lp>.mlir / decode_<B>.mlir from here");
   sub->add_flag("--compile-all", args->compile_all,
                "compile every prefill bucket and decode batch at load (default: on first use)");

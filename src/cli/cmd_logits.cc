@@ -5,6 +5,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/model_flags.h"
 #include "engine/text_model.h"
 #include "engine/token_ids.h"
 #include "io/npy.h"
@@ -17,20 +18,13 @@ struct LogitsArgs {
   std::string tokens;
   std::string out;
   bool all = false;
-  int64_t capacity = 0;
-  std::string kv_dtype = "bf16";
-  int threads = 0;
+  ModelFlags flags;
   std::string modules_dir;
 };
 
 Status run_logits(const LogitsArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
-  engine::TextModelOptions o;
-  o.context_capacity = a.capacity;
-  auto kv = dtype_from_name(a.kv_dtype);
-  if (!kv) return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16 or f32)");
-  o.kv_dtype = *kv;
-  o.threads = a.threads;
+  HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, a.flags.options());
   o.all_logits = a.all;
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));
@@ -48,10 +42,7 @@ CommandRun setup_logits(CLI::App& root) {
   sub->add_option("--tokens", args->tokens, "prompt token ids, comma-separated")->required();
   sub->add_option("-o,--out", args->out, "output .npy (f32 [vocab], or [T, vocab] with --all)")->required();
   sub->add_flag("--all", args->all, "logits of every prompt row, not only the last");
-  sub->add_option("--capacity", args->capacity,
-                  "context capacity (default: min(4096, max_position_embeddings); see docs/CAPACITY.md)");
-  sub->add_option("--kv-dtype", args->kv_dtype, "bf16 (default) | f32");
-  sub->add_option("--threads", args->threads, "runtime threads (default: all cores)");
+  args->flags.add_to(sub);
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted modules from here");
   return [args] { return report(run_logits(*args)); };
 }

@@ -157,4 +157,13 @@ std::string summary_line(const TextGenResult& r) {
   return buf;
 }
 
+void add_sampling_flags(CLI::App* sub, TextGenParams& gen) {
+  sub->add_option("--temp,--temperature", gen.temperature, "sampling temperature (default 0: greedy)");
+  sub->add_option("--top-k", gen.top_k, "keep the k most likely tokens (0: off)");
+  sub->add_option("--top-p", gen.top_p, "nucleus sampling mass (1: off)");
+  sub->add_option("--min-p", gen.min_p, "drop tokens below min_p * p_max (0: off)");
+  sub->add_option("--seed", gen.seed, "sampling seed (default 0)");
+  sub->add_option("--stop", gen.stop, "stop string (repeatable); the output ends before it");
+}
+
 }  // namespace hlx::cli

@@ -9,6 +9,7 @@
 #include <string_view>
 #include <vector>
 
+#include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
@@ -45,6 +46,9 @@ struct TextGenResult {
   std::string finish;           // "stop" | "length" | "cancelled" | "error"
   double prefill_ms = 0, decode_ms = 0;
 };
+
+// Declares --temp, --top-k, --top-p, --min-p, --seed and --stop on `sub`.
+void add_sampling_flags(CLI::App* sub, TextGenParams& gen);
 
 // Generates from `prompt` ids in one slot of `model`, calling on_text with every newly decided
 // piece of text (valid UTF-8; text that may start a stop string is held back until decided).

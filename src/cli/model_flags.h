@@ -1,0 +1,23 @@
+// Flags shared by every command that loads a text model (generate, chat, logits), so they are
+// spelled, documented and validated in one place.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/text_model.h"
+
+namespace hlx::cli {
+
+struct ModelFlags {
+  int64_t capacity = 0;  // 0: the model's default (docs/CAPACITY.md)
+  std::string kv_dtype = "bf16";
+  int threads = 0;       // 0: all cores
+
+  // Declares --capacity, --kv-dtype and --threads on `sub`.
+  void add_to(CLI::App* sub);
+  // Options for TextModel::load; kInvalidArgument for an unknown --kv-dtype.
+  Result<engine::TextModelOptions> options() const;
+};
+
+}  // namespace hlx::cli
