@@ -208,6 +208,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   for (int64_t b : m->buckets_) {
     HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefill, b}));
     if (options.all_logits) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillAllLogits, b}));
+    if (options.embeddings) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddings, b}));
   }
   for (int64_t b = 1; b <= options.slots; ++b) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecode, b}));
   m->stats_.emit_ms = ms_since(t0);
@@ -224,6 +225,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     }
   m->pool_ = SlotPool(options.slots);
   m->history_.assign(size_t(options.slots), {});
+  m->embedded_end_.assign(size_t(options.slots), 0);
   return m;
 }
 
@@ -277,12 +279,13 @@ Result<TextModel::Entry*> TextModel::compiled(TextEntry entry, int64_t rows) {
   return &it->second;
 }
 
-Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch) {
+Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch, bool embeddings) {
   if (prompt_len > 0) {
     HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
                          plan_prefill_chunks(buckets_, shape_.context_capacity, 0, prompt_len));
-    for (const auto& c : chunks)
-      HLX_RETURN_IF_ERROR(compiled(all_logits ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill, c.bucket).status());
+    TextEntry kind = embeddings ? TextEntry::kPrefillEmbeddings
+                                : all_logits ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill;
+    for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
   }
   if (decode_batch > 0) HLX_RETURN_IF_ERROR(compiled(TextEntry::kDecode, decode_batch).status());
   return ok_status();
@@ -310,18 +313,21 @@ Result<int64_t> TextModel::admit(std::span<const int64_t> prompt, int64_t max_ne
   if (!a.ok()) return a.status;
   HLX_ASSIGN_OR_RETURN(int64_t slot, pool_.acquire());
   history_[size_t(slot)].clear();
+  embedded_end_[size_t(slot)] = 0;
   return slot;
 }
 
 Status TextModel::release(int64_t slot) {
   HLX_RETURN_IF_ERROR(pool_.release(slot));
   history_[size_t(slot)].clear();
+  embedded_end_[size_t(slot)] = 0;
   return ok_status();
 }
 
 void TextModel::reset() {
   pool_ = SlotPool(shape_.slots);
   for (auto& h : history_) h.clear();
+  std::fill(embedded_end_.begin(), embedded_end_.end(), 0);
 }
 
 Status TextModel::check_slot(int64_t slot) const {
@@ -359,7 +365,12 @@ Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tok
   HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
                        plan_prefill_chunks(buckets_, shape_.context_capacity, start, n));
   TextEntry kind = all_rows ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill;
-  for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
+  for (const auto& c : chunks) {
+    if (c.start < std::min(start, embedded_end_[size_t(slot)]))
+      return make_error(ErrorKind::kUnsupported, "prefill of ", n, " tokens at row ", start, " of slot ", slot,
+                        " would replay rows from ", c.start, " that were written from embeddings");
+    HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
+  }
 
   // Row r of the slot holds token all_tokens(r): history for r < start, then the new tokens.
   auto token_at = [&](int64_t r) -> int32_t {
@@ -393,6 +404,93 @@ Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tok
     }
   }
   return all_rows ? logits_all : last;
+}
+
+Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
+  const std::string name = spec_.weight_prefix + "embed_tokens.weight";
+  const Tensor* table = nullptr;
+  for (const auto& [n, t] : weights_)
+    if (n == name) table = &t;
+  if (!table) return make_error(ErrorKind::kInternal, "embedding table '", name, "' is not loaded");
+  const int64_t hidden = spec_.hidden_size, n = int64_t(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i)
+    if (tokens[i] < 0 || tokens[i] >= spec_.vocab_size)
+      return make_error(ErrorKind::kInvalidArgument, "token id ", tokens[i], " at index ", i,
+                        " is outside the vocabulary [0, ", spec_.vocab_size, ")");
+  Tensor out = Tensor::empty(DType::kF32, {n, hidden});
+  // The entry gathers the row, converts it to f32 (exact from bf16/f16) and multiplies by the
+  // scale as an f32 constant; the same two steps here give the same bits.
+  const float scale = float(spec_.embedding_scale);
+  const bool scaled = spec_.embedding_scale != 1.0;
+  for (int64_t r = 0; r < n; ++r) {
+    float* dst = out.data<float>() + r * hidden;
+    const int64_t base = tokens[size_t(r)] * hidden;
+    switch (table->dtype()) {
+      case DType::kF32: std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float)); break;
+      case DType::kBF16:
+        for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(table->data<bf16>()[base + c]);
+        break;
+      case DType::kF16:
+        for (int64_t c = 0; c < hidden; ++c) dst[c] = f16_to_f32(table->data<f16>()[base + c]);
+        break;
+      default:
+        return make_error(ErrorKind::kInternal, "embedding table '", name, "' has dtype ", dtype_name(table->dtype()));
+    }
+    if (scaled)
+      for (int64_t c = 0; c < hidden; ++c) dst[c] *= scale;
+  }
+  return out;
+}
+
+Result<Tensor> TextModel::prefill_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                             int64_t end_row) {
+  // Every check before the first call: a bad request leaves the caches untouched.
+  HLX_RETURN_IF_ERROR(check_slot(slot));
+  if (!options_.embeddings)
+    return make_error(ErrorKind::kInvalidArgument,
+                      "prefill_embeddings: the model was loaded without prefill_embeddings entries (options.embeddings)");
+  std::vector<int32_t>& hist = history_[size_t(slot)];
+  const int64_t start = int64_t(hist.size()), n = int64_t(token_ids.size()), hidden = spec_.hidden_size;
+  if (embeddings.dtype() != DType::kF32 || embeddings.rank() != 2 || embeddings.dim(0) != n ||
+      embeddings.dim(1) != hidden)
+    return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: embeddings are ", embeddings.type_string(),
+                      ", expected f32 [", n, ", ", hidden, "] (one row per token id)");
+  if (end_row <= start || end_row > n)
+    return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: end row ", end_row, " must lie in (cache length ",
+                      start, ", ", n, " rows given]");
+  if (end_row > shape_.context_capacity)
+    return make_error(ErrorKind::kOutOfRange, "prefill of rows [", start, ", ", end_row, ") of slot ", slot,
+                      " would end past context_capacity ", shape_.context_capacity);
+  for (int64_t i = 0; i < end_row; ++i) {
+    // Ids are history, not embedding indices (an image token may lie outside the text vocabulary),
+    // but they must fit the i32 history and be non-negative.
+    if (token_ids[size_t(i)] < 0 || token_ids[size_t(i)] > INT32_MAX)
+      return make_error(ErrorKind::kInvalidArgument, "token id ", token_ids[size_t(i)], " at row ", i,
+                        " is outside [0, ", INT32_MAX, "]");
+    if (i < start && hist[size_t(i)] != token_ids[size_t(i)])
+      return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: row ", i, " of slot ", slot, " holds token ",
+                        hist[size_t(i)], " but the given ids have ", token_ids[size_t(i)], " there");
+  }
+  HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
+                       plan_prefill_chunks(buckets_, shape_.context_capacity, start, end_row - start));
+  for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(TextEntry::kPrefillEmbeddings, c.bucket).status());
+
+  const float* src = embeddings.data<float>();
+  Tensor last;
+  for (const auto& c : chunks) {
+    Entry* e = *compiled(TextEntry::kPrefillEmbeddings, c.bucket);
+    // Padding rows are zeros; rows at or past `length` are never read.
+    Tensor x = Tensor::zeros(DType::kF32, {c.bucket, hidden});
+    std::memcpy(x.data<float>(), src + c.start * hidden, size_t(c.length * hidden) * sizeof(float));
+    auto out = run(*e, {x, scalar_i32(c.length), scalar_i32(c.start), scalar_i32(slot)});
+    if (!out.ok())
+      return out.status().with_context(str_cat("prefill_embeddings chunk at row ", c.start, " (bucket ", c.bucket, ")"));
+    for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r)
+      hist.push_back(int32_t(token_ids[size_t(r)]));
+    embedded_end_[size_t(slot)] = int64_t(hist.size());
+    last = (*out)[0];
+  }
+  return last;
 }
 
 Result<Tensor> TextModel::decode(std::span<const DecodeRow> rows) {

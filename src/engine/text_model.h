@@ -52,6 +52,8 @@ struct TextModelOptions {
   int threads = 0;                       // runtime threads, 0 = all cores
   std::optional<std::string> modules_dir;  // load pre-emitted .mlir files instead of emitting
   bool all_logits = false;               // also prepare prefill_all_logits (hlx logits --all)
+  // Also prepare prefill_embeddings (vision-language prompts: merged token + image rows).
+  bool embeddings = false;
   // Compile every entry during load() instead of on first use. Emitting/loading and every
   // identity and shape check always happen in load(); only Program::compile is deferred.
   bool eager_compile = false;
@@ -110,6 +112,22 @@ class TextModel {
   Result<Tensor> prefill(int64_t slot, std::span<const int64_t> tokens);
   // The same, returning f32[n, vocab] (one row per token). Needs options.all_logits.
   Result<Tensor> prefill_all_logits(int64_t slot, std::span<const int64_t> tokens);
+  // Prompt rows given as embeddings (DESIGN.md `prefill_embeddings`). `embeddings` is f32
+  // [n, hidden] for slot rows 0..n-1 at the post-embedding scale (embed_tokens() rows for text,
+  // projected image features for image rows); `token_ids` [n] are what the rows stand for (image
+  // rows carry the image token id) and become the slot's history. Writes rows
+  // [cache_length, end_row), chunked over the buckets exactly as prefill(); a chunk that replays
+  // rows near the capacity takes their embeddings from the same tensor, so the bits match a single
+  // call. Rows before cache_length must carry the ids the slot already holds. Returns f32[vocab],
+  // the logits of row end_row - 1. Needs options.embeddings.
+  Result<Tensor> prefill_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                    int64_t end_row);
+  // f32 [n, hidden]: the embedding rows of `tokens` (stored dtype widened to f32) times
+  // spec().embedding_scale rounded to f32, exactly what the prefill entry computes before its first
+  // layer, so prefill_embeddings(embed_tokens(t)) equals prefill(t) bit for bit.
+  Result<Tensor> embed_tokens(std::span<const int64_t> tokens) const;
+  bool has_embeddings_entries() const { return options_.embeddings; }
+
   // One token for each row with the decode entry for B = rows.size() (1..slots). Rows name
   // distinct slots; position must be <= the slot's cache length and < capacity. Returns
   // f32[B, vocab]; each slot's cache length becomes position + 1.
@@ -123,7 +141,8 @@ class TextModel {
   // an empty slot will use: its prefill buckets (all-logits ones when `all_logits`) and, when
   // `decode_batch` > 0, the decode entry for that batch. Lets front ends report compile time apart
   // from prefill time.
-  Status warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch);
+  // `embeddings`: the prefill_embeddings buckets instead of the token ones.
+  Status warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch, bool embeddings = false);
 
   // The caches in argument order (k_cache.0, v_cache.0, ...), for tests that compare bytes.
   const std::vector<Tensor>& caches() const { return caches_; }
@@ -156,6 +175,9 @@ class TextModel {
   std::vector<Tensor> caches_;
   SlotPool pool_;
   std::vector<std::vector<int32_t>> history_;            // per slot: tokens of rows [0, cache_length)
+  // Per slot: rows below this were written from embeddings; a token prefill must not replay them
+  // (their ids would not reproduce their inputs).
+  std::vector<int64_t> embedded_end_;
   TextModelStats stats_;
 };
 
