@@ -1,0 +1,241 @@
+// The `vision_encode` entry (contract in vision_spec.h): patch embedding, CLIP/SigLIP encoder layers
+// up to the selected feature layer, feature selection, LLaVA projector. Written from transformers'
+// CLIPVisionTransformer / SiglipVisionTransformer / LlavaModel.get_image_features. Activations are
+// f32; weights stay in their stored dtype (16-bit weights meet activations rounded to their dtype,
+// as in the text entries).
+#include <cmath>
+#include <cstdio>
+#include <map>
+
+#include "core/sha256.h"
+#include "models/vision_spec.h"
+#include "stablehlo/builder.h"
+#include "stablehlo/composites.h"
+
+namespace hlx::models {
+
+using shlo::Attr;
+using shlo::AttrDict;
+using shlo::DotDims;
+using shlo::FunctionBuilder;
+using shlo::TensorType;
+using shlo::Value;
+
+namespace {
+
+// Bump when the graph or the signature changes incompatibly.
+constexpr const char* kSchema = "hlx.vision_encoder/1";
+
+std::string num(double v) {
+  char buf[40];
+  std::snprintf(buf, sizeof buf, "%.17g", v);
+  return buf;
+}
+
+struct VisionContext {
+  FunctionBuilder& f;
+  const LlavaSpec& spec;
+  std::map<std::string, Value> weights;
+  Status status;
+
+  Value weight(const std::string& name) {
+    auto it = weights.find(name);
+    if (it != weights.end()) return it->second;
+    if (status.ok())
+      status = make_error(ErrorKind::kInternal, "the vision layout has no tensor '", name, "'");
+    return Value();
+  }
+  Value layer_weight(int64_t layer, const std::string& suffix) {
+    return weight(str_cat(spec.vision.weight_prefix, "encoder.layers.", layer, ".", suffix));
+  }
+};
+
+// x [M, K] times a Linear weight [N, K] (+ bias [N]) -> [M, N] f32.
+Value linear(FunctionBuilder& f, const Value& x, const Value& w, const Value* bias) {
+  Value in = x.dtype() == w.dtype() ? x : f.convert(x, w.dtype());
+  Value y = f.dot_general(in, w, DotDims{{}, {}, {1}, {1}}, DType::kF32);
+  if (bias) y = f.add(y, f.broadcast_in_dim(f.convert(*bias, DType::kF32), y.shape(), {1}));
+  return y;
+}
+
+// GELU with erf, 0.5 x (1 + erf(x / sqrt 2)), in plain StableHLO (erf is a CHLO op, not StableHLO).
+// erfc(z) for z = |x|/sqrt 2 >= 0 uses Abramowitz & Stegun 7.1.26:
+//   erfc(z) ~ t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2),  t = 1 / (1 + p z),
+// absolute error <= 1.5e-7 for all z >= 0 (checked against math.erf in
+// tests/models/test_vision_reference.py). Then GELU(x) = x - 0.5 x erfc(z) for x >= 0 and
+// 0.5 x erfc(z) for x < 0, so the GELU error is <= 0.75e-7 |x| (plus f32 rounding), with no
+// cancellation on the negative side.
+Value gelu_erf(FunctionBuilder& f, const Value& x) {
+  const TensorType& ty = x.type();
+  auto k = [&](double v) { return f.full(v, ty); };
+  Value z = f.mul(f.abs(x), k(M_SQRT1_2));
+  Value t = f.div(k(1.0), f.add(k(1.0), f.mul(k(0.3275911), z)));
+  Value poly = k(1.061405429);
+  for (double a : {-1.453152027, 1.421413741, -0.284496736, 0.254829592}) poly = f.add(k(a), f.mul(t, poly));
+  Value erfc = f.mul(f.mul(t, poly), f.exp(f.neg(f.mul(z, z))));
+  Value half_x_erfc = f.mul(f.mul(k(0.5), x), erfc);
+  Value positive = f.compare(shlo::CompareDir::kGE, x, k(0.0));
+  return f.select(positive, f.sub(x, half_x_erfc), half_x_erfc);
+}
+
+Value activation(FunctionBuilder& f, VisionActivation a, const Value& x) {
+  const TensorType& ty = x.type();
+  switch (a) {
+    case VisionActivation::kQuickGelu:  // x * sigmoid(1.702 x)
+      return f.mul(x, f.logistic(f.mul(f.full(1.702, ty), x)));
+    case VisionActivation::kGeluTanh: {  // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))
+      Value x3 = f.mul(f.mul(x, x), x);
+      Value inner = f.mul(f.full(std::sqrt(2.0 / M_PI), ty), f.add(x, f.mul(f.full(0.044715, ty), x3)));
+      return f.mul(f.mul(f.full(0.5, ty), x), f.add(f.full(1.0, ty), f.tanh(inner)));
+    }
+    case VisionActivation::kGeluErf: return gelu_erf(f, x);
+  }
+  return Value();
+}
+
+// [1, C, H, W] pixels -> [N, D] patch projections: each P x P patch (row-major over the patch grid)
+// flattened as (c, py, px), the conv weight [D, C, P, P] flattened the same way, one dot_general.
+Value patch_embedding(VisionContext& c, const Value& pixels) {
+  FunctionBuilder& f = c.f;
+  const VisionSpec& v = c.spec.vision;
+  const int64_t ch = v.num_channels, g = v.patches_per_side(), p = v.patch_size, d = v.hidden_size;
+  Value x = f.reshape(pixels, {ch, g, p, g, p});          // (c, gy, py, gx, px)
+  x = f.transpose(x, {1, 3, 0, 2, 4});                    // (gy, gx, c, py, px)
+  x = f.reshape(x, {g * g, ch * p * p});
+  Value w = f.reshape(c.weight(v.weight_prefix + "embeddings.patch_embedding.weight"), {d, ch * p * p});
+  Value bias;
+  if (v.family == VisionFamily::kSiglip) bias = c.weight(v.weight_prefix + "embeddings.patch_embedding.bias");
+  return linear(f, x, w, bias.valid() ? &bias : nullptr);
+}
+
+// One CLIPEncoderLayer / SiglipEncoderLayer on x [T, D].
+Value encoder_layer(VisionContext& c, int64_t layer, const Value& x) {
+  FunctionBuilder& f = c.f;
+  const VisionSpec& v = c.spec.vision;
+  const int64_t t = x.dim(0), d = v.hidden_size, heads = v.num_heads, dh = v.head_dim();
+  const float eps = float(v.layer_norm_eps);
+  auto lw = [&](const std::string& s) { return c.layer_weight(layer, s); };
+  auto lin = [&](const Value& in, const std::string& name) {
+    Value b = lw(name + ".bias");
+    return linear(f, in, lw(name + ".weight"), &b);
+  };
+
+  f.set_scope(str_cat("vision layer ", layer, " attention"));
+  Value h = shlo::layer_norm(f, x, lw("layer_norm1.weight"), lw("layer_norm1.bias"), eps);
+  if (v.weight_dtype != DType::kF32) h = f.convert(h, v.weight_dtype);  // rounded once for q, k and v
+  Value q = f.reshape(lin(h, "self_attn.q_proj"), {1, t, heads, dh});
+  Value k = f.reshape(lin(h, "self_attn.k_proj"), {1, t, heads, dh});
+  Value vv = f.reshape(lin(h, "self_attn.v_proj"), {1, t, heads, dh});
+  // Bidirectional attention: k/v are a one-slot "cache" of exactly the T rows, all visible.
+  shlo::AttentionOptions o;
+  o.scale = float(1.0 / std::sqrt(double(dh)));
+  o.causal = false;
+  Value slot = f.zeros(TensorType{DType::kI32, {1}});
+  Value q_pos = f.iota(TensorType{DType::kI32, {1, t}}, 1);
+  Value kv_len = f.full(double(t), TensorType{DType::kI32, {1}});
+  Value a = shlo::attention(f, q, k, vv, slot, q_pos, kv_len, std::nullopt, o);
+  Value r = f.add(x, lin(f.reshape(a, {t, d}), "self_attn.out_proj"));
+
+  f.set_scope(str_cat("vision layer ", layer, " mlp"));
+  h = shlo::layer_norm(f, r, lw("layer_norm2.weight"), lw("layer_norm2.bias"), eps);
+  h = activation(f, v.activation, lin(h, "mlp.fc1"));
+  return f.add(r, lin(h, "mlp.fc2"));
+}
+
+Status validate(const LlavaSpec& s) {
+  const VisionSpec& v = s.vision;
+  auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, args...); };
+  if (v.hidden_size <= 0 || v.num_heads <= 0 || v.hidden_size % v.num_heads != 0 || v.intermediate_size <= 0 ||
+      v.patch_size <= 0 || v.image_size <= 0 || v.image_size % v.patch_size != 0 || v.num_channels <= 0 ||
+      v.num_layers <= 0)
+    return bad("vision spec has invalid dimensions (hidden ", v.hidden_size, ", heads ", v.num_heads, ", intermediate ",
+               v.intermediate_size, ", image ", v.image_size, ", patch ", v.patch_size, ", channels ", v.num_channels,
+               ", layers ", v.num_layers, ")");
+  if (v.feature_layer < 0 || v.feature_layer > v.num_layers)
+    return bad("vision feature layer ", v.feature_layer, " is outside [0, ", v.num_layers, "]");
+  if (v.select_strategy != "default" && v.select_strategy != "full")
+    return bad("vision select strategy '", v.select_strategy, "' (default or full)");
+  if (v.tokens_per_image() <= 0) return bad("vision spec yields ", v.tokens_per_image(), " tokens per image");
+  if (s.text.hidden_size <= 0) return bad("text hidden size ", s.text.hidden_size, " must be positive");
+  if (!is_float(v.weight_dtype)) return bad("vision weight dtype ", dtype_name(v.weight_dtype), " is not a float type");
+  return ok_status();
+}
+
+}  // namespace
+
+std::string vision_entry_description(const LlavaSpec& s) {
+  const VisionSpec& v = s.vision;
+  std::string d;
+  d += str_cat("schema=", kSchema, "\nentry=vision_encode\n");
+  d += str_cat("vision_family=", vision_family_name(v.family), "\nvision_model_type=", v.model_type, "\n");
+  d += str_cat("image_size=", v.image_size, "\npatch_size=", v.patch_size, "\nnum_channels=", v.num_channels,
+               "\nhidden_size=", v.hidden_size, "\nintermediate_size=", v.intermediate_size, "\nnum_layers=",
+               v.num_layers, "\nnum_heads=", v.num_heads, "\n");
+  d += str_cat("layer_norm_eps=", num(v.layer_norm_eps), "\nactivation=", vision_activation_name(v.activation), "\n");
+  d += str_cat("feature_layer=", v.feature_layer, "\nselect_strategy=", v.select_strategy,
+               "\nuse_post_layernorm=", v.use_post_layernorm, "\n");
+  d += str_cat("vision_weight_prefix=", v.weight_prefix, "\nvision_weight_dtype=", dtype_name(v.weight_dtype), "\n");
+  d += str_cat("projector_prefix=", s.projector_prefix, "\nprojector_activation=",
+               vision_activation_name(s.projector_activation), "\nprojector_bias=", s.projector_bias, "\n");
+  d += str_cat("text_hidden_size=", s.text.hidden_size, "\nactivation_dtype=f32\n");
+  return d;
+}
+
+Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec) {
+  HLX_RETURN_IF_ERROR(validate(spec));
+  const VisionSpec& v = spec.vision;
+  shlo::ModuleBuilder mb(str_cat("hlx_", vision_family_name(v.family), "_vision_encode"));
+  FunctionBuilder& f = mb.function("vision_encode");
+  VisionContext c{f, spec, {}, ok_status()};
+
+  // ---- signature: pixels, then the weights in layout order.
+  const int64_t side = v.image_size, d = v.hidden_size;
+  Value pixels = f.arg(TensorType{DType::kF32, {1, v.num_channels, side, side}}, "pixels");
+  for (const TensorInfo& info : vision_checkpoint_layout(spec)) {
+    Value w = f.arg(TensorType{v.weight_dtype, info.shape});
+    f.set_arg_attr(w, shlo::kWeightAttr, Attr::string(info.name));
+    c.weights[info.name] = w;
+  }
+
+  // ---- embeddings (hidden_states[0]; CLIP: after pre_layrnorm).
+  f.set_scope("vision embeddings");
+  Value x = patch_embedding(c, pixels);  // [N, D]
+  if (v.has_class_token()) {
+    Value cls = f.reshape(f.convert(c.weight(v.weight_prefix + "embeddings.class_embedding"), DType::kF32), {1, d});
+    x = f.concatenate({cls, x}, 0);
+  }
+  x = f.add(x, f.convert(c.weight(v.weight_prefix + "embeddings.position_embedding.weight"), DType::kF32));
+  if (v.family == VisionFamily::kClip)
+    x = shlo::layer_norm(f, x, c.weight(v.weight_prefix + "pre_layrnorm.weight"),
+                         c.weight(v.weight_prefix + "pre_layrnorm.bias"), float(v.layer_norm_eps));
+
+  // ---- encoder layers up to the selected hidden state.
+  for (int64_t l = 0; l < v.feature_layer; ++l) x = encoder_layer(c, l, x);
+  if (v.use_post_layernorm)
+    x = shlo::layer_norm(f, x, c.weight(v.weight_prefix + "post_layernorm.weight"),
+                         c.weight(v.weight_prefix + "post_layernorm.bias"), float(v.layer_norm_eps));
+
+  // ---- feature selection and projector.
+  f.set_scope("projector");
+  const int64_t rows = v.num_positions();
+  if (v.select_strategy == "default") x = f.slice(x, {1, 0}, {rows, d});
+  const std::string& p = spec.projector_prefix;
+  Value b1, b2;
+  if (spec.projector_bias) {
+    b1 = c.weight(p + "linear_1.bias");
+    b2 = c.weight(p + "linear_2.bias");
+  }
+  Value h = linear(f, x, c.weight(p + "linear_1.weight"), spec.projector_bias ? &b1 : nullptr);
+  h = activation(f, spec.projector_activation, h);
+  Value out = linear(f, h, c.weight(p + "linear_2.weight"), spec.projector_bias ? &b2 : nullptr);
+
+  f.ret({out}, {{{shlo::kArgNameAttr, Attr::string("features")}}});
+  HLX_RETURN_IF_ERROR(c.status);
+  mb.set_attr(shlo::kIdentityAttr, Attr::string(sha256_hex(vision_entry_description(spec))));
+  mb.set_attr("hlx.entry", Attr::string("vision_encode"));
+  mb.set_attr("hlx.tokens_per_image", Attr::integer(v.tokens_per_image()));
+  HLX_ASSIGN_OR_RETURN(shlo::Module m, mb.finish());
+  return m;
+}
+
+}  // namespace hlx::models

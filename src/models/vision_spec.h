@@ -1,0 +1,90 @@
+// Vision-language models as data: the vision tower (CLIP ViT or SigLIP), the LLaVA projector and
+// the text model, parsed once from a Hugging Face config.json (model_type "llava"). The vision
+// entry (`vision_encode`) turns one preprocessed image into projected features, one row per image
+// token, in the text model's hidden size.
+//
+//   vision_encode(pixels: tensor<1x3xHxWxf32>, weights... in vision_checkpoint_layout() order with
+//                 `hlx.weight` attrs, stored dtype) -> features: tensor<T x text_hidden x f32>
+//
+// T = tokens_per_image(). Module attribute hlx.identity = SHA-256 of vision_entry_description().
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/dtype.h"
+#include "core/status.h"
+#include "io/hf_config.h"
+#include "models/text_spec.h"
+#include "stablehlo/ir.h"
+
+namespace hlx::models {
+
+enum class VisionFamily { kClip, kSiglip };
+const char* vision_family_name(VisionFamily f);  // "clip" | "siglip"
+
+// Activations of the tower MLP and the projector (transformers' ACT2FN names).
+enum class VisionActivation {
+  kQuickGelu,  // "quick_gelu": x * sigmoid(1.702 x) (CLIP)
+  kGeluTanh,   // "gelu_pytorch_tanh" / "gelu_new": tanh approximation (SigLIP)
+  kGeluErf,    // "gelu": 0.5 x (1 + erf(x / sqrt 2)) (LLaVA projector default)
+};
+const char* vision_activation_name(VisionActivation a);
+
+struct VisionSpec {  // from config.json's vision_config + the llava wrapper fields
+  VisionFamily family = VisionFamily::kClip;
+  std::string model_type;  // "clip_vision_model" | "siglip_vision_model"
+  int64_t image_size = 0, patch_size = 0, num_channels = 3, hidden_size = 0, intermediate_size = 0, num_layers = 0,
+          num_heads = 0;
+  double layer_norm_eps = 1e-5;
+  VisionActivation activation = VisionActivation::kQuickGelu;
+  // CLIP: class token + pre_layrnorm; SigLIP: neither (and a bias on the patch projection).
+  // vision_feature_layer resolved against hidden_states (length L+1; hidden_states[0] is the
+  // embedding output, after pre_layrnorm for CLIP): e.g. -2 -> L-1. Only layers < feature_layer run.
+  int64_t feature_layer = 0;
+  std::string select_strategy = "default";  // "default" (drop the first token) | "full"
+  // LLaVA reads hidden_states, never last_hidden_state, so the tower's post_layernorm is never
+  // applied (false for every llava config; kept for wrappers that do use it).
+  bool use_post_layernorm = false;
+  std::string weight_prefix;  // "vision_tower.vision_model." or "model.vision_tower.vision_model."
+  DType weight_dtype = DType::kF32;
+
+  bool has_class_token() const { return family == VisionFamily::kClip; }
+  int64_t patches_per_side() const { return patch_size > 0 ? image_size / patch_size : 0; }
+  int64_t num_patches() const { return patches_per_side() * patches_per_side(); }
+  int64_t num_positions() const { return num_patches() + (has_class_token() ? 1 : 0); }
+  int64_t head_dim() const { return num_heads > 0 ? hidden_size / num_heads : 0; }
+  // Rows the tower produces, minus the first one under the "default" strategy.
+  int64_t tokens_per_image() const { return num_positions() - (select_strategy == "default" ? 1 : 0); }
+};
+
+struct LlavaSpec {
+  TextModelSpec text;  // text_spec_from_config(config), prefixes adjusted to the naming scheme
+  VisionSpec vision;
+  int64_t image_token_id = 0;          // image_token_index / image_token_id
+  std::string projector_prefix;        // "multi_modal_projector." or "model.multi_modal_projector."
+  std::string projector_act = "gelu";  // projector_hidden_act as written
+  VisionActivation projector_activation = VisionActivation::kGeluErf;
+  bool projector_bias = true;  // multimodal_projector_bias
+};
+
+// model_type llava (later gemma3, qwen3_vl).
+bool is_vision_language(const HfConfig& config);
+
+// Parses a llava config.json; `names` (the checkpoint's tensor names, may be empty) picks the
+// naming scheme (legacy `language_model.model.*` / `vision_tower.*` vs `model.language_model.*` /
+// `model.vision_tower.*`). Unsupported vision model_type / strategy / activation -> kUnsupported
+// naming it; inconsistent numbers -> kInvalidArgument.
+Result<LlavaSpec> llava_spec_from_config(const HfConfig& config, const std::vector<std::string>& names = {});
+
+// Tower + projector tensors the vision entry reads, in its weight-argument order (layers past the
+// selected feature layer and the unused post_layernorm are not read).
+std::vector<TensorInfo> vision_checkpoint_layout(const LlavaSpec& spec);
+
+// The `vision_encode` module (see the top of this file).
+Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec);
+// The canonical description hashed into the identity.
+std::string vision_entry_description(const LlavaSpec& spec);
+
+}  // namespace hlx::models
