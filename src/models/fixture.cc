@@ -453,10 +453,10 @@ constexpr int64_t kChunk = int64_t(1) << 20;  // elements generated and written 
 
 // Generates `count` values of one tensor in chunks, handing each chunk to `sink`.
 template <class Sink>
-Status generate(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed, Sink&& sink) {
-  Distribution d = distribution_for(spec, info);
-  Stream stream(seed, info.name);
-  const int64_t count = num_elements(info.shape);
+Status generate(const FixtureTensor& t, uint64_t seed, Sink&& sink) {
+  const Distribution d{t.center, t.half_width};
+  Stream stream(seed, t.info.name);
+  const int64_t count = num_elements(t.info.shape);
   std::vector<float> buf;
   for (int64_t done = 0; done < count; done += kChunk) {
     int64_t n = std::min(kChunk, count - done);
@@ -480,14 +480,17 @@ Status write_all(std::FILE* f, const void* data, size_t bytes, const std::string
   return ok_status();
 }
 
+}  // namespace
+
 // Streams the safetensors file: header (same layout as io/safetensors.cc writes: tensors back to
 // back in layout order, header padded with spaces to 8 bytes), then each tensor as it is generated.
-Status write_weights(const std::string& path, const TextModelSpec& spec, DType dtype, uint64_t seed) {
-  const std::vector<TensorInfo> layout = text_checkpoint_layout(spec);
+Status write_fixture_safetensors(const std::string& path, const std::vector<FixtureTensor>& tensors, DType dtype,
+                                 uint64_t seed) {
   ojson header = ojson::object();
   header["__metadata__"] = {{"format", "pt"}, {"generator", "hlx fixture"}, {"seed", std::to_string(seed)}};
   uint64_t offset = 0;
-  for (const auto& t : layout) {
+  for (const auto& ft : tensors) {
+    const TensorInfo& t = ft.info;
     uint64_t bytes = uint64_t(num_elements(t.shape)) * dtype_size(dtype);
     header[t.name] = {{"dtype", std::string(dtype_safetensors_name(dtype))},
                       {"shape", t.shape},
@@ -505,8 +508,8 @@ Status write_weights(const std::string& path, const TextModelSpec& spec, DType d
   HLX_RETURN_IF_ERROR(write_all(f.get(), len, 8, tmp));
   HLX_RETURN_IF_ERROR(write_all(f.get(), text.data(), text.size(), tmp));
   std::vector<uint16_t> half;
-  for (const auto& t : layout) {
-    HLX_RETURN_IF_ERROR(generate(spec, t, seed, [&](const std::vector<float>& values) -> Status {
+  for (const auto& t : tensors) {
+    HLX_RETURN_IF_ERROR(generate(t, seed, [&](const std::vector<float>& values) -> Status {
       if (dtype == DType::kF32) return write_all(f.get(), values.data(), values.size() * 4, tmp);
       half.resize(values.size());
       for (size_t i = 0; i < values.size(); ++i) half[i] = f32_to_bf16(values[i]).bits;
@@ -521,6 +524,19 @@ Status write_weights(const std::string& path, const TextModelSpec& spec, DType d
   return ok_status();
 }
 
+FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& info) {
+  Distribution d = distribution_for(spec, info);
+  return {info, d.center, d.half_width};
+}
+
+namespace {
+
+Status write_weights(const std::string& path, const TextModelSpec& spec, DType dtype, uint64_t seed) {
+  std::vector<FixtureTensor> tensors;
+  for (const TensorInfo& t : text_checkpoint_layout(spec)) tensors.push_back(text_fixture_tensor(spec, t));
+  return write_fixture_safetensors(path, tensors, dtype, seed);
+}
+
 }  // namespace
 
 std::vector<std::string> fixture_families() { return {"llama", "qwen2", "qwen3", "gemma3_text", "gemma3"}; }
@@ -528,7 +544,7 @@ std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
 
 std::string fixture_tokenizer_name(const std::string& family) {
   if (is_gemma(family)) return "gemma3";
-  if (family == "llama" || family == "qwen2" || family == "qwen3") return "qwen3";
+  if (family == "llama" || family == "qwen2" || family == "qwen3" || is_llava_fixture_family(family)) return "qwen3";
   return "";
 }
 
@@ -566,7 +582,7 @@ Result<TextModelSpec> fixture_spec(const FixtureOptions& options) {
 std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed) {
   std::vector<float> out;
   out.reserve(size_t(num_elements(info.shape)));
-  Status st = generate(spec, info, seed, [&](const std::vector<float>& v) {
+  Status st = generate(text_fixture_tensor(spec, info), seed, [&](const std::vector<float>& v) {
     out.insert(out.end(), v.begin(), v.end());
     return ok_status();
   });

@@ -57,6 +57,29 @@ Result<TextModelSpec> fixture_spec(const FixtureOptions& options);
 // rounding. Exposed so tests can check determinism without a file.
 std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const TensorInfo& info, uint64_t seed);
 
+// One tensor of a fixture: values center + half_width * u, u uniform in [-1, 1) from the
+// (seed, name) stream, as write_text_fixture generates them.
+struct FixtureTensor {
+  TensorInfo info;
+  float center = 0.f, half_width = 0.f;
+};
+// The distribution write_text_fixture uses for a text-model tensor.
+FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& info);
+// Streams `tensors` into a safetensors file at `path` (temporary file, then rename), stored as
+// `dtype` (f32 or bf16).
+Status write_fixture_safetensors(const std::string& path, const std::vector<FixtureTensor>& tensors, DType dtype,
+                                 uint64_t seed);
+
+// LLaVA fixtures (llava_fixture.cc): families "llava-clip" (llama text, CLIP tower) and
+// "llava-siglip" (qwen2 text, SigLIP tower); presets "tiny" and "clip-vit-l-336" (llava-clip:
+// real CLIP ViT-L/14-336 tower shapes, tiny text model). Writes config.json, generation_config.json,
+// preprocessor_config.json, model.safetensors and, with tokenizer_dir, the Qwen3 tokenizer files
+// (image token <|image_pad|>, a LLaVA-style chat template).
+bool is_llava_fixture_family(const std::string& family);
+Status write_llava_fixture(const std::string& dir, const FixtureOptions& options);
+// The config.json text write_llava_fixture writes.
+Result<std::string> llava_fixture_config(const FixtureOptions& options);
+
 // Creates `dir` (and parents) and writes config.json, generation_config.json, model.safetensors
 // and (with tokenizer_dir) tokenizer.json and tokenizer_config.json. The safetensors file is streamed in
 // chunks of 1M values (temporary file, then rename), so peak memory is a few MiB whatever the
