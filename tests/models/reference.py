@@ -335,6 +335,137 @@ class Model:
         return set(eos) if isinstance(eos, list) else {eos}
 
 
+# --- vision towers and the LLaVA projector ------------------------------------------------------
+# Written from transformers' models/clip/modeling_clip.py (CLIPVisionEmbeddings, CLIPAttention,
+# CLIPMLP, CLIPEncoderLayer, CLIPVisionTransformer), models/siglip/modeling_siglip.py (the Siglip
+# counterparts) and models/llava/modeling_llava.py (get_image_features, LlavaMultiModalProjector).
+
+def layer_norm(x, w, b, eps):
+    """nn.LayerNorm over the last axis in f32 (biased variance)."""
+    x = x.astype(np.float32)
+    mean = np.mean(x, axis=-1, keepdims=True, dtype=np.float32)
+    xc = x - mean
+    var = np.mean(xc * xc, axis=-1, keepdims=True, dtype=np.float32)
+    return (xc / np.sqrt(var + np.float32(eps)) * w + b).astype(np.float32)
+
+
+_ERF = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def act(name, x):
+    """transformers ACT2FN for the activations the vision path uses."""
+    x = x.astype(np.float32)
+    if name == "quick_gelu":  # QuickGELUActivation
+        return (x / (1.0 + np.exp(-1.702 * x))).astype(np.float32)
+    if name == "gelu":  # GELUActivation: exact, erf-based
+        return (0.5 * x.astype(np.float64) * (1.0 + _ERF(x.astype(np.float64) / math.sqrt(2.0)))).astype(np.float32)
+    if name in ("gelu_pytorch_tanh", "gelu_new"):
+        return (0.5 * x * (1.0 + np.tanh(np.float32(math.sqrt(2.0 / math.pi)) * (x + 0.044715 * x ** 3)))).astype(np.float32)
+    raise NotImplementedError(f"reference: activation {name!r}")
+
+
+class VisionTower:
+    """LlavaModel.get_image_features for one image: pixels [1, 3, H, W] f32 -> [T, text_hidden]."""
+
+    def __init__(self, model_dir, bf16_matmul=False):
+        with open(os.path.join(model_dir, "config.json")) as f:
+            root = json.load(f)
+        assert root["model_type"] == "llava", root["model_type"]
+        self.w, _ = read_checkpoint(model_dir)
+        vc = dict(root.get("vision_config") or {})
+        self.kind = vc.get("model_type", "clip_vision_model")
+        clip = self.kind == "clip_vision_model"
+        # CLIPVisionConfig / SiglipVisionConfig defaults.
+        self.hidden = vc.get("hidden_size", 768)
+        self.heads = vc.get("num_attention_heads", 12)
+        self.layers = vc.get("num_hidden_layers", 12)
+        self.patch = vc.get("patch_size", 32 if clip else 16)
+        self.image = vc.get("image_size", 224)
+        self.eps = vc.get("layer_norm_eps", 1e-5 if clip else 1e-6)
+        self.hidden_act = vc.get("hidden_act", "quick_gelu" if clip else "gelu_pytorch_tanh")
+        self.feature_layer = root.get("vision_feature_layer", -2)
+        self.strategy = root.get("vision_feature_select_strategy", "default")
+        self.projector_act = root.get("projector_hidden_act", "gelu")
+        self.projector_bias = root.get("multimodal_projector_bias", True)
+        new = any(k.startswith("model.vision_tower.") for k in self.w)
+        self.vp = "model.vision_tower.vision_model." if new else "vision_tower.vision_model."
+        self.pp = "model.multi_modal_projector." if new else "multi_modal_projector."
+        self.clip = clip
+        self.bf16_matmul = bf16_matmul
+
+    def linear(self, x, w, b=None):
+        if self.bf16_matmul:
+            x = bf16_round(x)
+        y = x.astype(np.float32) @ w.T
+        if b is not None:
+            y = y + b
+        return y.astype(np.float32)
+
+    def v(self, name):
+        return self.w[self.vp + name]
+
+    def embeddings(self, pixels):
+        # nn.Conv2d(3, D, kernel=P, stride=P) written as a sum over kernel offsets, then
+        # flatten(2).transpose(1, 2): rows in (gy, gx) order.
+        P = self.patch
+        x = pixels[0].astype(np.float32)
+        if self.bf16_matmul:
+            x = bf16_round(x)
+        W = self.v("embeddings.patch_embedding.weight")  # [D, C, P, P]
+        g = x.shape[1] // P
+        out = np.zeros((W.shape[0], g, g), dtype=np.float64)
+        for i in range(P):
+            for j in range(P):
+                out += np.einsum("dc,cyx->dyx", W[:, :, i, j].astype(np.float64),
+                                 x[:, i::P, j::P][:, :g, :g].astype(np.float64))
+        patches = out.reshape(W.shape[0], g * g).T.astype(np.float32)
+        if not self.clip:
+            patches = patches + self.v("embeddings.patch_embedding.bias")
+        if self.clip:
+            patches = np.concatenate([self.v("embeddings.class_embedding")[None, :], patches], axis=0)
+        return (patches + self.v("embeddings.position_embedding.weight")).astype(np.float32)
+
+    def layer(self, i, x):
+        p = lambda n: self.v(f"encoder.layers.{i}.{n}")
+        T, D, H = x.shape[0], self.hidden, self.heads
+        dh = D // H
+        h = layer_norm(x, p("layer_norm1.weight"), p("layer_norm1.bias"), self.eps)
+        q, k, v = (self.linear(h, p(f"self_attn.{n}_proj.weight"), p(f"self_attn.{n}_proj.bias")).reshape(T, H, dh).transpose(1, 0, 2)
+                   for n in ("q", "k", "v"))
+        s = (q @ k.transpose(0, 2, 1)) * np.float32(dh ** -0.5)  # no mask: bidirectional
+        s = np.exp(s - s.max(axis=-1, keepdims=True))
+        a = (s / s.sum(axis=-1, keepdims=True)) @ v  # [H, T, dh]
+        a = a.transpose(1, 0, 2).reshape(T, D).astype(np.float32)
+        x = x + self.linear(a, p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"))
+        h = layer_norm(x, p("layer_norm2.weight"), p("layer_norm2.bias"), self.eps)
+        h = act(self.hidden_act, self.linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias")))
+        return (x + self.linear(h, p("mlp.fc2.weight"), p("mlp.fc2.bias"))).astype(np.float32)
+
+    def hidden_states(self, pixels):
+        x = self.embeddings(pixels)
+        if self.clip:
+            x = layer_norm(x, self.v("pre_layrnorm.weight"), self.v("pre_layrnorm.bias"), self.eps)
+        states = [x]  # encoder input first, then every layer's output (post_layernorm not applied)
+        for i in range(self.layers):
+            x = self.layer(i, x)
+            states.append(x)
+        return states
+
+    def features(self, pixels):
+        sel = self.hidden_states(pixels)[self.feature_layer]
+        if self.strategy == "default":
+            sel = sel[1:]
+        b = (lambda n: self.w[self.pp + n]) if self.projector_bias else (lambda n: None)
+        h = self.linear(sel, self.w[self.pp + "linear_1.weight"], b("linear_1.bias"))
+        h = act(self.projector_act, h)
+        return self.linear(h, self.w[self.pp + "linear_2.weight"], b("linear_2.bias"))
+
+
+def image_features(model_dir, pixels, bf16_matmul=False):
+    """Projected image features [T, text_hidden] f32 of a llava checkpoint for pixels [1, 3, H, W]."""
+    return VisionTower(model_dir, bf16_matmul).features(np.asarray(pixels, dtype=np.float32))
+
+
 _CACHE = {}
 
 
