@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <set>
 
+#include "engine/multimodal_prompt.h"
 #include "engine/prefill_plan.h"
+#include "engine/vision_model.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hlx::engine {
@@ -37,6 +39,14 @@ struct BatchEngine::Active {
   std::optional<Sampler> sampler;
   std::unique_ptr<tok::StreamDecoder> decoder;
   int64_t slot = -1;
+  // Image requests: the prompt as the slot holds it (placeholders expanded) and the side tensors,
+  // each released as soon as the next stage has consumed it.
+  bool multimodal = false;
+  ExpandedPrompt expanded;
+  std::vector<Tensor> pixels;    // per image, until encoded
+  std::vector<Tensor> features;  // per encoded image, until merged
+  Tensor merged;                 // [rows, hidden], until the last prefill chunk
+  bool merged_ready = false;
   std::vector<PrefillChunk> chunks;
   size_t next_chunk = 0;
   int64_t written = 0;   // prompt rows already in the slot
@@ -47,6 +57,13 @@ struct BatchEngine::Active {
   bool finished = false;
   Completion done;
   Clock::time_point submitted, admitted, first_token;
+
+  int64_t rows() const { return multimodal ? expanded.size() : int64_t(req.prompt.size()); }
+  void release_side_tensors() {
+    pixels.clear();
+    features.clear();
+    merged = Tensor();
+  }
 };
 
 BatchEngine::BatchEngine(TextModel& model, BatchEngineOptions options)
@@ -59,8 +76,37 @@ BatchEngine::~BatchEngine() {
 }
 
 Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admission) {
+  // Images: placeholders checked and expanded before admission, which counts the expanded rows.
+  ImagePromptLimits image_limits;
+  if (options_.vision)
+    image_limits = {true, options_.vision->image_token_id(), options_.vision->tokens_per_image(),
+                    options_.max_images_per_request};
+  const int64_t num_images = int64_t(request.images.size());
+  auto refuse = [&](Status s) -> Status {
+    if (admission)
+      *admission = Admission{s, int64_t(request.prompt.size()), request.max_new_tokens, model_.shape().context_capacity};
+    return s;
+  };
+  Result<ExpandedPrompt> expanded = expand_image_placeholders(request.prompt, num_images, image_limits);
+  if (!expanded.ok()) return refuse(expanded.status());
+  const bool multimodal = num_images > 0;
+  if (multimodal) {
+    if (!model_.has_embeddings_entries())
+      return refuse(make_error(ErrorKind::kInvalidArgument,
+                               "image requests need the text model loaded with prefill_embeddings entries"));
+    if (options_.vision->hidden_size() != model_.spec().hidden_size)
+      return refuse(make_error(ErrorKind::kInvalidArgument, "the vision model's features have width ",
+                               options_.vision->hidden_size(), " but the text model's hidden size is ",
+                               model_.spec().hidden_size));
+  }
   // Admission is pure (limits are fixed at load), so it runs here on the caller's thread.
-  Admission adm = check_text_admission(model_.limits(), request.prompt, request.max_new_tokens);
+  const std::vector<int64_t> text_ids = multimodal ? expanded->text_ids() : std::vector<int64_t>();
+  Admission adm = multimodal ? check_admission(model_.limits(), AdmissionRequest{expanded->size(), request.max_new_tokens, text_ids})
+                             : check_text_admission(model_.limits(), request.prompt, request.max_new_tokens);
+  if (multimodal && !adm.ok())
+    adm.status = adm.status.with_context(str_cat("prompt of ", request.prompt.size(), " tokens with ", num_images,
+                                                 " image(s) expanded to ", expanded->size(), " tokens (",
+                                                 expanded->tokens_per_image, " per image)"));
   if (admission) *admission = adm;
   if (!adm.ok()) return adm.status;
   auto sampler = Sampler::create(request.sampling, request.prompt);
@@ -77,12 +123,26 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
         return make_error(ErrorKind::kInvalidArgument, "eos token id ", t, " is outside the vocabulary [0, ", vocab, ")");
 
   auto a = std::make_unique<Active>();
+  if (multimodal) {
+    // Preprocessing is pure and may be slow (resize): done here, on the submitting thread.
+    Clock::time_point t0 = Clock::now();
+    for (int64_t i = 0; i < num_images; ++i) {
+      auto px = options_.vision->preprocess(request.images[size_t(i)]);
+      if (!px.ok()) return px.status().with_context(str_cat("image ", i));
+      a->pixels.push_back(std::move(*px));
+    }
+    a->done.preprocess_ms = ms_between(t0, Clock::now());
+    a->multimodal = true;
+    a->expanded = std::move(*expanded);
+    a->done.images = num_images;
+    std::vector<mm::Image>().swap(request.images);  // the decoded images are not needed any more
+  }
   a->eos = request.eos_token_ids ? *request.eos_token_ids : model_.spec().eos_token_ids;
   a->sampler.emplace(std::move(*sampler));
   if (options_.tokenizer)
     a->decoder = std::make_unique<tok::StreamDecoder>(options_.tokenizer, options_.skip_special_tokens);
-  a->done.prompt_tokens = int64_t(request.prompt.size());
   a->req = std::move(request);
+  a->done.prompt_tokens = a->rows();
   a->submitted = Clock::now();
   std::lock_guard<std::mutex> lock(mu_);
   a->id = a->done.id = next_id_++;
@@ -152,6 +212,7 @@ void BatchEngine::emit(Active& a, Event e) {
 void BatchEngine::finish(Active& a, Finish why, Status error) {
   if (a.finished) return;
   a.finished = true;
+  a.release_side_tensors();
   if (a.slot >= 0) {
     Status r = model_.release(a.slot);
     if (!r.ok() && error.ok() && why != Finish::kError) {
@@ -172,6 +233,11 @@ void BatchEngine::finish(Active& a, Finish why, Status error) {
   a.emitted = a.text.size();
   e.finish = why;
   e.error = error;
+  e.prompt_tokens = a.done.prompt_tokens;
+  e.preprocess_ms = a.done.preprocess_ms;
+  e.encode_ms = a.done.encode_ms;
+  e.prefill_ms = a.done.prefill_ms;
+  e.decode_ms = a.done.decode_ms;
   emit(a, std::move(e));
   std::lock_guard<std::mutex> lock(mu_);
   live_.erase(a.id);
@@ -249,10 +315,11 @@ void BatchEngine::admit_waiting() {
     waiting_.pop_front();
     p->admitted = Clock::now();
     p->done.queue_ms = ms_between(p->submitted, p->admitted);
-    auto slot = model_.admit(p->req.prompt, p->req.max_new_tokens);
+    // Image requests' ids were checked in submit (image rows are not embedding-table ids).
+    auto slot = p->multimodal ? model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}})
+                              : model_.admit(p->req.prompt, p->req.max_new_tokens);
     Result<std::vector<PrefillChunk>> chunks =
-        slot.ok() ? plan_prefill_chunks(model_.prefill_buckets(), model_.shape().context_capacity, 0,
-                                        int64_t(p->req.prompt.size()))
+        slot.ok() ? plan_prefill_chunks(model_.prefill_buckets(), model_.shape().context_capacity, 0, p->rows())
                   : Result<std::vector<PrefillChunk>>(slot.status());
     if (slot.ok()) p->slot = *slot;
     if (!chunks.ok()) {
@@ -269,13 +336,21 @@ void BatchEngine::prefill_one() {
   for (auto& ap : active_) {
     Active& a = *ap;
     if (a.finished || a.next_chunk >= a.chunks.size()) continue;
+    if (a.multimodal && !a.merged_ready) {
+      if (prepare_image_rows(a)) return;  // an image encoded (or the request failed): this step's work
+    }
     const PrefillChunk& c = a.chunks[a.next_chunk++];
     // The rows this chunk adds; TextModel plans exactly this chunk for them (a replaying chunk
     // near the capacity included), so the bits equal one prefill() of the whole prompt.
     const int64_t end = c.start + c.length;
-    std::span<const int64_t> piece(a.req.prompt.data() + a.written, size_t(end - a.written));
     Clock::time_point t0 = Clock::now();
-    auto logits = model_.prefill(a.slot, piece);
+    Result<Tensor> logits = Status(ErrorKind::kInternal, "unset");
+    if (a.multimodal) {
+      logits = model_.prefill_embeddings(a.slot, a.merged, a.expanded.ids, end);
+    } else {
+      std::span<const int64_t> piece(a.req.prompt.data() + a.written, size_t(end - a.written));
+      logits = model_.prefill(a.slot, piece);
+    }
     a.done.prefill_ms += ms_between(t0, Clock::now());
     ++a.done.prefill_chunks;
     if (!logits.ok()) {
@@ -284,6 +359,7 @@ void BatchEngine::prefill_one() {
     }
     a.written = end;
     if (a.next_chunk < a.chunks.size()) return;
+    a.release_side_tensors();  // the merged rows are in the cache now
     const Tensor& lg = *logits;
     if (a.req.on_logits) a.req.on_logits(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
     auto tok = a.sampler->next(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
@@ -293,10 +369,39 @@ void BatchEngine::prefill_one() {
     }
     if (!push_token(a, *tok)) {
       a.pending = *tok;
-      a.position = int64_t(a.req.prompt.size());
+      a.position = a.rows();
     }
     return;  // one chunk per step
   }
+}
+
+bool BatchEngine::prepare_image_rows(Active& a) {
+  if (a.features.size() < a.pixels.size()) {
+    const size_t i = a.features.size();
+    Clock::time_point t0 = Clock::now();
+    auto f = options_.vision->encode(a.pixels[i]);
+    a.done.encode_ms += ms_between(t0, Clock::now());
+    if (!f.ok()) {
+      finish(a, Finish::kError, f.status().with_context(str_cat("request ", a.id, " image ", i, " encode")));
+      return true;
+    }
+    a.pixels[i] = Tensor();  // encoded: the pixels are not needed any more
+    a.features.push_back(std::move(*f));
+    return true;
+  }
+  Clock::time_point t0 = Clock::now();
+  auto text = model_.embed_tokens(a.expanded.text_ids());
+  Result<Tensor> merged = text.ok() ? merge_embeddings(a.expanded, *text, a.features) : Result<Tensor>(text.status());
+  a.done.prefill_ms += ms_between(t0, Clock::now());
+  if (!merged.ok()) {
+    finish(a, Finish::kError, merged.status().with_context(str_cat("request ", a.id, " merge")));
+    return true;
+  }
+  a.merged = std::move(*merged);
+  a.features.clear();
+  a.pixels.clear();
+  a.merged_ready = true;
+  return false;
 }
 
 void BatchEngine::decode_all() {
@@ -385,6 +490,20 @@ bool BatchEngine::idle() const {
 int64_t BatchEngine::queued() const {
   std::lock_guard<std::mutex> lock(mu_);
   return queued_count_;
+}
+
+size_t BatchEngine::side_tensor_bytes() const {
+  size_t total = 0;
+  auto add = [&](const Active& a) {
+    for (const Tensor& t : a.pixels) total += t.defined() ? t.nbytes() : 0;
+    for (const Tensor& t : a.features) total += t.defined() ? t.nbytes() : 0;
+    if (a.merged.raw()) total += a.merged.nbytes();
+  };
+  for (const auto& a : waiting_) add(*a);
+  for (const auto& a : active_) add(*a);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (const auto& a : inbox_) add(*a);
+  return total;
 }
 
 int64_t BatchEngine::running() const {

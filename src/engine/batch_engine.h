@@ -16,6 +16,15 @@
 // max_new_tokens and capacity; kInvalidArgument for bad ids, sampling or stop settings) and is
 // never queued. Admitted requests wait only for a free slot.
 //
+// Images (engine/multimodal_prompt.h): submit() checks the image placeholders against the images
+// (count mismatch, images on a text-only engine, more than max_images_per_request:
+// kInvalidArgument), expands each placeholder to tokens_per_image rows, runs admission on the
+// EXPANDED length and preprocesses the images to pixel tensors on the caller's thread. On the
+// engine thread a request with images first encodes them, one image per step (in place of a
+// prefill chunk), then merges token embeddings and features and prefills the merged rows chunk by
+// chunk (prefill_embeddings). Pixels are released once encoded, features once merged, the merged
+// rows after the last chunk; all of them on cancel and on error.
+//
 // Threads: one thread owns the engine, its TextModel and the slots, and calls step() /
 // run_until_idle() / take_completion(). submit(), cancel(), events() and the counters may be
 // called from any thread (a mutex-protected inbox and outbox); work they queue is applied by the
@@ -50,12 +59,21 @@ class StreamDecoder;
 
 namespace hlx::engine {
 
+class VisionModel;
+
+inline constexpr int64_t kDefaultMaxImagesPerRequest = 8;
+
 struct BatchEngineOptions {
   // Needed for stop strings and for text in events/completions; may be null.
   std::shared_ptr<const tok::Tokenizer> tokenizer;
   bool skip_special_tokens = true;  // decoding of the generated text
   // Keep Completions of finished requests for take_completion() (false: only events report them).
   bool keep_completions = true;
+  // Vision-language models: the vision tower + projector for requests with images (not owned; must
+  // outlive the engine; while the engine lives only it calls encode()). Null: requests with
+  // images are refused. The TextModel must be loaded with options.embeddings.
+  VisionModel* vision = nullptr;
+  int64_t max_images_per_request = kDefaultMaxImagesPerRequest;
 };
 
 class BatchEngine {
@@ -93,6 +111,8 @@ class BatchEngine {
   bool idle() const;
   int64_t queued() const;   // admitted, waiting for a slot (including the inbox)
   int64_t running() const;  // holding a slot (prefilling or decoding)
+  // Owning thread. Bytes of image side tensors (pixels, features, merged rows) held right now.
+  size_t side_tensor_bytes() const;
 
   TextModel& model() { return model_; }
 
@@ -104,6 +124,9 @@ class BatchEngine {
   void apply_cancel(RequestId id);         // owning thread
   void admit_waiting();
   void prefill_one();
+  // Image requests before their first chunk: encodes one image (returns true: that was this step's
+  // work, or the request failed), or once all are encoded merges the rows (returns false).
+  bool prepare_image_rows(Active& a);
   void decode_all();
   // Appends a generated token: stop checks, text, event. Returns true when the request finished.
   bool push_token(Active& a, int64_t token);

@@ -10,6 +10,7 @@
 
 #include "core/status.h"
 #include "engine/sampling.h"
+#include "multimodal/image.h"
 
 namespace hlx::engine {
 
@@ -31,6 +32,10 @@ struct Event;
 struct GenerationRequest {
   std::vector<int64_t> prompt;  // token ids (>= 1)
   int64_t max_new_tokens = 0;   // prompt.size() + max_new_tokens <= context_capacity (admission)
+  // Decoded RGB images, in prompt order. The prompt holds exactly one image token id
+  // (VisionModel::image_token_id()) per image; the engine expands each to tokens_per_image rows,
+  // and admission counts the expanded length. Needs an engine with a VisionModel.
+  std::vector<mm::Image> images;
   SamplingParams sampling;
   // Stop ids. nullopt: the model's spec().eos_token_ids (generation_config.json / config.json);
   // an empty vector: never stop on a token.
@@ -59,18 +64,24 @@ struct Event {
   std::string text;         // UTF-8 text delta (always empty without a tokenizer)
   Finish finish = Finish::kNone;  // kFinished only
   Status error;                   // kFinished with Finish::kError
+  // kFinished only: the request's stage timings and prompt length, as in its Completion.
+  int64_t prompt_tokens = 0;
+  double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0;
 };
 
 // Everything a finished request produced.
 struct Completion {
   RequestId id = 0;
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;  // after image placeholder expansion
+  int64_t images = 0;
   // Generated ids, including a final EOS id or the token that completed a stop string.
   std::vector<int64_t> tokens;
   std::string text;  // decoded generated text without the stop string (empty without tokenizer)
   Finish finish = Finish::kNone;
   Status error;
   double queue_ms = 0;    // submit -> slot acquired
+  double preprocess_ms = 0;  // decoded images -> pixel tensors (in submit, on the caller's thread)
+  double encode_ms = 0;      // vision_encode calls (engine thread, before the first prefill chunk)
   double prefill_ms = 0;  // sum of this request's prefill chunk calls
   double decode_ms = 0;   // first token -> finished (wall time, shared with the batch)
   int64_t prefill_chunks = 0;

@@ -308,7 +308,11 @@ Result<std::vector<Tensor>> TextModel::run(Entry& e, std::vector<Tensor> inputs)
 }
 
 Result<int64_t> TextModel::admit(std::span<const int64_t> prompt, int64_t max_new_tokens, Admission* admission) {
-  Admission a = check_text_admission(limits(), prompt, max_new_tokens);
+  return admit(AdmissionRequest{int64_t(prompt.size()), max_new_tokens, prompt}, admission);
+}
+
+Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* admission) {
+  Admission a = check_admission(limits(), request);
   if (admission) *admission = a;
   if (!a.ok()) return a.status;
   HLX_ASSIGN_OR_RETURN(int64_t slot, pool_.acquire());

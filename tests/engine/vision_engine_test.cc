@@ -1,0 +1,369 @@
+// BatchEngine with a VisionModel over the tiny LLaVA fixtures (CLIP and SigLIP towers): image and
+// text requests mixed in one batch give the same tokens and logits bits as each run alone;
+// admission counts the expanded prompt; placeholder/image mismatches are refused before anything
+// is queued or touched; image side tensors are gone after the last prefill chunk and on cancel.
+// (Numerics against the numpy reference: tests/models/test_llava_reference.py.)
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "engine/batch_engine.h"
+#include "engine/session.h"
+#include "engine/vision_model.h"
+#include "models/fixture.h"
+
+namespace hlx::engine {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string& llava_dir(const std::string& family) {
+  static std::map<std::string, std::string> dirs;
+  auto it = dirs.find(family);
+  if (it != dirs.end()) return it->second;
+  std::string dir = (fs::path(testing::TempDir()) / ("hlx_vision_engine_" + family + "_" + std::to_string(::getpid()))).string();
+  models::FixtureOptions o;
+  o.family = family;
+  o.dtype = DType::kF32;
+  o.seed = 5;
+  Status s = models::write_llava_fixture(dir, o);
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return dirs[family] = dir;
+}
+
+constexpr int64_t kCapacity = 96;
+
+struct Models {
+  std::unique_ptr<TextModel> text;
+  std::unique_ptr<VisionModel> vision;
+};
+
+Models load(const std::string& family, int64_t slots, bool embeddings = true) {
+  Models m;
+  TextModelOptions o;
+  o.context_capacity = kCapacity;
+  o.slots = slots;
+  o.prefill_buckets = {8, 16, 32};
+  o.kv_dtype = DType::kF32;
+  o.embeddings = embeddings;
+  auto t = TextModel::load(llava_dir(family), o);
+  EXPECT_TRUE(t.ok()) << t.status().to_string();
+  if (t.ok()) m.text = std::move(*t);
+  auto v = VisionModel::load(llava_dir(family));
+  EXPECT_TRUE(v.ok()) << v.status().to_string();
+  if (v.ok()) m.vision = std::move(*v);
+  return m;
+}
+
+// A synthetic RGB picture: smooth gradients plus a per-seed pattern, of any size.
+mm::Image picture(int64_t w, int64_t h, int seed) {
+  mm::Image im;
+  im.width = w;
+  im.height = h;
+  im.pixels.resize(size_t(w * h * 3));
+  for (int64_t y = 0; y < h; ++y)
+    for (int64_t x = 0; x < w; ++x) {
+      uint8_t* p = im.row(y) + x * 3;
+      p[0] = uint8_t((x * 255) / std::max<int64_t>(1, w - 1));
+      p[1] = uint8_t((y * 255) / std::max<int64_t>(1, h - 1));
+      p[2] = uint8_t(((x / (2 + seed)) + (y / 3) * seed) % 2 ? 200 : 30 + 20 * seed);
+    }
+  return im;
+}
+
+std::vector<int64_t> text_prompt(int64_t n, int64_t salt) {
+  std::vector<int64_t> p;
+  for (int64_t i = 0; i < n; ++i) p.push_back((i * 37 + 11 + salt * 101) % 290);  // < 300 (image id)
+  return p;
+}
+
+// `n` text tokens with image placeholders inserted at `at` (one per image, in order).
+std::vector<int64_t> image_prompt(int64_t n, int64_t salt, int64_t image_id, std::vector<size_t> at) {
+  std::vector<int64_t> p = text_prompt(n, salt);
+  for (size_t k = at.size(); k-- > 0;) p.insert(p.begin() + int64_t(at[k]), image_id);
+  return p;
+}
+
+struct Spec {
+  std::vector<int64_t> prompt;
+  std::vector<mm::Image> images;
+  int64_t max_new;
+};
+
+struct Outcome {
+  Completion c;
+  std::vector<std::string> logits;
+};
+
+GenerationRequest make_request(const Spec& s, std::vector<std::string>* sink) {
+  GenerationRequest r;
+  r.prompt = s.prompt;
+  r.images = s.images;
+  r.max_new_tokens = s.max_new;
+  r.eos_token_ids = std::vector<int64_t>{};
+  r.on_logits = [sink](std::span<const float> row) {
+    sink->emplace_back(reinterpret_cast<const char*>(row.data()), row.size_bytes());
+  };
+  return r;
+}
+
+BatchEngineOptions with_vision(VisionModel* v) {
+  BatchEngineOptions o;
+  o.vision = v;
+  o.max_images_per_request = 2;
+  return o;
+}
+
+class VisionEngine : public testing::TestWithParam<std::string> {};
+
+TEST_P(VisionEngine, ImageAndTextRequestsInOneBatchEqualTheirSoloRuns) {
+  Models m = load(GetParam(), 3);
+  ASSERT_TRUE(m.text && m.vision);
+  const int64_t img = m.vision->image_token_id(), t = m.vision->tokens_per_image();
+  ASSERT_GE(t, 8);
+  std::vector<Spec> specs = {
+      {image_prompt(9, 1, img, {1}), {picture(40, 30, 1)}, 10},           // 1 image, CLIP crop / SigLIP squash
+      {text_prompt(13, 2), {}, 12},                                       // text only
+      {image_prompt(6, 3, img, {0, 4}), {picture(23, 57, 2), picture(64, 64, 3)}, 9},  // 2 images
+      {text_prompt(21, 4), {}, 7},                                        // text, 2 chunks
+      {image_prompt(30, 5, img, {12}), {picture(33, 33, 4)}, 8},          // 1 image mid-prompt, 2 chunks
+  };
+  std::vector<Outcome> alone(specs.size());
+  for (size_t i = 0; i < specs.size(); ++i) {
+    Session s(*m.text, with_vision(m.vision.get()));
+    auto c = s.generate(make_request(specs[i], &alone[i].logits));
+    ASSERT_TRUE(c.ok()) << c.status().to_string();
+    ASSERT_EQ(c->finish, Finish::kLength) << c->error.to_string();
+    alone[i].c = std::move(*c);
+    EXPECT_EQ(alone[i].c.images, int64_t(specs[i].images.size()));
+    EXPECT_EQ(alone[i].c.prompt_tokens,
+              int64_t(specs[i].prompt.size()) + int64_t(specs[i].images.size()) * (t - 1));
+    EXPECT_EQ(alone[i].logits.size(), size_t(specs[i].max_new));
+  }
+  // The images matter: the same prompt with another picture gives other logits.
+  {
+    Spec other = specs[0];
+    other.images = {picture(40, 30, 5)};
+    std::vector<std::string> lg;
+    Session s(*m.text, with_vision(m.vision.get()));
+    auto c = s.generate(make_request(other, &lg));
+    ASSERT_TRUE(c.ok());
+    EXPECT_NE(lg[0], alone[0].logits[0]);
+  }
+
+  // All five at once on 3 slots (two wait for a slot), stepping until idle.
+  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  std::vector<std::vector<std::string>> logits(specs.size());
+  std::vector<RequestId> ids;
+  for (size_t i = 0; i < specs.size(); ++i) {
+    auto id = engine.submit(make_request(specs[i], &logits[i]));
+    ASSERT_TRUE(id.ok()) << id.status().to_string();
+    ids.push_back(*id);
+  }
+  ASSERT_TRUE(engine.run_until_idle().ok());
+  EXPECT_EQ(engine.side_tensor_bytes(), 0u);
+  for (size_t i = 0; i < specs.size(); ++i) {
+    SCOPED_TRACE("request " + std::to_string(i));
+    auto c = engine.take_completion(ids[i]);
+    ASSERT_TRUE(c);
+    EXPECT_EQ(c->finish, Finish::kLength) << c->error.to_string();
+    EXPECT_EQ(c->tokens, alone[i].c.tokens);
+    ASSERT_EQ(logits[i].size(), alone[i].logits.size());
+    for (size_t k = 0; k < logits[i].size(); ++k) EXPECT_TRUE(logits[i][k] == alone[i].logits[k]) << "logits row " << k;
+  }
+  EXPECT_EQ(m.text->slot_pool().free_count(), 3);
+}
+
+TEST_P(VisionEngine, AdmissionCountsTheExpandedPrompt) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  const int64_t img = m.vision->image_token_id(), t = m.vision->tokens_per_image();
+  auto prompt = image_prompt(10, 1, img, {2});  // 11 ids, expanded to 10 + t rows
+  const int64_t expanded = 10 + t;
+  const int64_t fits = kCapacity - expanded;
+  ASSERT_GT(fits, 0);
+  GenerationRequest r;
+  r.prompt = prompt;
+  r.images = {picture(30, 30, 1)};
+  r.max_new_tokens = fits + 1;  // would fit with the unexpanded 11 ids
+  ASSERT_LE(int64_t(prompt.size()) + r.max_new_tokens, kCapacity);
+  Admission adm;
+  auto id = engine.submit(r, &adm);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().kind(), ErrorKind::kCapacityExceeded);
+  const std::string msg = id.status().message();
+  EXPECT_NE(msg.find("prompt " + std::to_string(expanded) + " tokens"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("max_new_tokens " + std::to_string(fits + 1)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("context_capacity " + std::to_string(kCapacity)), std::string::npos) << msg;
+  EXPECT_NE(msg.find("1 image(s)"), std::string::npos) << msg;
+  EXPECT_EQ(adm.effective_prompt_len, expanded);
+  EXPECT_EQ(adm.max_new_tokens, fits + 1);
+  EXPECT_EQ(adm.context_capacity, kCapacity);
+  EXPECT_EQ(engine.queued(), 0);
+  EXPECT_EQ(engine.side_tensor_bytes(), 0u);
+
+  r.max_new_tokens = fits;  // exactly at the capacity
+  id = engine.submit(r, &adm);
+  ASSERT_TRUE(id.ok()) << id.status().to_string();
+  EXPECT_EQ(adm.effective_prompt_len, expanded);
+  ASSERT_TRUE(engine.run_until_idle().ok());
+  auto c = engine.take_completion(*id);
+  ASSERT_TRUE(c);
+  EXPECT_EQ(c->finish, Finish::kLength) << c->error.to_string();
+  EXPECT_EQ(int64_t(c->tokens.size()), fits);
+}
+
+TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
+  Models m = load(GetParam(), 2);
+  ASSERT_TRUE(m.text && m.vision);
+  const int64_t img = m.vision->image_token_id();
+  std::vector<std::string> before;
+  for (const Tensor& c : m.text->caches()) before.emplace_back(static_cast<const char*>(c.raw()), c.nbytes());
+  auto unchanged = [&] {
+    size_t i = 0;
+    for (const Tensor& c : m.text->caches())
+      if (std::string(static_cast<const char*>(c.raw()), c.nbytes()) != before[i++]) return false;
+    return true;
+  };
+  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  auto refused = [&](GenerationRequest r, const std::string& part, bool admission_fails = true) {
+    Admission adm;
+    auto id = engine.submit(std::move(r), &adm);
+    ASSERT_FALSE(id.ok()) << part;
+    EXPECT_EQ(id.status().kind(), ErrorKind::kInvalidArgument) << id.status().to_string();
+    EXPECT_NE(id.status().message().find(part), std::string::npos) << id.status().to_string();
+    EXPECT_EQ(adm.ok(), !admission_fails);  // a bad image passes admission, fails preprocessing
+    EXPECT_EQ(engine.queued(), 0);
+    EXPECT_EQ(engine.running(), 0);
+    EXPECT_EQ(engine.side_tensor_bytes(), 0u);
+    EXPECT_EQ(m.text->slot_pool().free_count(), 2);
+  };
+  GenerationRequest r;
+  r.max_new_tokens = 4;
+  r.prompt = image_prompt(8, 1, img, {1, 5});
+  r.images = {picture(30, 30, 1)};
+  refused(r, "2 image placeholder(s)");  // 2 placeholders, 1 image
+  r.prompt = text_prompt(8, 1);
+  refused(r, "0 image placeholder(s)");  // an image without a placeholder
+  r.prompt = image_prompt(8, 1, img, {1});
+  r.images = {};
+  refused(r, "1 image placeholder(s)");  // a placeholder without an image
+  r.prompt = image_prompt(8, 1, img, {0, 1, 2});
+  r.images = {picture(30, 30, 1), picture(30, 30, 2), picture(30, 30, 3)};
+  refused(r, "2 allowed");  // over max_images_per_request
+  r.prompt = image_prompt(8, 1, img, {1});
+  r.images = {mm::Image{}};  // an empty image fails preprocessing, still at submit
+  refused(r, "image 0", /*admission_fails=*/false);
+
+  // A text-only engine (no vision model) refuses images.
+  BatchEngine text_only(*m.text);
+  r.images = {picture(30, 30, 1)};
+  auto id = text_only.submit(r);
+  ASSERT_FALSE(id.ok());
+  EXPECT_NE(id.status().message().find("text-only"), std::string::npos) << id.status().to_string();
+  EXPECT_EQ(text_only.queued(), 0);
+  EXPECT_TRUE(unchanged());
+}
+
+TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  const int64_t img = m.vision->image_token_id();
+  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  GenerationRequest r;
+  r.prompt = image_prompt(20, 1, img, {0, 10});
+  r.images = {picture(30, 30, 1), picture(50, 20, 2)};
+  r.max_new_tokens = 6;
+  r.eos_token_ids = std::vector<int64_t>{};
+  const size_t pixel_bytes = 2 * size_t(m.vision->preprocess(r.images[0])->nbytes());
+
+  // Running: pixels until encoded (one image per step), merged rows until the last chunk.
+  auto a = engine.submit(r);
+  ASSERT_TRUE(a.ok()) << a.status().to_string();
+  EXPECT_EQ(engine.side_tensor_bytes(), pixel_bytes);  // queued with its pixels
+  ASSERT_TRUE(engine.step().ok());                     // image 0 encoded
+  EXPECT_GT(engine.side_tensor_bytes(), 0u);
+  ASSERT_TRUE(engine.step().ok());  // image 1 encoded: features only
+  EXPECT_EQ(engine.side_tensor_bytes(), size_t(2 * m.vision->tokens_per_image() * m.vision->hidden_size() * 4));
+  ASSERT_TRUE(engine.step().ok());  // merged, first chunk (the expanded prompt needs 2+ chunks)
+  EXPECT_GT(m.text->cache_length(0).value(), 0);
+  EXPECT_LT(m.text->cache_length(0).value(), 20 + 2 * m.vision->tokens_per_image());
+  EXPECT_EQ(engine.side_tensor_bytes(),
+            size_t(20 + 2 * m.vision->tokens_per_image()) * size_t(m.vision->hidden_size()) * 4);
+  // A second request waits for the only slot, holding its pixels; cancelling it drops them.
+  GenerationRequest q = r;
+  auto b = engine.submit(q);
+  ASSERT_TRUE(b.ok());
+  ASSERT_TRUE(engine.step().ok());
+  ASSERT_TRUE(engine.cancel(*b).ok());
+  ASSERT_TRUE(engine.run_until_idle().ok());
+  EXPECT_EQ(engine.side_tensor_bytes(), 0u);
+  auto ca = engine.take_completion(*a);
+  ASSERT_TRUE(ca);
+  EXPECT_EQ(ca->finish, Finish::kLength) << ca->error.to_string();
+  EXPECT_EQ(ca->images, 2);
+  EXPECT_GE(ca->prefill_chunks, 2);
+  auto cb = engine.take_completion(*b);
+  ASSERT_TRUE(cb);
+  EXPECT_EQ(cb->finish, Finish::kCancelled);
+
+  // Cancelling a running request between its encode steps releases everything and the slot.
+  auto c = engine.submit(r);
+  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(engine.step().ok());
+  EXPECT_GT(engine.side_tensor_bytes(), 0u);
+  EXPECT_EQ(m.text->slot_pool().free_count(), 0);
+  ASSERT_TRUE(engine.cancel(*c).ok());
+  EXPECT_EQ(engine.side_tensor_bytes(), 0u);
+  EXPECT_EQ(m.text->slot_pool().free_count(), 1);
+  ASSERT_TRUE(engine.run_until_idle().ok());
+  EXPECT_EQ(engine.take_completion(*c)->finish, Finish::kCancelled);
+
+  // And during the prefill chunks (merged rows held).
+  auto d = engine.submit(r);
+  ASSERT_TRUE(d.ok());
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(engine.step().ok());
+  EXPECT_GT(engine.side_tensor_bytes(), 0u);
+  ASSERT_TRUE(engine.cancel(*d).ok());
+  EXPECT_EQ(engine.side_tensor_bytes(), 0u);
+  EXPECT_EQ(m.text->slot_pool().free_count(), 1);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "llava-siglip"),
+                         [](const testing::TestParamInfo<std::string>& i) {
+                           std::string s = i.param;
+                           for (char& ch : s)
+                             if (ch == '-') ch = '_';
+                           return s;
+                         });
+
+TEST(VisionEngineLoad, ImagesNeedTheEmbeddingsEntries) {
+  Models m = load("llava-clip", 1, /*embeddings=*/false);
+  ASSERT_TRUE(m.text && m.vision);
+  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  GenerationRequest r;
+  r.prompt = image_prompt(5, 1, m.vision->image_token_id(), {0});
+  r.images = {picture(30, 30, 1)};
+  r.max_new_tokens = 2;
+  auto id = engine.submit(r);
+  ASSERT_FALSE(id.ok());
+  EXPECT_EQ(id.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(id.status().message().find("prefill_embeddings"), std::string::npos) << id.status().to_string();
+  // A text model directory is not a vision model.
+  std::string text_dir = (fs::path(testing::TempDir()) / ("hlx_vision_engine_text_" + std::to_string(::getpid()))).string();
+  models::FixtureOptions o;
+  o.family = "qwen3";
+  ASSERT_TRUE(models::write_text_fixture(text_dir, o).ok());
+  auto v = VisionModel::load(text_dir);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.status().kind(), ErrorKind::kInvalidArgument) << v.status().to_string();
+}
+
+}  // namespace
+}  // namespace hlx::engine
