@@ -29,10 +29,11 @@ struct VisionArch {
 };
 
 // Tiny towers: CLIP 28/7 -> 16 patches + class token, layer -2 of 3, "default" -> 16 tokens;
-// SigLIP 32/8 -> 16 patches, layer -1 of 2, "full" -> 16 tokens. Head dims 12 and 20, hidden sizes
-// that are not powers of two (a transposed weight would not fit).
+// SigLIP 34/8 -> 16 patches (the last 2 pixel rows/columns fall outside every patch, as 384/14
+// does in real SigLIP), layer -1 of 2, "full" -> 16 tokens. Head dims 12 and 20, hidden sizes that
+// are not powers of two (a transposed weight would not fit).
 const VisionArch kTinyClip{"clip_vision_model", 48, 96, 3, 4, 28, 7, 1e-5, "quick_gelu", -2, "default"};
-const VisionArch kTinySiglip{"siglip_vision_model", 40, 88, 2, 2, 32, 8, 1e-6, "gelu_pytorch_tanh", -1, "full"};
+const VisionArch kTinySiglip{"siglip_vision_model", 40, 88, 2, 2, 34, 8, 1e-6, "gelu_pytorch_tanh", -1, "full"};
 // openai/clip-vit-large-patch14-336 as used by llava-hf/llava-1.5-7b-hf.
 const VisionArch kClipL336{"clip_vision_model", 1024, 4096, 24, 16, 336, 14, 1e-5, "quick_gelu", -2, "default"};
 

@@ -99,7 +99,10 @@ Value patch_embedding(VisionContext& c, const Value& pixels) {
   FunctionBuilder& f = c.f;
   const VisionSpec& v = c.spec.vision;
   const int64_t ch = v.num_channels, g = v.patches_per_side(), p = v.patch_size, d = v.hidden_size;
-  Value x = f.reshape(pixels, {ch, g, p, g, p});          // (c, gy, py, gx, px)
+  // Like the VALID convolution, ignore the border pixels beyond the last whole patch.
+  Value x = pixels;
+  if (g * p != v.image_size) x = f.slice(x, {0, 0, 0, 0}, {1, ch, g * p, g * p});
+  x = f.reshape(x, {ch, g, p, g, p});                     // (c, gy, py, gx, px)
   x = f.transpose(x, {1, 3, 0, 2, 4});                    // (gy, gx, c, py, px)
   x = f.reshape(x, {g * g, ch * p * p});
   Value w = f.reshape(c.weight(v.weight_prefix + "embeddings.patch_embedding.weight"), {d, ch * p * p});
@@ -146,7 +149,7 @@ Status validate(const LlavaSpec& s) {
   const VisionSpec& v = s.vision;
   auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, args...); };
   if (v.hidden_size <= 0 || v.num_heads <= 0 || v.hidden_size % v.num_heads != 0 || v.intermediate_size <= 0 ||
-      v.patch_size <= 0 || v.image_size <= 0 || v.image_size % v.patch_size != 0 || v.num_channels <= 0 ||
+      v.patch_size <= 0 || v.image_size < v.patch_size || v.num_channels <= 0 ||
       v.num_layers <= 0)
     return bad("vision spec has invalid dimensions (hidden ", v.hidden_size, ", heads ", v.num_heads, ", intermediate ",
                v.intermediate_size, ", image ", v.image_size, ", patch ", v.patch_size, ", channels ", v.num_channels,

@@ -140,9 +140,10 @@ Result<LlavaSpec> llava_spec_from_config(const HfConfig& config, const std::vect
   if (v.num_channels != 3) return unsupported(c, "num_channels", str_cat(v.num_channels, " (pixels are RGB: 3)"));
   if (v.hidden_size % v.num_heads != 0)
     return invalid(c, "hidden_size", str_cat(v.hidden_size, " is not a multiple of num_attention_heads ", v.num_heads));
-  if (v.image_size % v.patch_size != 0)
-    return unsupported(c, "image_size", str_cat(v.image_size, " is not a multiple of patch_size ", v.patch_size,
-                                                " (the convolution would drop border pixels)"));
+  // A stride-P convolution without padding: image_size need not be a multiple of P (SigLIP 384/14
+  // drops the last 6 pixels), but it must hold one patch.
+  if (v.image_size < v.patch_size)
+    return invalid(c, "image_size", str_cat(v.image_size, " is smaller than patch_size ", v.patch_size));
   if (!(v.layer_norm_eps > 0)) return invalid(c, "layer_norm_eps", str_cat(v.layer_norm_eps, " must be > 0"));
 
   // hidden_states has L + 1 entries; python indexing.
