@@ -8,6 +8,7 @@
 #include "engine/prefill_plan.h"
 #include "core/sha256.h"
 #include "io/hf_config.h"
+#include "models/vision_spec.h"
 #include "runtime/program.h"
 #include "stablehlo/parser.h"
 #include "stablehlo/verifier.h"
@@ -186,6 +187,14 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   t0 = std::chrono::steady_clock::now();
   HLX_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(model_dir));
   m->checkpoint_ = std::make_unique<Checkpoint>(std::move(ckpt));
+  if (models::is_vision_language(config)) {
+    // The text tower's tensor prefix depends on the checkpoint's naming scheme (legacy
+    // `language_model.model.*` or `model.language_model.*`), and image prompts need the
+    // embeddings entries.
+    HLX_ASSIGN_OR_RETURN(models::LlavaSpec llava, models::llava_spec_from_config(config, m->checkpoint_->names()));
+    m->spec_ = std::move(llava.text);
+    m->options_.embeddings = true;
+  }
   for (const auto& info : models::text_checkpoint_layout(spec)) {
     if (!m->checkpoint_->has(info.name))
       return make_error(ErrorKind::kNotFound, m->checkpoint_->source(), ": missing tensor '", info.name,
@@ -208,7 +217,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   for (int64_t b : m->buckets_) {
     HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefill, b}));
     if (options.all_logits) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillAllLogits, b}));
-    if (options.embeddings) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddings, b}));
+    if (m->options_.embeddings) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddings, b}));
   }
   for (int64_t b = 1; b <= options.slots; ++b) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecode, b}));
   m->stats_.emit_ms = ms_since(t0);

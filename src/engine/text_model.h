@@ -52,7 +52,8 @@ struct TextModelOptions {
   int threads = 0;                       // runtime threads, 0 = all cores
   std::optional<std::string> modules_dir;  // load pre-emitted .mlir files instead of emitting
   bool all_logits = false;               // also prepare prefill_all_logits (hlx logits --all)
-  // Also prepare prefill_embeddings (vision-language prompts: merged token + image rows).
+  // Also prepare prefill_embeddings (image prompts: merged token + image rows). Always on for a
+  // vision-language checkpoint.
   bool embeddings = false;
   // Compile every entry during load() instead of on first use. Emitting/loading and every
   // identity and shape check always happen in load(); only Program::compile is deferred.

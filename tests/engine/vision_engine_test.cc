@@ -344,9 +344,21 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "
                          });
 
 TEST(VisionEngineLoad, ImagesNeedTheEmbeddingsEntries) {
+  // A vision-language checkpoint always gets them.
   Models m = load("llava-clip", 1, /*embeddings=*/false);
   ASSERT_TRUE(m.text && m.vision);
-  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  EXPECT_TRUE(m.text->has_embeddings_entries());
+  // A text model loaded without them refuses image requests (and is not a vision model itself).
+  std::string text_dir = (fs::path(testing::TempDir()) / ("hlx_vision_engine_text_" + std::to_string(::getpid()))).string();
+  models::FixtureOptions o;
+  o.family = "qwen3";
+  ASSERT_TRUE(models::write_text_fixture(text_dir, o).ok());
+  TextModelOptions to;
+  to.context_capacity = kCapacity;
+  auto text = TextModel::load(text_dir, to);
+  ASSERT_TRUE(text.ok()) << text.status().to_string();
+  EXPECT_FALSE((*text)->has_embeddings_entries());
+  BatchEngine engine(**text, with_vision(m.vision.get()));
   GenerationRequest r;
   r.prompt = image_prompt(5, 1, m.vision->image_token_id(), {0});
   r.images = {picture(30, 30, 1)};
@@ -355,11 +367,6 @@ TEST(VisionEngineLoad, ImagesNeedTheEmbeddingsEntries) {
   ASSERT_FALSE(id.ok());
   EXPECT_EQ(id.status().kind(), ErrorKind::kInvalidArgument);
   EXPECT_NE(id.status().message().find("prefill_embeddings"), std::string::npos) << id.status().to_string();
-  // A text model directory is not a vision model.
-  std::string text_dir = (fs::path(testing::TempDir()) / ("hlx_vision_engine_text_" + std::to_string(::getpid()))).string();
-  models::FixtureOptions o;
-  o.family = "qwen3";
-  ASSERT_TRUE(models::write_text_fixture(text_dir, o).ok());
   auto v = VisionModel::load(text_dir);
   ASSERT_FALSE(v.ok());
   EXPECT_EQ(v.status().kind(), ErrorKind::kInvalidArgument) << v.status().to_string();
