@@ -1,0 +1,140 @@
+#include "server/engine_worker.h"
+
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+
+namespace hlx::server {
+
+using Clock = std::chrono::steady_clock;
+
+RequestChannel::RequestChannel() : fd_(eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK)) {}
+
+RequestChannel::~RequestChannel() {
+  if (fd_ >= 0) close(fd_);
+}
+
+void RequestChannel::push(engine::Event event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  uint64_t one = 1;
+  while (write(fd_, &one, sizeof one) < 0 && errno == EINTR) {
+  }
+}
+
+std::vector<engine::Event> RequestChannel::take() {
+  uint64_t count;
+  while (read(fd_, &count, sizeof count) < 0 && errno == EINTR) {
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<engine::Event> out(std::make_move_iterator(events_.begin()), std::make_move_iterator(events_.end()));
+  events_.clear();
+  return out;
+}
+
+EngineWorker::EngineWorker(engine::TextModel& model, engine::BatchEngineOptions options, Metrics& metrics)
+    : metrics_(metrics), slots_(model.shape().slots) {
+  thread_ = std::thread([this, &model, options = std::move(options)]() mutable { run(model, std::move(options)); });
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return ready_; });
+}
+
+EngineWorker::~EngineWorker() { stop(); }
+
+void EngineWorker::run(engine::TextModel& model, engine::BatchEngineOptions options) {
+  options.keep_completions = true;  // for the per-request timings in the metrics
+  auto engine = std::make_unique<engine::BatchEngine>(model, std::move(options));
+  std::unique_lock<std::mutex> lock(mu_);
+  engine_ = std::move(engine);
+  ready_ = true;
+  cv_.notify_all();
+  while (true) {
+    cv_.wait(lock, [&] { return stopping_ || !engine_->idle(); });
+    if (engine_->idle()) {
+      if (stopping_) break;
+      continue;
+    }
+    lock.unlock();
+    Status s = engine_->step();
+    if (!s.ok()) std::fprintf(stderr, "hlx serve: engine step failed: %s\n", s.to_string().c_str());
+    for (engine::RequestId id : finished_) {
+      std::optional<engine::Completion> c = engine_->take_completion(id);
+      if (!c) continue;
+      if (c->prefill_chunks > 0) metrics_.add_prefill(c->prompt_tokens, c->prefill_ms / 1000.0);
+      if (c->tokens.size() > 1) metrics_.add_decode(int64_t(c->tokens.size()) - 1, c->decode_ms / 1000.0);
+    }
+    finished_.clear();
+    lock.lock();
+  }
+  engine_.reset();  // destroyed on its owning thread
+}
+
+void EngineWorker::on_event(const std::shared_ptr<RequestChannel>& ch, Clock::time_point submitted,
+                            std::shared_ptr<bool> first_seen, const engine::Event& e) {
+  if (e.kind == engine::Event::Kind::kToken) {
+    if (!*first_seen) {
+      *first_seen = true;
+      metrics_.observe_ttft(std::chrono::duration<double>(Clock::now() - submitted).count());
+    }
+    metrics_.add_generated_tokens(1);
+  } else {
+    finished_.push_back(e.id);
+    if (e.finish != engine::Finish::kCancelled && e.finish != engine::Finish::kError)
+      metrics_.count_finish(engine::finish_name(e.finish));
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(e.id);
+  }
+  ch->push(e);
+}
+
+Result<EngineWorker::Submitted> EngineWorker::submit(engine::GenerationRequest request, engine::Admission* admission) {
+  auto ch = std::make_shared<RequestChannel>();
+  if (!ch->valid()) return make_error(ErrorKind::kIo, "eventfd: out of file descriptors");
+  auto first_seen = std::make_shared<bool>(false);
+  // The engine thread is the only one touching first_seen (inside on_event).
+  request.on_event = [this, ch, first_seen, t0 = Clock::now()](const engine::Event& e) { on_event(ch, t0, first_seen, e); };
+  std::lock_guard<std::mutex> lock(mu_);
+  if (stopping_ || !engine_) return make_error(ErrorKind::kUnsupported, "the server is shutting down");
+  HLX_ASSIGN_OR_RETURN(engine::RequestId id, engine_->submit(std::move(request), admission));
+  live_.insert(id);
+  cv_.notify_all();
+  return Submitted{id, ch};
+}
+
+void EngineWorker::cancel(engine::RequestId id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (engine_ && live_.count(id)) (void)engine_->cancel(id);
+  cv_.notify_all();
+}
+
+void EngineWorker::cancel_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!engine_) return;
+  for (engine::RequestId id : live_) (void)engine_->cancel(id);
+  cv_.notify_all();
+}
+
+void EngineWorker::stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_ = true;
+    cv_.notify_all();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t EngineWorker::queued() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_ ? engine_->queued() : 0;
+}
+
+int64_t EngineWorker::running() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return engine_ ? engine_->running() : 0;
+}
+
+}  // namespace hlx::server

@@ -1,0 +1,83 @@
+// The one thread that owns the BatchEngine. HTTP threads submit and cancel (thread-safe engine
+// calls); this thread runs step() whenever something is queued or running and sleeps otherwise.
+// Every request's events arrive through its on_event callback (on this thread) into that
+// request's RequestChannel, which wakes the waiting HTTP thread through an eventfd, so that thread
+// can poll() the eventfd and its client socket together (events and disconnects, no busy wait).
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "core/status.h"
+#include "engine/batch_engine.h"
+#include "server/metrics.h"
+
+namespace hlx::server {
+
+class RequestChannel {
+ public:
+  RequestChannel();
+  ~RequestChannel();
+  RequestChannel(const RequestChannel&) = delete;
+  RequestChannel& operator=(const RequestChannel&) = delete;
+
+  bool valid() const { return fd_ >= 0; }
+  int fd() const { return fd_; }  // readable while events are pending
+  void push(engine::Event event);  // engine thread
+  std::vector<engine::Event> take();  // HTTP thread: drains the events and the eventfd
+
+ private:
+  int fd_ = -1;
+  std::mutex mu_;
+  std::deque<engine::Event> events_;
+};
+
+class EngineWorker {
+ public:
+  // Starts the engine thread, which constructs the BatchEngine (and so owns it). `model` must
+  // outlive the worker.
+  EngineWorker(engine::TextModel& model, engine::BatchEngineOptions options, Metrics& metrics);
+  ~EngineWorker();  // stop()
+
+  struct Submitted {
+    engine::RequestId id = 0;
+    std::shared_ptr<RequestChannel> channel;
+  };
+  // Thread-safe. The request's on_event is replaced by the channel. Errors: the engine's
+  // rejection (admission, sampling), kUnsupported after stop(), kIo when no eventfd is available.
+  Result<Submitted> submit(engine::GenerationRequest request, engine::Admission* admission);
+  void cancel(engine::RequestId id);  // thread-safe; no-op for finished ids
+  void cancel_all();                  // thread-safe: every queued and running request
+
+  // Refuses further submissions, lets queued and running requests finish, joins the thread.
+  void stop();
+
+  int64_t queued() const;
+  int64_t running() const;
+  int64_t slots() const { return slots_; }
+
+ private:
+  void run(engine::TextModel& model, engine::BatchEngineOptions options);
+  void on_event(const std::shared_ptr<RequestChannel>& ch, std::chrono::steady_clock::time_point submitted,
+                std::shared_ptr<bool> first_seen, const engine::Event& e);
+
+  Metrics& metrics_;
+  int64_t slots_ = 0;
+  mutable std::mutex mu_;  // guards the fields below
+  std::condition_variable cv_;
+  std::unique_ptr<engine::BatchEngine> engine_;
+  bool ready_ = false, stopping_ = false;
+  std::set<engine::RequestId> live_;
+  std::vector<engine::RequestId> finished_;  // engine thread only: completions to collect
+  std::thread thread_;
+};
+
+}  // namespace hlx::server

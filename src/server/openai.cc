@@ -1,0 +1,362 @@
+#include "server/openai.h"
+
+#include <cmath>
+#include <random>
+
+namespace hlx::server {
+namespace {
+
+// The field `key` of `obj`, or nullptr when absent or JSON null.
+const json* field(const json& obj, const char* key) {
+  auto it = obj.find(key);
+  if (it == obj.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+
+std::string type_name(const json& v) {
+  if (v.is_number_integer() || v.is_number_unsigned()) return "integer";
+  if (v.is_number_float()) return "number";
+  return v.type_name();
+}
+
+ApiError wrong_type(const std::string& param, const char* expected, const json& got) {
+  return bad_request("'" + param + "' must be " + expected + ", got " + type_name(got), param, "invalid_type");
+}
+
+ApiError out_of_range(const std::string& param, const std::string& value, const char* range) {
+  return bad_request("'" + param + "' is " + value + "; allowed: " + range, param, "invalid_value");
+}
+
+std::string num_text(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+// A number field within [lo, hi] (inclusive flags), stored to `out` when present.
+ApiError number(const json& body, const char* key, float& out, double lo, double hi, bool lo_open, const char* range) {
+  const json* v = field(body, key);
+  if (!v) return {};
+  if (!v->is_number()) return wrong_type(key, "a number", *v);
+  double d = v->get<double>();
+  if (!std::isfinite(d) || d < lo || d > hi || (lo_open && d == lo)) return out_of_range(key, num_text(d), range);
+  out = float(d);
+  return {};
+}
+
+ApiError integer(const json& body, const char* key, std::optional<int64_t>& out) {
+  const json* v = field(body, key);
+  if (!v) return {};
+  if (v->is_number_float()) {  // 16.0 is an integer; 16.5 is not
+    double d = v->get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) return wrong_type(key, "an integer", *v);
+    out = int64_t(d);
+    return {};
+  }
+  if (v->is_number_unsigned()) {
+    uint64_t u = v->get<uint64_t>();
+    out = u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(u);
+    return {};
+  }
+  if (!v->is_number_integer()) return wrong_type(key, "an integer", *v);
+  out = v->get<int64_t>();
+  return {};
+}
+
+ApiError boolean(const json& body, const char* key, bool& out) {
+  const json* v = field(body, key);
+  if (!v) return {};
+  if (!v->is_boolean()) return wrong_type(key, "a boolean", *v);
+  out = v->get<bool>();
+  return {};
+}
+
+ApiError parse_common(const json& body, GenerationParams& p) {
+  if (const json* m = field(body, "model")) {
+    if (!m->is_string()) return wrong_type("model", "a string", *m);
+    p.model = m->get<std::string>();
+  }
+  // Sampling. OpenAI's defaults: temperature 1, top_p 1; a random seed unless one is given.
+  p.sampling.temperature = 1.0f;
+  ApiError e;
+  if (!(e = number(body, "temperature", p.sampling.temperature, 0, 2, false, "[0, 2]")).ok()) return e;
+  if (!(e = number(body, "top_p", p.sampling.top_p, 0, 1, true, "(0, 1]")).ok()) return e;
+  if (!(e = number(body, "min_p", p.sampling.min_p, 0, 1, false, "[0, 1]")).ok()) return e;
+  if (!(e = number(body, "presence_penalty", p.sampling.presence_penalty, -2, 2, false, "[-2, 2]")).ok()) return e;
+  if (!(e = number(body, "frequency_penalty", p.sampling.frequency_penalty, -2, 2, false, "[-2, 2]")).ok()) return e;
+  if (!(e = number(body, "repetition_penalty", p.sampling.repetition_penalty, 0, 1e6, true, "(0, 1e6]")).ok()) return e;
+  std::optional<int64_t> top_k, seed, n, best_of, max_tokens, max_completion_tokens;
+  if (!(e = integer(body, "top_k", top_k)).ok()) return e;
+  if (top_k) {
+    if (*top_k < -1) return out_of_range("top_k", std::to_string(*top_k), "-1 or 0 (off), or a positive count");
+    p.sampling.top_k = *top_k < 0 ? 0 : *top_k;
+  }
+  if (const json* s = field(body, "seed")) {
+    if (s->is_number_unsigned()) {
+      p.sampling.seed = s->get<uint64_t>();
+    } else {
+      if (!(e = integer(body, "seed", seed)).ok()) return e;
+      p.sampling.seed = uint64_t(*seed);
+    }
+    p.seed_given = true;
+  } else {
+    p.sampling.seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
+  }
+  if (!(e = integer(body, "n", n)).ok()) return e;
+  if (n && *n != 1) return bad_request("'n' = " + std::to_string(*n) + " is not supported (only 1)", "n", "unsupported");
+  if (!(e = integer(body, "best_of", best_of)).ok()) return e;
+  if (best_of && *best_of != 1)
+    return bad_request("'best_of' = " + std::to_string(*best_of) + " is not supported (only 1)", "best_of", "unsupported");
+  if (!(e = integer(body, "max_tokens", max_tokens)).ok()) return e;
+  if (!(e = integer(body, "max_completion_tokens", max_completion_tokens)).ok()) return e;
+  for (auto [key, v] : {std::pair{"max_tokens", max_tokens}, std::pair{"max_completion_tokens", max_completion_tokens}})
+    if (v && *v < 1) return out_of_range(key, std::to_string(*v), "an integer >= 1");
+  p.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+
+  if (const json* s = field(body, "stop")) {
+    if (s->is_string()) {
+      p.stop.push_back(s->get<std::string>());
+    } else if (s->is_array()) {
+      if (s->size() > 16) return bad_request("'stop' has " + std::to_string(s->size()) + " entries; at most 16", "stop");
+      for (const json& x : *s) {
+        if (!x.is_string()) return wrong_type("stop", "a string or a list of strings", x);
+        p.stop.push_back(x.get<std::string>());
+      }
+    } else {
+      return wrong_type("stop", "a string or a list of strings", *s);
+    }
+    for (const std::string& x : p.stop)
+      if (x.empty()) return bad_request("'stop' contains an empty string", "stop", "invalid_value");
+  }
+  if (!(e = boolean(body, "stream", p.stream)).ok()) return e;
+  if (const json* so = field(body, "stream_options")) {
+    if (!so->is_object()) return wrong_type("stream_options", "an object", *so);
+    if (!p.stream) return bad_request("'stream_options' is only allowed when 'stream' is true", "stream_options");
+    if (!(e = boolean(*so, "include_usage", p.include_usage)).ok()) {
+      e.param = "stream_options.include_usage";
+      return e;
+    }
+  }
+  if (!(e = boolean(body, "ignore_eos", p.ignore_eos)).ok()) return e;
+
+  // Features that would change the output if silently ignored.
+  if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
+    return bad_request("'logprobs' is not supported", "logprobs", "unsupported");
+  if (field(body, "top_logprobs")) return bad_request("'top_logprobs' is not supported", "top_logprobs", "unsupported");
+  for (const char* key : {"tools", "functions"})
+    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
+      return bad_request(std::string("'") + key + "' (tool calling) is not supported", key, "unsupported");
+  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
+    return bad_request("'logit_bias' is not supported", "logit_bias", "unsupported");
+  if (const json* v = field(body, "response_format")) {
+    const json* t = v->is_object() ? field(*v, "type") : nullptr;
+    if (!t || !t->is_string() || t->get<std::string>() != "text")
+      return bad_request("only 'response_format' {\"type\": \"text\"} is supported", "response_format", "unsupported");
+  }
+  return {};
+}
+
+// Token ids of a completions prompt (a JSON array of integers).
+ApiError token_ids(const json& arr, const std::string& param, std::vector<int64_t>& out) {
+  for (size_t i = 0; i < arr.size(); ++i) {
+    const json& t = arr[i];
+    if (!t.is_number_integer() && !t.is_number_unsigned())
+      return wrong_type(param + "[" + std::to_string(i) + "]", "an integer token id", t);
+    if (t.is_number_unsigned() && t.get<uint64_t>() > uint64_t(INT64_MAX))
+      return bad_request("token id at '" + param + "[" + std::to_string(i) + "]' is out of range", param);
+    out.push_back(t.get<int64_t>());
+  }
+  return {};
+}
+
+json choice_envelope(const std::string& id, const char* object, int64_t created, const std::string& model) {
+  return json{{"id", id}, {"object", object}, {"created", created}, {"model", model}};
+}
+
+json finish_value(const std::string& finish) { return finish.empty() ? json(nullptr) : json(finish); }
+
+}  // namespace
+
+ApiError parse_json_body(std::string_view body, json& out, int max_depth) {
+  // nlohmann's parser is iterative, but bounding the nesting keeps hostile bodies cheap.
+  int depth = 0;
+  bool in_string = false, escaped = false;
+  for (char c : body) {
+    if (in_string) {
+      if (escaped) escaped = false;
+      else if (c == '\\') escaped = true;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    if (c == '"') in_string = true;
+    else if (c == '[' || c == '{') {
+      if (++depth > max_depth)
+        return bad_request("JSON nesting deeper than " + std::to_string(max_depth) + " levels", "", "invalid_json");
+    } else if (c == ']' || c == '}') --depth;
+  }
+  try {
+    out = json::parse(body);
+  } catch (const json::parse_error& e) {
+    return bad_request(std::string("malformed JSON body: ") + e.what(), "", "invalid_json");
+  }
+  if (!out.is_object()) return bad_request("the JSON body must be an object, got " + type_name(out), "", "invalid_json");
+  return {};
+}
+
+ApiError parse_chat_request(const json& body, ChatRequest& out) {
+  ApiError e = parse_common(body, out.params);
+  if (!e.ok()) return e;
+  const json* msgs = field(body, "messages");
+  if (!msgs) return bad_request("'messages' is required", "messages", "missing_field");
+  if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
+  if (msgs->empty()) return bad_request("'messages' is empty", "messages", "invalid_value");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const json& m = (*msgs)[i];
+    const std::string at = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return wrong_type(at, "an object", m);
+    const json* role = field(m, "role");
+    if (!role) return bad_request("'" + at + ".role' is required", at + ".role", "missing_field");
+    if (!role->is_string()) return wrong_type(at + ".role", "a string", *role);
+    std::string r = role->get<std::string>();
+    if (r == "developer") r = "system";
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool")
+      return bad_request("'" + at + ".role' is '" + r.substr(0, 32) + "'; expected system, developer, user, assistant or tool",
+                         at + ".role", "invalid_value");
+    json msg = json::object();
+    msg["role"] = r;
+    const json* content = field(m, "content");
+    if (!content) {
+      if (r != "assistant" && r != "tool")
+        return bad_request("'" + at + ".content' is required", at + ".content", "missing_field");
+      msg["content"] = "";
+    } else if (content->is_string()) {
+      msg["content"] = *content;
+    } else if (content->is_array()) {
+      json parts = json::array();
+      std::string joined;
+      bool has_image = false;
+      for (size_t k = 0; k < content->size(); ++k) {
+        const json& part = (*content)[k];
+        const std::string pat = at + ".content[" + std::to_string(k) + "]";
+        if (!part.is_object()) return wrong_type(pat, "an object", part);
+        const json* type = field(part, "type");
+        if (!type || !type->is_string())
+          return bad_request("'" + pat + ".type' must be a string", pat + ".type", "invalid_type");
+        const std::string t = type->get<std::string>();
+        if (t == "text") {
+          const json* text = field(part, "text");
+          if (!text || !text->is_string())
+            return bad_request("'" + pat + ".text' must be a string", pat + ".text", "invalid_type");
+          parts.push_back({{"type", "text"}, {"text", *text}});
+          if (!joined.empty()) joined += "\n";
+          joined += text->get<std::string>();
+        } else if (t == "image_url") {
+          const json* iu = field(part, "image_url");
+          const json* url = iu && iu->is_object() ? field(*iu, "url") : iu;
+          if (!url || !url->is_string())
+            return bad_request("'" + pat + ".image_url.url' must be a string", pat + ".image_url.url", "invalid_type");
+          parts.push_back({{"type", "image"}});
+          out.images.push_back({url->get<std::string>(), pat + ".image_url.url"});
+          has_image = true;
+        } else {
+          return bad_request("content part type '" + t.substr(0, 32) + "' is not supported (text, image_url)",
+                             pat + ".type", "unsupported");
+        }
+      }
+      // Text-only part lists become one string: templates such as Qwen3's only render strings.
+      msg["content"] = has_image ? parts : json(joined);
+    } else {
+      return wrong_type(at + ".content", "a string, an array of content parts or null", *content);
+    }
+    for (const char* key : {"name", "tool_calls", "tool_call_id", "reasoning_content"})
+      if (const json* v = field(m, key)) msg[key] = *v;
+    out.messages.push_back(std::move(msg));
+  }
+  if (const json* kw = field(body, "chat_template_kwargs")) {
+    if (!kw->is_object()) return wrong_type("chat_template_kwargs", "an object", *kw);
+    out.template_kwargs = *kw;
+  }
+  return {};
+}
+
+ApiError parse_completion_request(const json& body, CompletionRequest& out) {
+  ApiError e = parse_common(body, out.params);
+  if (!e.ok()) return e;
+  if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
+    return bad_request("'echo' is not supported", "echo", "unsupported");
+  if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
+    return bad_request("'suffix' is not supported", "suffix", "unsupported");
+  const json* prompt = field(body, "prompt");
+  if (!prompt) return bad_request("'prompt' is required", "prompt", "missing_field");
+  const json* p = prompt;
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
+    return bad_request("'prompt' lists " + std::to_string(p->size()) + " prompts; only one per request is supported",
+                       "prompt", "unsupported");
+  if (p->is_string()) {
+    out.prompt_text = p->get<std::string>();
+    return {};
+  }
+  if (p->is_array()) {
+    if (p->empty()) return bad_request("'prompt' is empty", "prompt", "invalid_value");
+    return token_ids(*p, "prompt", out.prompt_ids);
+  }
+  return wrong_type("prompt", "a string, a list of token ids, or a list of one of these", *prompt);
+}
+
+json Usage::to_json() const {
+  return json{{"prompt_tokens", prompt_tokens},
+              {"completion_tokens", completion_tokens},
+              {"total_tokens", prompt_tokens + completion_tokens}};
+}
+
+json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                          const std::string& finish_reason, const Usage& usage) {
+  json r = choice_envelope(id, "chat.completion", created, model);
+  r["choices"] = json::array({json{{"index", 0},
+                                   {"message", {{"role", "assistant"}, {"content", text}}},
+                                   {"logprobs", nullptr},
+                                   {"finish_reason", finish_value(finish_reason)}}});
+  r["usage"] = usage.to_json();
+  return r;
+}
+
+json text_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                          const std::string& finish_reason, const Usage& usage) {
+  json r = choice_envelope(id, "text_completion", created, model);
+  r["choices"] = json::array(
+      {json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_value(finish_reason)}}});
+  r["usage"] = usage.to_json();
+  return r;
+}
+
+json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const json& delta,
+                     const std::string& finish_reason, bool with_usage_null) {
+  json r = choice_envelope(id, "chat.completion.chunk", created, model);
+  r["choices"] = json::array(
+      {json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_value(finish_reason)}}});
+  if (with_usage_null) r["usage"] = nullptr;
+  return r;
+}
+
+json text_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                     const std::string& finish_reason, bool with_usage_null) {
+  json r = choice_envelope(id, "text_completion", created, model);
+  r["choices"] = json::array(
+      {json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_value(finish_reason)}}});
+  if (with_usage_null) r["usage"] = nullptr;
+  return r;
+}
+
+json usage_chunk_json(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage) {
+  json r = choice_envelope(id, chat ? "chat.completion.chunk" : "text_completion", created, model);
+  r["choices"] = json::array();
+  r["usage"] = usage.to_json();
+  return r;
+}
+
+std::string dump_json(const json& value) { return value.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+std::string sse_event(const json& value) { return "data: " + dump_json(value) + "\n\n"; }
+
+}  // namespace hlx::server

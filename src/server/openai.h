@@ -1,0 +1,94 @@
+// The OpenAI request and response shapes: parsing and type-checking request bodies into what the
+// engine needs, and building the JSON of responses and Server-Sent Event chunks.
+//
+// Request fields (both endpoints): model, max_tokens / max_completion_tokens (>= 1; the latter
+// wins), temperature [0, 2] (default 1, as OpenAI), top_p (0, 1], top_k (-1/0 = off), min_p
+// [0, 1], presence_penalty / frequency_penalty [-2, 2], repetition_penalty > 0, seed (any
+// integer; default: random), stop (string or list of up to 16 non-empty strings), n (1 only),
+// stream, stream_options.include_usage, ignore_eos (vLLM extension). Chat adds messages and
+// chat_template_kwargs (object of template variables, e.g. {"enable_thinking": false}); completions
+// take prompt (a string, a list of one string, a list of token ids, or a list of one such list).
+// Unsupported features that change the output (logprobs, tools, response_format other than text,
+// logit_bias, echo, suffix, best_of > 1, n > 1) are refused with 400 rather than ignored; other
+// unknown fields are ignored. null means "not given" for every optional field.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/sampling.h"
+#include "server/api_error.h"
+
+namespace hlx::server {
+
+using json = nlohmann::ordered_json;
+
+struct GenerationParams {
+  std::string model;
+  std::optional<int64_t> max_tokens;
+  engine::SamplingParams sampling;
+  bool seed_given = false;
+  std::vector<std::string> stop;
+  bool stream = false;
+  bool include_usage = false;
+  bool ignore_eos = false;
+};
+
+struct ImageRef {
+  std::string url;
+  std::string param;  // e.g. "messages[0].content[1].image_url.url"
+};
+
+struct ChatRequest {
+  GenerationParams params;
+  // Ready for ChatTemplate::render: {role, content} where content is a string, or (for messages
+  // with images) a list of {"type":"text","text"} and {"type":"image"} parts in request order.
+  json messages = json::array();
+  std::vector<ImageRef> images;  // in the order their {"type":"image"} parts appear
+  json template_kwargs;          // null or an object
+};
+
+struct CompletionRequest {
+  GenerationParams params;
+  std::optional<std::string> prompt_text;  // a text prompt, or
+  std::vector<int64_t> prompt_ids;         // token ids
+};
+
+// JSON text to a value: 400 for malformed JSON (naming the byte offset), nesting deeper than
+// `max_depth`, or a top level that is not an object.
+ApiError parse_json_body(std::string_view body, json& out, int max_depth = 64);
+
+ApiError parse_chat_request(const json& body, ChatRequest& out);
+ApiError parse_completion_request(const json& body, CompletionRequest& out);
+
+struct Usage {
+  int64_t prompt_tokens = 0, completion_tokens = 0;
+  json to_json() const;
+};
+
+// Non-streamed responses.
+json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                          const std::string& finish_reason, const Usage& usage);
+json text_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                          const std::string& finish_reason, const Usage& usage);
+
+// One SSE chunk. `delta_text` null: no content field (the role-only first chat chunk); finish
+// empty: "finish_reason": null.
+json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const json& delta,
+                     const std::string& finish_reason, bool with_usage_null);
+json text_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
+                     const std::string& finish_reason, bool with_usage_null);
+// The final usage chunk of stream_options.include_usage: "choices": [] and "usage".
+json usage_chunk_json(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
+
+// "data: <json>\n\n" (JSON with invalid UTF-8 replaced, never throwing).
+std::string sse_event(const json& value);
+// dump() that replaces invalid UTF-8 instead of throwing.
+std::string dump_json(const json& value);
+
+}  // namespace hlx::server

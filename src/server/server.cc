@@ -1,0 +1,512 @@
+#include "server/server.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <ctime>
+#include <random>
+
+#include "core/sha256.h"
+
+namespace hlx::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
+
+int ms_left(Clock::time_point deadline) {
+  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  return left <= 0 ? 0 : int(left);
+}
+
+std::string outcome_for(int status) {
+  if (status < 300) return "ok";
+  switch (status) {
+    case 401: return "unauthorized";
+    case 408: return "timeout";
+    case 413: return "too_large";
+    case 429: return "queue_full";
+    case 503: return "unavailable";
+    case 504: return "timeout";
+    default: return status < 500 ? "bad_request" : "error";
+  }
+}
+
+std::string endpoint_for(const std::string& path) {
+  if (path == "/v1/chat/completions") return "chat_completions";
+  if (path == "/v1/completions") return "completions";
+  if (path == "/v1/models") return "models";
+  if (path == "/health") return "health";
+  if (path == "/metrics") return "metrics";
+  return "other";
+}
+
+// Waits until `fd` is readable (the request's event fd after we cancelled it).
+void wait_readable(int fd) {
+  pollfd p{fd, POLLIN, 0};
+  while (poll(&p, 1, -1) < 0 && errno == EINTR) {
+  }
+}
+
+}  // namespace
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  Sha256 ha, hb;
+  ha.update(a);
+  hb.update(b);
+  std::array<uint8_t, 32> da = ha.digest(), db = hb.digest();
+  volatile uint8_t diff = 0;
+  for (size_t i = 0; i < da.size(); ++i) diff = diff | uint8_t(da[i] ^ db[i]);
+  return diff == 0;
+}
+
+Server::Server(ServerOptions options, ModelInfo model, EngineWorker& worker, Metrics& metrics)
+    : opts_(std::move(options)), model_(std::move(model)), worker_(worker), metrics_(metrics) {
+  std::random_device rd;
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "%08x", unsigned(rd()));
+  id_prefix_ = buf;
+}
+
+Server::~Server() {
+  if (listen_fd_ >= 0) close(listen_fd_);
+  for (int fd : wake_pipe_)
+    if (fd >= 0) close(fd);
+}
+
+Status Server::listen() {
+  if (pipe2(wake_pipe_, O_CLOEXEC | O_NONBLOCK) != 0) return make_error(ErrorKind::kIo, "pipe: ", std::strerror(errno));
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* res = nullptr;
+  const std::string port = std::to_string(opts_.port);
+  int rc = getaddrinfo(opts_.host.c_str(), port.c_str(), &hints, &res);
+  if (rc != 0) return make_error(ErrorKind::kIo, "--host '", opts_.host, "': ", gai_strerror(rc));
+  std::string last_error = "no address";
+  for (addrinfo* ai = res; ai; ai = ai->ai_next) {
+    int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_CLOEXEC, ai->ai_protocol);
+    if (fd < 0) {
+      last_error = std::strerror(errno);
+      continue;
+    }
+    int one = 1;
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd, 128) != 0) {
+      last_error = std::strerror(errno);
+      close(fd);
+      continue;
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = addr.ss_family == AF_INET6 ? ntohs(reinterpret_cast<sockaddr_in6*>(&addr)->sin6_port)
+                                       : ntohs(reinterpret_cast<sockaddr_in*>(&addr)->sin_port);
+    listen_fd_ = fd;
+    break;
+  }
+  freeaddrinfo(res);
+  if (listen_fd_ < 0) return make_error(ErrorKind::kIo, "cannot listen on ", opts_.host, ":", opts_.port, ": ", last_error);
+  return ok_status();
+}
+
+void Server::request_stop() {
+  stopping_ = true;
+  char c = 1;
+  if (wake_pipe_[1] >= 0) (void)!write(wake_pipe_[1], &c, 1);
+}
+
+void Server::reap_connections(bool all) {
+  for (auto it = conns_.begin(); it != conns_.end();) {
+    if (all || (*it)->done) {
+      (*it)->thread.join();
+      it = conns_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Server::serve() {
+  while (!stopping_) {
+    pollfd p[2] = {{listen_fd_, POLLIN, 0}, {wake_pipe_[0], POLLIN, 0}};
+    int r = poll(p, 2, 1000);
+    reap_connections(false);
+    if (stopping_) break;
+    if (r <= 0 || !(p[0].revents & POLLIN)) continue;
+    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    if (fd < 0) {
+      if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+      continue;
+    }
+    if (int(conns_.size()) >= opts_.max_connections) {
+      ApiError e{503, "too many open connections (limit " + std::to_string(opts_.max_connections) + ")", "", "",
+                 "too_many_connections"};
+      std::string body = e.to_json();
+      std::string out = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                        "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+      (void)!send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+      close(fd);
+      metrics_.count_request("other", "unavailable");
+      continue;
+    }
+    auto conn = std::make_unique<Conn>();
+    conn->fd = fd;
+    {
+      std::lock_guard<std::mutex> lock(fds_mu_);
+      open_fds_.insert(fd);
+    }
+    Conn* raw = conn.get();
+    conn->thread = std::thread([this, raw] { handle(raw); });
+    conns_.push_back(std::move(conn));
+  }
+  // Graceful shutdown: no new connections; requests already accepted get 503 (see route());
+  // in-flight generations may finish within the grace period, then they are cancelled.
+  close(listen_fd_);
+  listen_fd_ = -1;
+  const auto grace_end = Clock::now() + std::chrono::milliseconds(opts_.shutdown_grace_ms);
+  while (Clock::now() < grace_end) {
+    reap_connections(false);
+    if (conns_.empty()) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!conns_.empty()) {
+    std::fprintf(stderr, "hlx serve: cancelling %zu in-flight connection(s)\n", conns_.size());
+    worker_.cancel_all();
+    // Connections still reading a request see EOF at once.
+    std::lock_guard<std::mutex> lock(fds_mu_);
+    for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+  }
+  reap_connections(true);
+}
+
+void Server::handle(Conn* conn) {
+  {
+    Connection c(conn->fd, opts_.http);
+    struct Unregister {  // runs before `c` closes the socket, so shutdown() never hits a reused fd
+      Server* s;
+      int fd;
+      ~Unregister() {
+        std::lock_guard<std::mutex> lock(s->fds_mu_);
+        s->open_fds_.erase(fd);
+      }
+    } unregister{this, conn->fd};
+    HttpRequest req;
+    HttpError herr;
+    Connection::ReadResult rr = c.read_request(req, herr);
+    if (rr == Connection::ReadResult::kError) {
+      respond_error(c, endpoint_for(req.path), ApiError{herr.status, herr.message, "", "", herr.code});
+    } else if (rr == Connection::ReadResult::kOk) {
+      route(c, req, endpoint_for(req.path));
+    }
+  }
+  conn->done = true;
+}
+
+void Server::respond_json(Connection& c, const std::string& endpoint, int status, const std::string& body,
+                          const std::vector<std::string>& extra) {
+  metrics_.count_request(endpoint, outcome_for(status));  // before the client can see the answer
+  c.send_response(status, "application/json", body, extra);
+}
+
+void Server::respond_error(Connection& c, const std::string& endpoint, const ApiError& e,
+                           const std::vector<std::string>& extra) {
+  if (opts_.log_requests) std::fprintf(stderr, "hlx serve: %s %d %s\n", endpoint.c_str(), e.status, e.message.c_str());
+  respond_json(c, endpoint, e.status, e.to_json(), extra);
+}
+
+bool Server::authorized(const HttpRequest& req) const {
+  if (opts_.api_key.empty()) return true;
+  const std::string* auth = req.header("authorization");
+  if (!auth) return false;
+  std::string_view v = *auth;
+  constexpr std::string_view kBearer = "Bearer ";
+  if (v.size() < kBearer.size() || strncasecmp(v.data(), kBearer.data(), kBearer.size()) != 0) return false;
+  v.remove_prefix(kBearer.size());
+  return constant_time_equal(v, opts_.api_key);
+}
+
+bool Server::try_acquire_in_flight() {
+  const int64_t limit = worker_.slots() + opts_.max_queue;
+  int64_t cur = in_flight_.load();
+  while (cur < limit)
+    if (in_flight_.compare_exchange_weak(cur, cur + 1)) return true;
+  return false;
+}
+
+void Server::release_in_flight() { --in_flight_; }
+
+std::string Server::next_id(const char* prefix) {
+  return std::string(prefix) + id_prefix_ + std::to_string(++id_counter_);
+}
+
+void Server::route(Connection& c, const HttpRequest& req, const std::string& endpoint) {
+  struct Route {
+    const char* path;
+    const char* method;
+  };
+  static const Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
+                                  {"/health", "GET"},                {"/metrics", "GET"}};
+  const Route* found = nullptr;
+  for (const Route& r : kRoutes)
+    if (req.path == r.path) found = &r;
+  if (!found) {
+    respond_error(c, endpoint, ApiError{404, "no route for '" + req.path.substr(0, 64) + "'", "", "", "not_found"});
+    return;
+  }
+  const bool head_ok = std::string(found->method) == "GET" && req.method == "HEAD";
+  if (req.method != found->method && !head_ok) {
+    respond_error(c, endpoint,
+                  ApiError{405, req.method + " is not allowed on " + req.path + " (use " + found->method + ")", "", "",
+                           "method_not_allowed"},
+                  {std::string("Allow: ") + found->method});
+    return;
+  }
+  if (req.path == "/health") {
+    if (stopping_) respond_json(c, endpoint, 503, R"({"status":"shutting_down"})");
+    else respond_json(c, endpoint, 200, R"({"status":"ok"})");
+    return;
+  }
+  if (req.path == "/metrics") {
+    EngineGauges g{worker_.queued(), worker_.running(), worker_.slots(), in_flight_.load()};
+    std::string text = metrics_.render(g);
+    metrics_.count_request(endpoint, "ok");
+    c.send_response(200, "text/plain; version=0.0.4; charset=utf-8", text);
+    return;
+  }
+  if (!authorized(req)) {
+    respond_error(c, endpoint,
+                  ApiError{401, "missing or invalid API key (send 'Authorization: Bearer <key>')", "authentication_error",
+                           "", "invalid_api_key"},
+                  {"WWW-Authenticate: Bearer"});
+    return;
+  }
+  if (req.path == "/v1/models") {
+    json data = json::array({json{{"id", opts_.model_name},
+                                  {"object", "model"},
+                                  {"created", model_.created},
+                                  {"owned_by", "hlx"},
+                                  {"max_model_len", model_.context_capacity}}});
+    respond_json(c, endpoint, 200, dump_json(json{{"object", "list"}, {"data", data}}));
+    return;
+  }
+  if (stopping_) {
+    respond_error(c, endpoint, ApiError{503, "the server is shutting down", "", "", "shutting_down"});
+    return;
+  }
+  handle_generation(c, req, req.path == "/v1/chat/completions");
+}
+
+void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat) {
+  const auto t0 = Clock::now();
+  const auto deadline = t0 + std::chrono::milliseconds(opts_.request_timeout_ms);
+  const std::string endpoint = chat ? "chat_completions" : "completions";
+  json body;
+  ApiError err = parse_json_body(req.body, body);
+  if (!err.ok()) return respond_error(c, endpoint, err);
+
+  GenerationParams params;
+  engine::GenerationRequest g;
+  std::vector<mm::Image> images;
+  const char* prompt_param = chat ? "messages" : "prompt";
+  if (chat) {
+    ChatRequest cr;
+    if (!(err = parse_chat_request(body, cr)).ok()) return respond_error(c, endpoint, err);
+    params = cr.params;
+    if (int64_t(cr.images.size()) > opts_.max_images_per_request)
+      return respond_error(c, endpoint,
+                           bad_request(std::to_string(cr.images.size()) + " images in one request; the limit is " +
+                                           std::to_string(opts_.max_images_per_request),
+                                       "messages", "too_many_images"));
+    for (const ImageRef& ref : cr.images) {
+      mm::Image img;
+      if (!(err = load_image_url(ref.url, opts_.images, ref.param, img)).ok()) return respond_error(c, endpoint, err);
+      images.push_back(std::move(img));
+    }
+    if (!images.empty() && !model_.vision)
+      return respond_error(c, endpoint,
+                           bad_request("model '" + opts_.model_name + "' is text-only and does not accept images",
+                                       cr.images[0].param, "images_not_supported"));
+    if (!model_.chat_template)
+      return respond_error(c, endpoint,
+                           bad_request("the checkpoint has no chat template (tokenizer_config.json); use /v1/completions",
+                                       "messages", "no_chat_template"));
+    auto rendered = model_.chat_template->render(cr.messages, /*add_generation_prompt=*/true, cr.template_kwargs);
+    if (!rendered.ok())
+      return respond_error(c, endpoint,
+                           bad_request("the chat template rejected the messages: " + rendered.status().message(),
+                                       "messages", "template_error"));
+    // As apply_chat_template(tokenize=True): the template carries BOS itself.
+    auto ids = model_.tokenizer->encode(*rendered, /*add_special_tokens=*/false);
+    if (!ids.ok()) return respond_error(c, endpoint, from_status(ids.status(), "messages"));
+    g.prompt.assign(ids->begin(), ids->end());
+  } else {
+    CompletionRequest cr;
+    if (!(err = parse_completion_request(body, cr)).ok()) return respond_error(c, endpoint, err);
+    params = cr.params;
+    if (cr.prompt_text) {
+      auto ids = model_.tokenizer->encode(*cr.prompt_text, /*add_special_tokens=*/true);
+      if (!ids.ok()) return respond_error(c, endpoint, from_status(ids.status(), "prompt"));
+      g.prompt.assign(ids->begin(), ids->end());
+    } else {
+      g.prompt = cr.prompt_ids;
+    }
+  }
+  if (g.prompt.empty())
+    return respond_error(c, endpoint, bad_request("the prompt is empty (0 tokens)", prompt_param, "empty_prompt"));
+  // Without max_tokens the completion may fill the rest of the context (as vLLM does).
+  const int64_t prompt_rows = int64_t(g.prompt.size()) + int64_t(images.size()) * (model_.tokens_per_image - 1);
+  const int64_t room = model_.context_capacity - prompt_rows;
+  if (!params.max_tokens && room < 1)
+    return respond_error(
+        c, endpoint,
+        bad_request("This model's maximum context length is " + std::to_string(model_.context_capacity) +
+                        " tokens. However, your prompt is " + std::to_string(prompt_rows) +
+                        " tokens, which leaves no room for a completion (1 requested token). Please reduce the length of the prompt.",
+                    prompt_param, "context_length_exceeded"));
+  g.max_new_tokens = params.max_tokens ? *params.max_tokens : room;
+  g.sampling = params.sampling;
+  g.stop = params.stop;
+  if (params.ignore_eos) g.eos_token_ids = std::vector<int64_t>{};
+#ifdef HLX_SERVER_HAS_IMAGES
+  g.images = std::move(images);
+#endif
+
+  if (!try_acquire_in_flight())
+    return respond_error(c, endpoint,
+                         ApiError{429,
+                                  "the request queue is full (" + std::to_string(worker_.slots()) + " slots and " +
+                                      std::to_string(opts_.max_queue) + " queued requests in flight); retry later",
+                                  "", "", "queue_full"},
+                         {"Retry-After: 1"});
+  engine::Admission adm;
+  auto submitted = worker_.submit(std::move(g), &adm);
+  if (!submitted.ok()) {
+    release_in_flight();
+    if (adm.capacity_exceeded()) {
+      const int64_t total = adm.effective_prompt_len + adm.max_new_tokens;
+      return respond_error(
+          c, endpoint,
+          bad_request("This model's maximum context length is " + std::to_string(adm.context_capacity) +
+                          " tokens. However, you requested " + std::to_string(total) + " tokens (" +
+                          std::to_string(adm.effective_prompt_len) + " in the prompt, " +
+                          std::to_string(adm.max_new_tokens) +
+                          " in the completion). Please reduce the length of the prompt or the completion.",
+                      prompt_param, "context_length_exceeded"));
+    }
+    if (stopping_) return respond_error(c, endpoint, ApiError{503, "the server is shutting down", "", "", "shutting_down"});
+    return respond_error(c, endpoint, from_status(submitted.status(), prompt_param));
+  }
+  metrics_.add_prompt_tokens(adm.effective_prompt_len);
+  const engine::RequestId rid = submitted->id;
+  const std::shared_ptr<RequestChannel> ch = submitted->channel;
+
+  // Wait for the request's events together with the socket.
+  const std::string id = next_id(chat ? "chatcmpl-" : "cmpl-");
+  const int64_t created = int64_t(std::time(nullptr));
+  const std::string& model = opts_.model_name;
+  Usage usage{adm.effective_prompt_len, 0};
+  std::string text;
+  engine::Finish finish = engine::Finish::kNone;
+  Status finish_error;
+  enum class Why { kNone, kDisconnect, kTimeout } why = Why::kNone;
+  auto send_text = [&](const std::string& piece) {
+    if (piece.empty() || !params.stream) return;
+    json chunk = chat ? chat_chunk_json(id, created, model, json{{"content", piece}}, "", params.include_usage)
+                      : text_chunk_json(id, created, model, piece, "", params.include_usage);
+    c.send_piece(sse_event(chunk));
+  };
+  if (params.stream) {
+    c.begin_stream(200, "text/event-stream", {"Cache-Control: no-cache", "X-Accel-Buffering: no"});
+    if (chat) c.send_piece(sse_event(chat_chunk_json(id, created, model, json{{"role", "assistant"}, {"content", ""}}, "",
+                                                     params.include_usage)));
+  }
+  bool cancelled = false;
+  while (finish == engine::Finish::kNone) {
+    if (cancelled) {
+      wait_readable(ch->fd());  // the kFinished event comes at the end of the engine's current step
+    } else {
+      int left = ms_left(deadline);
+      Connection::Wait w = left == 0 ? Connection::Wait::kTimeout : c.wait(ch->fd(), left);
+      if (w != Connection::Wait::kWake || c.broken()) {
+        why = (w == Connection::Wait::kTimeout) ? Why::kTimeout : Why::kDisconnect;
+        worker_.cancel(rid);
+        cancelled = true;
+        continue;
+      }
+    }
+    for (engine::Event& e : ch->take()) {
+      if (e.kind == engine::Event::Kind::kToken) {
+        ++usage.completion_tokens;
+        text += e.text;
+        send_text(e.text);
+      } else {
+        text += e.text;
+        send_text(e.text);
+        finish = e.finish;
+        finish_error = e.error;
+      }
+    }
+    if (c.broken() && !cancelled) {  // a streamed write failed: the client is gone
+      why = Why::kDisconnect;
+      worker_.cancel(rid);
+      cancelled = true;
+    }
+  }
+  release_in_flight();
+
+  const char* reason = finish == engine::Finish::kLength ? "length" : "stop";
+  auto log = [&](int status, const char* what) {
+    if (opts_.log_requests)
+      std::fprintf(stderr, "hlx serve: %s %d %s prompt=%lld completion=%lld %.1f ms\n", endpoint.c_str(), status, what,
+                   (long long)usage.prompt_tokens, (long long)usage.completion_tokens, ms_since(t0));
+  };
+  if (why == Why::kDisconnect) {
+    metrics_.count_request(endpoint, "cancelled");
+    log(499, "client disconnected; cancelled");
+    return;
+  }
+  ApiError fail;
+  if (why == Why::kTimeout)
+    fail = ApiError{504, "the request exceeded the time limit of " + std::to_string(opts_.request_timeout_ms) + " ms", "", "",
+                    "request_timeout"};
+  else if (finish == engine::Finish::kCancelled)
+    fail = ApiError{503, "the server is shutting down; the request was cancelled", "", "", "shutting_down"};
+  else if (finish == engine::Finish::kError)
+    fail = ApiError{500, "generation failed: " + finish_error.to_string(), "", "", "generation_error"};
+  if (!fail.ok()) {
+    log(fail.status, fail.message.c_str());
+    if (!params.stream) return respond_error(c, endpoint, fail);
+    metrics_.count_request(endpoint, outcome_for(fail.status));
+    c.send_piece("data: " + fail.to_json() + "\n\n");
+    c.send_piece("data: [DONE]\n\n");
+    c.end_stream();
+    return;
+  }
+  log(200, reason);
+  if (!params.stream) {
+    json r = chat ? chat_completion_json(id, created, model, text, reason, usage)
+                  : text_completion_json(id, created, model, text, reason, usage);
+    return respond_json(c, endpoint, 200, dump_json(r));
+  }
+  json last = chat ? chat_chunk_json(id, created, model, json::object(), reason, params.include_usage)
+                   : text_chunk_json(id, created, model, "", reason, params.include_usage);
+  std::string tail = sse_event(last);
+  if (params.include_usage) tail += sse_event(usage_chunk_json(id, created, model, chat, usage));
+  tail += "data: [DONE]\n\n";
+  metrics_.count_request(endpoint, "ok");
+  c.send_piece(tail);
+  c.end_stream();
+}
+
+}  // namespace hlx::server

@@ -1,0 +1,115 @@
+// The OpenAI-compatible HTTP server: routes, authentication, admission to the engine, streaming,
+// disconnect handling and graceful shutdown (docs/SERVER.md describes the API).
+//
+// Threads: serve() runs the accept loop on the calling thread and handles each connection on its
+// own thread (at most max_connections at once; more are answered 503 at once). Connection threads
+// parse, template, tokenize and decode images, then submit to the one EngineWorker and wait for
+// their request's events together with their socket (a disconnect cancels the request).
+// request_stop() may be called from any thread (e.g. the one that waits for SIGINT/SIGTERM).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <thread>
+
+#include "core/status.h"
+#include "multimodal/image.h"
+#include "server/engine_worker.h"
+#include "server/http.h"
+#include "server/image_input.h"
+#include "server/metrics.h"
+#include "server/openai.h"
+#include "tokenizer/template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace hlx::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8080;             // 0: any free port (see Server::port())
+  std::string model_name;      // reported by /v1/models and in every response
+  std::string api_key;         // empty: no authentication
+  HttpLimits http;
+  ImageLimits images;
+  int64_t max_images_per_request = 8;
+  int64_t max_queue = 64;          // requests waiting for a slot beyond the slots themselves
+  int max_connections = 64;        // open connections (each has a thread)
+  int request_timeout_ms = 600'000;  // from a request's arrival to its last byte of output
+  int shutdown_grace_ms = 10'000;    // in-flight requests may finish within this on shutdown
+  bool log_requests = true;          // one line per request on stderr
+};
+
+// What the HTTP threads need to know about the loaded model (immutable while serving).
+struct ModelInfo {
+  std::shared_ptr<const tok::Tokenizer> tokenizer;
+  std::optional<ChatTemplate> chat_template;  // nullopt: /v1/chat/completions answers 400
+  int64_t context_capacity = 0;
+  bool vision = false;           // accepts image parts
+  int64_t tokens_per_image = 0;  // prompt rows one image expands to (vision only)
+  int64_t created = 0;           // unix time the model was loaded
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, ModelInfo model, EngineWorker& worker, Metrics& metrics);
+  ~Server();
+
+  // Binds and listens; kIo naming the address on failure.
+  Status listen();
+  int port() const { return port_; }
+
+  // Accepts connections until request_stop(), then shuts down gracefully: stops accepting,
+  // lets in-flight requests finish for up to shutdown_grace_ms, cancels the rest, and returns
+  // once every connection thread has ended.
+  void serve();
+  void request_stop();
+
+ private:
+  struct Conn {
+    std::thread thread;
+    std::atomic<bool> done{false};
+    int fd = -1;
+  };
+  struct GenOutcome;
+
+  void handle(Conn* conn);
+  void route(Connection& c, const HttpRequest& req, const std::string& endpoint);
+  void handle_generation(Connection& c, const HttpRequest& req, bool chat);
+  void respond_json(Connection& c, const std::string& endpoint, int status, const std::string& body,
+                    const std::vector<std::string>& extra = {});
+  void respond_error(Connection& c, const std::string& endpoint, const ApiError& e,
+                     const std::vector<std::string>& extra = {});
+  bool authorized(const HttpRequest& req) const;
+  bool try_acquire_in_flight();
+  void release_in_flight();
+  void reap_connections(bool all);
+  std::string next_id(const char* prefix);
+
+  ServerOptions opts_;
+  ModelInfo model_;
+  EngineWorker& worker_;
+  Metrics& metrics_;
+  int listen_fd_ = -1;
+  int port_ = 0;
+  int wake_pipe_[2] = {-1, -1};
+  std::atomic<bool> stopping_{false};
+  std::atomic<int64_t> in_flight_{0};
+  std::atomic<uint64_t> id_counter_{0};
+  std::string id_prefix_;
+  std::list<std::unique_ptr<Conn>> conns_;  // accept thread only
+  std::mutex fds_mu_;
+  std::set<int> open_fds_;  // sockets of live connections (for shutdown)
+};
+
+// SHA-256 both sides and compare the digests without data-dependent branches, so neither the
+// key's content nor its length leaks through timing.
+bool constant_time_equal(std::string_view a, std::string_view b);
+
+}  // namespace hlx::server

