@@ -1,10 +1,14 @@
-// `hlx generate -m DIR (-p TEXT | --file F | --tokens 1,2,3) [--chat] [-n N] [--temp T] [--top-k K]
-//               [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--capacity C] [--slots N]
+// `hlx generate -m DIR (-p TEXT | --file F | --tokens 1,2,3) [--image PATH]... [--chat] [-n N] [--temp T]
+//               [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--capacity C] [--slots N]
 //               [--kv-dtype bf16|f32] [--threads N]`
 // Text mode (-p / --file): tokenizes with DIR/tokenizer.json (--chat first renders DIR's chat
 // template for one user message with add_generation_prompt), streams the generated text to stdout
 // as it is decided (never a broken UTF-8 character), and ends with a one-line summary on stderr.
 // Token mode (--tokens): greedy, stdout is the generated ids comma-separated on one line.
+// Images (--image, repeatable; vision-language checkpoints): in text mode a prompt without the image
+// token gets one "<image token>\n" per image in front; with --chat the user message is
+// [{"type":"image"}..., {"type":"text"}]; with --tokens the ids must hold the image token id once
+// per image. The summary adds the preprocess and encode times.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -15,6 +19,7 @@
 #include "cli/text_gen.h"
 #include "engine/text_model.h"
 #include "engine/token_ids.h"
+#include "engine/vision_model.h"
 #include "io/file.h"
 
 namespace hlx::cli {
@@ -23,6 +28,7 @@ namespace {
 struct GenerateArgs {
   std::string model;
   std::string tokens, prompt, file;
+  std::vector<std::string> images;
   bool chat = false;
   int64_t n = 16;
   ModelFlags flags;
@@ -67,6 +73,25 @@ Status run_token_ids(const GenerateArgs& a) {
   return ok_status();
 }
 
+// --tokens with --image: the ids go through the engine (image rows need it), greedy.
+Status run_token_ids_images(const GenerateArgs& a) {
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
+  HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
+  HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision, load_vision_with_progress(a.model, o.threads, nullptr));
+  HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, *vision, prompt, a.n));
+  TextGenParams gen;
+  gen.max_new_tokens = a.n;
+  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, nullptr, prompt, gen, [](std::string_view) {},
+                                                      ImageInput{std::move(images), vision.get()}));
+  std::string line;
+  for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(r.tokens[i]);
+  std::cout << line << "\n" << std::flush;
+  std::fprintf(stderr, "%s\n", summary_line(r).c_str());
+  return ok_status();
+}
+
 Status run_text(const GenerateArgs& a) {
   std::string text = a.prompt;
   if (!a.file.empty()) {
@@ -75,11 +100,17 @@ Status run_text(const GenerateArgs& a) {
   }
   // Everything about the prompt is checked before the (possibly large) checkpoint is loaded.
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<const tok::Tokenizer> tokenizer, load_checkpoint_tokenizer(a.model));
+  HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
+  std::unique_ptr<engine::VisionModel> vision;
+  if (!images.empty()) {
+    HLX_ASSIGN_OR_RETURN(vision, load_vision_with_progress(a.model, a.flags.threads, tokenizer));
+    if (!a.chat) text = with_image_placeholders(text, vision->image_token_text(), images.size());
+  }
   bool add_special = true;
   if (a.chat) {
     HLX_ASSIGN_OR_RETURN(ChatTemplate tmpl, load_checkpoint_template(a.model));
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-    messages.push_back({{"role", "user"}, {"content", text}});
+    messages.push_back(user_message(text, images.size()));
     auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true);
     if (!rendered.ok()) return rendered.status().with_context("--chat: rendering the chat template");
     text = std::move(*rendered);
@@ -90,15 +121,19 @@ Status run_text(const GenerateArgs& a) {
   std::vector<int64_t> prompt(ids->begin(), ids->end());
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
-  engine::Admission adm = engine::check_text_admission(model->limits(), prompt, a.n);
-  if (!adm.ok()) return adm.status;
-  HLX_RETURN_IF_ERROR(model->warm_up(int64_t(prompt.size()), false, a.n > 1 ? 1 : 0));
+  if (images.empty()) {
+    engine::Admission adm = engine::check_text_admission(model->limits(), prompt, a.n);
+    if (!adm.ok()) return adm.status;
+    HLX_RETURN_IF_ERROR(model->warm_up(int64_t(prompt.size()), false, a.n > 1 ? 1 : 0));
+  } else {  // the engine checks placeholders and admission on the expanded length
+    HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, *vision, prompt, a.n));
+  }
   TextGenParams gen = a.gen;
   gen.max_new_tokens = a.n;
   HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, tokenizer, prompt, gen, [](std::string_view piece) {
                          std::fwrite(piece.data(), 1, piece.size(), stdout);
                          std::fflush(stdout);
-                       }));
+                       }, ImageInput{std::move(images), vision.get()}));
   std::fputc('\n', stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "%s\n", summary_line(r).c_str());
@@ -109,11 +144,17 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
   if (text_sources + int(!a.tokens.empty()) != 1)
     return make_error(ErrorKind::kInvalidArgument, "generate: give exactly one of -p TEXT, --file F, --tokens IDS");
   if (a.n < 0) return make_error(ErrorKind::kInvalidArgument, "-n ", a.n, " is negative");
+  if (!a.images.empty()) {
+    HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
+    if (!vl)
+      return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
+                        "' is a text-only model (config.json is not a vision-language model such as llava)");
+  }
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
     if (a.gen.temperature != 0.f || !a.gen.stop.empty())
       return make_error(ErrorKind::kInvalidArgument, "--tokens mode is greedy without stop strings; use -p for --temp/--stop");
-    return run_token_ids(a);
+    return a.images.empty() ? run_token_ids(a) : run_token_ids_images(a);
   }
   return run_text(a);
 }
@@ -126,6 +167,8 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_option("--file", args->file, "read the prompt text from this file");
   sub->add_flag("--chat", args->chat, "wrap the prompt as a user message in the checkpoint's chat template");
   sub->add_option("--tokens", args->tokens, "prompt token ids, comma-separated (greedy; prints ids)");
+  sub->add_option("--image", args->images,
+                  "image file (PNG/JPEG; repeatable) for a vision-language checkpoint (e.g. llava)");
   sub->add_option("-n,--max-new-tokens", args->n, "tokens to generate (default 16)");
   add_sampling_flags(sub, args->gen);
   args->flags.add_to(sub);

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -11,6 +12,8 @@
 #include <thread>
 
 #include "engine/session.h"
+#include "io/hf_config.h"
+#include "models/vision_spec.h"
 
 namespace hlx::cli {
 namespace {
@@ -112,13 +115,16 @@ Result<ChatTemplate> load_checkpoint_template(const std::string& dir) {
 
 Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_ptr<const tok::Tokenizer>& tokenizer,
                                     const std::vector<int64_t>& prompt, const TextGenParams& p,
-                                    const std::function<void(std::string_view)>& on_text) {
+                                    const std::function<void(std::string_view)>& on_text, ImageInput images,
+                                    const std::function<void(std::span<const float>)>& on_logits) {
   for (const std::string& s : p.stop)
     if (s.empty()) return make_error(ErrorKind::kInvalidArgument, "--stop: an empty stop string");
   if (prompt.empty()) return make_error(ErrorKind::kInvalidArgument, "the prompt is empty (0 tokens)");
   engine::BatchEngineOptions bo;
   bo.tokenizer = tokenizer;
   bo.skip_special_tokens = true;
+  bo.vision = images.vision;
+  bo.max_images_per_request = std::max<int64_t>(engine::kDefaultMaxImagesPerRequest, int64_t(images.images.size()));
   engine::Session session(model, bo);
   engine::GenerationRequest req;
   req.prompt = prompt;
@@ -129,6 +135,8 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
   req.sampling.min_p = p.min_p;
   req.sampling.seed = p.seed;
   req.stop = p.stop;
+  req.images = std::move(images.images);
+  if (on_logits) req.on_logits = on_logits;
   req.on_event = [&](const engine::Event& e) {
     if (!e.text.empty()) on_text(e.text);
   };
@@ -136,6 +144,9 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
   if (c.finish == engine::Finish::kError) return c.error;
   TextGenResult res;
   res.prompt_tokens = c.prompt_tokens;
+  res.images = c.images;
+  res.preprocess_ms = c.preprocess_ms;
+  res.encode_ms = c.encode_ms;
   res.tokens = c.tokens;
   res.text = c.text;
   res.finish = engine::finish_name(c.finish);
@@ -147,14 +158,73 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
 std::string summary_line(const TextGenResult& r) {
   // Decode rate counts the tokens after the first (the first comes from the prefill logits).
   const int64_t decoded = r.tokens.empty() ? 0 : int64_t(r.tokens.size()) - 1;
-  char buf[256];
+  char images[160] = "";
+  if (r.images > 0)
+    std::snprintf(images, sizeof images, " (%lld image%s); preprocess %.1f ms, encode %.1f ms", (long long)r.images,
+                  r.images == 1 ? "" : "s", r.preprocess_ms, r.encode_ms);
+  char buf[512];
   std::snprintf(buf, sizeof buf,
-                "prompt %lld tokens, generated %lld tokens; prefill %.1f ms (%.1f tokens/s), decode %.1f ms "
+                "prompt %lld tokens, generated %lld tokens%s; prefill %.1f ms (%.1f tokens/s), decode %.1f ms "
                 "(%.1f tokens/s); finish: %s",
-                (long long)r.prompt_tokens, (long long)r.tokens.size(), r.prefill_ms,
+                (long long)r.prompt_tokens, (long long)r.tokens.size(), images, r.prefill_ms,
                 per_second(r.prompt_tokens, r.prefill_ms), r.decode_ms, per_second(decoded, r.decode_ms),
                 r.finish.c_str());
   return buf;
+}
+
+Result<bool> is_vision_language_dir(const std::string& dir) {
+  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(dir));
+  return models::is_vision_language(config);
+}
+
+Result<std::vector<mm::Image>> load_image_files(const std::vector<std::string>& paths) {
+  std::vector<mm::Image> out;
+  for (const std::string& p : paths) {
+    auto im = mm::load_image(p);
+    if (!im.ok()) return im.status().with_context(str_cat("--image '", p, "'"));
+    out.push_back(std::move(*im));
+  }
+  return out;
+}
+
+Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(
+    const std::string& dir, int threads, std::shared_ptr<const tok::Tokenizer> tokenizer) {
+  auto t0 = Clock::now();
+  engine::VisionModelOptions o;
+  o.threads = threads;
+  o.tokenizer = std::move(tokenizer);
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> v, engine::VisionModel::load(dir, o));
+  const engine::VisionModelStats& st = v->stats();
+  std::fprintf(stderr,
+               "hlx: vision tower (%s, %lldx%lld, %lld tokens per image) loaded in %.1f ms (emit %.1f, compile %.1f, "
+               "%.1f MiB)\n",
+               models::vision_family_name(v->spec().vision.family), (long long)v->spec().vision.image_size,
+               (long long)v->spec().vision.image_size, (long long)v->tokens_per_image(), ms_since(t0), st.emit_ms,
+               st.compile_ms, double(st.weight_bytes) / (1 << 20));
+  return v;
+}
+
+Status warm_up_image_prompt(engine::TextModel& model, const engine::VisionModel& vision,
+                            const std::vector<int64_t>& prompt, int64_t max_new_tokens) {
+  const int64_t images = int64_t(std::count(prompt.begin(), prompt.end(), vision.image_token_id()));
+  const int64_t rows = int64_t(prompt.size()) + images * (vision.tokens_per_image() - 1);
+  if (rows < 1 || rows + max_new_tokens > model.shape().context_capacity) return ok_status();
+  return model.warm_up(rows, false, max_new_tokens > 1 ? 1 : 0, /*embeddings=*/true);
+}
+
+std::string with_image_placeholders(const std::string& text, const std::string& image_token_text, size_t images) {
+  if (images == 0 || image_token_text.empty() || text.find(image_token_text) != std::string::npos) return text;
+  std::string out;
+  for (size_t i = 0; i < images; ++i) out += image_token_text + "\n";
+  return out + text;
+}
+
+nlohmann::ordered_json user_message(const std::string& text, size_t images) {
+  if (images == 0) return {{"role", "user"}, {"content", text}};
+  nlohmann::ordered_json content = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < images; ++i) content.push_back({{"type", "image"}});
+  content.push_back({{"type", "text"}, {"text", text}});
+  return {{"role", "user"}, {"content", content}};
 }
 
 void add_sampling_flags(CLI::App* sub, TextGenParams& gen) {

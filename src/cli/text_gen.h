@@ -14,6 +14,8 @@
 
 #include "core/status.h"
 #include "engine/text_model.h"
+#include "engine/vision_model.h"
+#include "multimodal/image.h"
 #include "tokenizer/template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -40,24 +42,54 @@ struct TextGenParams {
 };
 
 struct TextGenResult {
-  int64_t prompt_tokens = 0;
+  int64_t prompt_tokens = 0;    // after image placeholder expansion
+  int64_t images = 0;
   std::vector<int64_t> tokens;  // generated ids (including a final EOS)
   std::string text;             // generated text up to (not including) a stop string
   std::string finish;           // "stop" | "length" | "cancelled" | "error"
-  double prefill_ms = 0, decode_ms = 0;
+  double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0;
 };
 
 // Declares --temp, --top-k, --top-p, --min-p, --seed and --stop on `sub`.
 void add_sampling_flags(CLI::App* sub, TextGenParams& gen);
 
+// Images of a request (--image): the decoded files and the vision model that encodes them.
+struct ImageInput {
+  std::vector<mm::Image> images;
+  engine::VisionModel* vision = nullptr;  // not owned; required when images is non-empty
+};
+
 // Generates from `prompt` ids in one slot of `model`, calling on_text with every newly decided
 // piece of text (valid UTF-8; text that may start a stop string is held back until decided).
+// `tokenizer` may be null (no text then); `on_logits` (optional) sees every logits row.
 Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_ptr<const tok::Tokenizer>& tokenizer,
                                     const std::vector<int64_t>& prompt, const TextGenParams& params,
-                                    const std::function<void(std::string_view)>& on_text);
+                                    const std::function<void(std::string_view)>& on_text,
+                                    ImageInput images = {},
+                                    const std::function<void(std::span<const float>)>& on_logits = {});
 
 // "prompt 12 tokens, generated 20 tokens; prefill 310.2 tok/s, decode 95.1 tok/s; finish: length"
+// (with images: "... (1 image); preprocess 1.2 ms, encode 3.4 ms, prefill ...").
 std::string summary_line(const TextGenResult& r);
+
+// True when DIR/config.json describes a vision-language model (models::is_vision_language).
+Result<bool> is_vision_language_dir(const std::string& dir);
+// Decodes every --image file (PNG/JPEG, EXIF orientation applied), naming the file on error.
+Result<std::vector<mm::Image>> load_image_files(const std::vector<std::string>& paths);
+// VisionModel::load with one line on stderr (load time, tokens per image).
+Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(
+    const std::string& dir, int threads, std::shared_ptr<const tok::Tokenizer> tokenizer);
+// Compiles the entries an image prompt will use (prefill_embeddings buckets of the expanded
+// length, decode), so the summary's prefill time is not compile time. Prompts the engine will
+// refuse (placeholder mismatch, over capacity) are left for it to report.
+Status warm_up_image_prompt(engine::TextModel& model, const engine::VisionModel& vision,
+                            const std::vector<int64_t>& prompt, int64_t max_new_tokens);
+// Plain prompts (no --chat): a text that holds no image token gets `image_token_text` + "\n"
+// prepended once per image (LLaVA's "<image>\n..." layout); otherwise it is left as written.
+std::string with_image_placeholders(const std::string& text, const std::string& image_token_text, size_t images);
+// The --chat user message: content [{"type":"image"} x images, {"type":"text","text": text}], or
+// the plain string without images.
+nlohmann::ordered_json user_message(const std::string& text, size_t images);
 
 double per_second(int64_t count, double ms);
 
