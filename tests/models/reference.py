@@ -120,6 +120,11 @@ class Model:
             root = json.load(f)
         self.root = root
         self.model_type = root["model_type"]
+        # LlavaForConditionalGeneration: the decoder is a llama/qwen2 text_config model under
+        # language_model.model (legacy names) or model.language_model (transformers >= 4.52).
+        self.llava = self.model_type == "llava"
+        if self.llava:
+            self.model_type = root["text_config"]["model_type"]
         gen_path = os.path.join(model_dir, "generation_config.json")
         self.generation = {}
         if os.path.exists(gen_path):
@@ -128,7 +133,7 @@ class Model:
         if self.model_type == "gemma3":
             cfg = dict(root["text_config"])
         elif self.model_type in ("llama", "qwen2", "qwen3", "gemma3_text"):
-            cfg = root
+            cfg = dict(root["text_config"]) if self.llava else root
         else:
             raise NotImplementedError(f"reference: model_type {self.model_type!r}")
         self.cfg = cfg
@@ -149,7 +154,7 @@ class Model:
         # Tensor name prefix of the decoder: plain CausalLM checkpoints use "model."; Gemma3's
         # multimodal wrapper uses "model.language_model." (transformers >= 4.52) or
         # "language_model.model." (the layout of the released checkpoints).
-        if self.model_type == "gemma3":
+        if self.model_type == "gemma3" or self.llava:
             if "model.language_model.embed_tokens.weight" in self.w:
                 self.prefix, head = "model.language_model.", "lm_head.weight"
             else:
