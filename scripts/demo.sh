@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# make demo: the richest end-to-end job at this commit, on an embedded default model that hlx
-# generates itself (a tiny random-weight Qwen3 checkpoint in Hugging Face layout).
+# make demo: the richest end-to-end job at this commit, on embedded default models that hlx
+# generates itself (tiny random-weight Qwen3 and LLaVA checkpoints in Hugging Face layout).
 set -euo pipefail
 HLX=${1:-build/bin/hlx}
 DIR=${HLX_DEMO_DIR:-build/demo}
+ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$DIR"
 
 echo "== 1. a tiny Qwen3 checkpoint (random weights, real Hugging Face layout, real Qwen3 tokenizer)"
@@ -27,5 +28,16 @@ fi
 echo "== 5. an over-long request is refused before any slot is touched"
 if "$HLX" generate -m "$DIR/qwen3-tiny" --tokens 1,2,3,4,5,6,7,8 -n 300 --capacity 256; then
   echo "expected a capacity error" >&2; exit 1
+fi
+echo "== 6. a tiny LLaVA checkpoint (CLIP vision tower + projector + Llama text, random weights) answers a"
+echo "      question about assets/scene.png; the summary line has the time of every stage"
+"$HLX" fixture --family llava-clip --preset tiny --seed 7 --out "$DIR/llava-tiny"
+if [ -f "$DIR/llava-tiny/tokenizer.json" ]; then
+  "$HLX" generate -m "$DIR/llava-tiny" --image "$ROOT/assets/scene.png" --chat -p "What is in this picture?" \
+    -n 24 --capacity 256
+else
+  # No tokenizer: the prompt as ids, its image token written by id.
+  IMG=$(grep -o '"image_token_index": *[0-9]*' "$DIR/llava-tiny/config.json" | grep -o '[0-9]*$')
+  "$HLX" generate -m "$DIR/llava-tiny" --image "$ROOT/assets/scene.png" --tokens "1,$IMG,5,6,7" -n 24 --capacity 256
 fi
 echo "demo: ok"

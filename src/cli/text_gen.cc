@@ -197,10 +197,10 @@ Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(
   const engine::VisionModelStats& st = v->stats();
   std::fprintf(stderr,
                "hlx: vision tower (%s, %lldx%lld, %lld tokens per image) loaded in %.1f ms (emit %.1f, compile %.1f, "
-               "%.1f MiB)\n",
+               "bind %.1f ms, %.1f MiB)\n",
                models::vision_family_name(v->spec().vision.family), (long long)v->spec().vision.image_size,
                (long long)v->spec().vision.image_size, (long long)v->tokens_per_image(), ms_since(t0), st.emit_ms,
-               st.compile_ms, double(st.weight_bytes) / (1 << 20));
+               st.compile_ms, st.bind_ms, double(st.weight_bytes) / (1 << 20));
   return v;
 }
 
