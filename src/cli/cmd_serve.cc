@@ -21,6 +21,9 @@
 #include "cli/command.h"
 #include "cli/model_flags.h"
 #include "cli/text_gen.h"
+#include "engine/vision_model.h"
+#include "io/hf_config.h"
+#include "models/vision_spec.h"
 #include "server/engine_worker.h"
 #include "server/server.h"
 
@@ -113,12 +116,29 @@ Status run_serve(ServeArgs a) {
 
   engine::BatchEngineOptions bo;
   bo.tokenizer = tokenizer;
+  bo.max_images_per_request = o.max_images_per_request;
+  // Vision-language checkpoints (llava): the vision tower takes image parts; text-only models
+  // answer them with 400.
+  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
+  std::unique_ptr<engine::VisionModel> vision;
+  if (models::is_vision_language(config)) {
+    engine::VisionModelOptions vo;
+    vo.threads = a.flags.threads;
+    vo.tokenizer = tokenizer;
+    HLX_ASSIGN_OR_RETURN(vision, engine::VisionModel::load(a.model, vo));
+    bo.vision = vision.get();
+    info.vision = true;
+    info.tokens_per_image = vision->tokens_per_image();
+    std::fprintf(stderr, "hlx serve: vision tower loaded (%lld tokens per image, image token '%s')\n",
+                 (long long)vision->tokens_per_image(), vision->image_token_text().c_str());
+  }
   server::Metrics metrics;
   server::EngineWorker worker(*model, bo, metrics);
   server::Server srv(o, info, worker, metrics);
   HLX_RETURN_IF_ERROR(srv.listen());
-  std::printf("hlx serve: listening on http://%s:%d (model '%s', capacity %lld, slots %lld)\n", o.host.c_str(), srv.port(),
-              o.model_name.c_str(), (long long)info.context_capacity, (long long)a.slots);
+  std::printf("hlx serve: listening on http://%s:%d (model '%s', capacity %lld, slots %lld%s)\n", o.host.c_str(),
+              srv.port(), o.model_name.c_str(), (long long)info.context_capacity, (long long)a.slots,
+              info.vision ? ", images" : "");
   std::fflush(stdout);
 
   std::atomic<bool> served{false};

@@ -378,9 +378,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   g.sampling = params.sampling;
   g.stop = params.stop;
   if (params.ignore_eos) g.eos_token_ids = std::vector<int64_t>{};
-#ifdef HLX_SERVER_HAS_IMAGES
-  g.images = std::move(images);
-#endif
+  g.images = std::move(images);  // the engine expands their placeholders and checks admission
 
   if (!try_acquire_in_flight())
     return respond_error(c, endpoint,

@@ -4,14 +4,17 @@ References are independent of the server's own code path: greedy and seeded outp
 `hlx generate` (the CLI's Session, one request alone), prompt token counts from jinja2 rendering
 the checkpoint's chat template the way Hugging Face's apply_chat_template does plus `hlx tokenize`,
 and concurrent outputs from the same requests run one at a time. Three servers run side by side on
-a tiny Qwen3 fixture with the real Qwen3 tokenizer:
+tiny fixtures with the real Qwen3 tokenizer (A and B: qwen3; C: llava-clip):
   A  the main one (API key, allowed image dir, small body/image limits): text chat, completions,
      streaming (SSE framing, [DONE], usage), stop strings, 16 concurrent mixed requests, every
      bad-input case with a concurrent request undisturbed, /metrics counters equal to a tally of
      everything sent, graceful SIGINT with a stream in flight.
   B  one slot, queue of one, large capacity: 429 + Retry-After on a full queue, a disconnect while
      queued / while running / while streaming cancels and frees the slot.
-  C  tiny time limits: request timeout (504), slow headers (408), and header/body/chunked limits.
+  C  tiny time limits: request timeout (504), slow headers/body (408), chunked bodies (501), missing
+     Content-Length (411), Expect: 100-continue; images: text+image chat (data: URI, file:// URL,
+     path; streamed) equal to `hlx generate --image --chat`, bad images on a vision model, image
+     token without an image, too many images.
 Skips (77) when the npm tokenizer files are not installed.
 """
 import argparse
@@ -37,7 +40,11 @@ KEY = "sk-test-0123456789"
 failures = []
 
 
+checks = collections.Counter()
+
+
 def check(cond, msg):
+    checks[sys._getframe(1).f_code.co_name] += 1
     if not cond:
         failures.append(msg)
         print("FAIL:", msg, flush=True)
@@ -189,10 +196,11 @@ def chat_body(text, max_tokens, **kw):
 
 Q = "What is the capital of France?"
 P = "Once upon a time"
+IMAGE_Q = "What is in this picture?"
 SAMPLED = dict(temperature=0.9, top_p=0.95, top_k=50, seed=1234)
 
 
-def start_references(args, model):
+def start_references(args, model, llava, image):
     """The CLI reference runs, started at once so they overlap with the servers' start-up."""
     cfg = json.load(open(os.path.join(model, "tokenizer_config.json")))
     rendered = hf_render(cfg, [{"role": "user", "content": Q}])
@@ -203,6 +211,8 @@ def start_references(args, model):
                             "--top-p", "0.95", "--top-k", "50", "--seed", "1234"),
         "completion": run("generate", "-m", model, "-p", P, "-n", "6", "--capacity", "256"),
         "rendered_ids": run("tokenize", "-m", model, "-p", rendered),
+        "image_chat": run("generate", "-m", llava, "--image", image, "-p", IMAGE_Q, "--chat", "-n", "8",
+                          "--capacity", "4096"),
     }
 
 
@@ -351,7 +361,7 @@ def test_concurrent(A):
     def worker(i):
         results[i] = run_one(A, *reqs[i])
 
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(len(reqs))]
+    threads = [threading.Thread(target=guarded(worker), args=(i,)) for i in range(len(reqs))]
     for t in threads:
         t.start()
     for t in threads:
@@ -392,7 +402,7 @@ def test_bad_inputs(A, n_prompt, imgdir, outside):
     long_body = chat_body("Tell me a story about a dragon", 40, ignore_eos=True)
     ref_long = run_one(A, chat, long_body)
     bg = {}
-    t = threading.Thread(target=lambda: bg.update(r=run_one(A, chat, dict(long_body, stream=True))))
+    t = threading.Thread(target=guarded(lambda: bg.update(r=run_one(A, chat, dict(long_body, stream=True)))))
     t.start()
 
     expect_error(A, 400, "invalid_json", chat, raw_body=b'{"messages": [')
@@ -603,6 +613,45 @@ def test_limits(C):
     check(st == 200, "C healthy")
 
 
+def test_images(C, refs, imgdir, image):
+    chat = "/v1/chat/completions"
+    ref = refs["image_chat"][:-1]
+
+    def body(*urls, text=IMAGE_Q, **kw):
+        parts = [{"type": "image_url", "image_url": {"url": u}} for u in urls] + [{"type": "text", "text": text}]
+        return dict({"messages": [{"role": "user", "content": parts}], "max_tokens": 8, "temperature": 0}, **kw)
+
+    # Text + image as a data: URI and as a file under the allowed directory: the CLI's answer.
+    uri = data_uri(open(image, "rb").read())
+    st, _, r = C.post(chat, body(uri), None)
+    check(st == 200 and r["choices"][0]["message"]["content"] == ref, f"image chat {st} {r} != CLI {ref!r}")
+    n_prompt = r["usage"]["prompt_tokens"] if st == 200 else None
+    st, _, r = C.post(chat, body("file://" + image), None)
+    check(st == 200 and r["choices"][0]["message"]["content"] == ref and r["usage"]["prompt_tokens"] == n_prompt,
+          f"image chat from a file {st} {r}")
+    st, _, r = C.post(chat, body(image), None)
+    check(st == 200 and r["choices"][0]["message"]["content"] == ref, f"image chat from a path {st} {r}")
+    st, _, events, _ = C.stream(chat, body(uri, stream=True, stream_options={"include_usage": True}))
+    chunks = [e for e in events if e != "[DONE]"]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks if c["choices"])
+    check(st == 200 and events[-1] == "[DONE]" and text == ref and chunks[-1]["usage"]["prompt_tokens"] == n_prompt,
+          f"streamed image chat {text!r} != {ref!r}")
+    # Bad images on a vision model: typed 400/413, the server keeps serving.
+    for url, status, code in [("data:image/png;base64,@@@@", 400, "invalid_base64"),
+                              (data_uri(b"GIF89a not supported"), 400, "invalid_image"),
+                              (data_uri(png_bytes(200, 100)), 413, "image_too_large"),
+                              (os.path.join(imgdir, "..", "secret.png"), 400, "image_path_not_allowed")]:
+        st, _, r = C.post(chat, body(url), None)
+        check(st == status and r.get("error", {}).get("code") == code, f"bad image {code}: {st} {r}")
+    # Placeholder/image mismatches and too many images are refused before anything runs.
+    st, _, r = C.post(chat, body(text="<|image_pad|> twice"), None)
+    check(st == 400 and "image" in r.get("error", {}).get("message", ""), f"image token without image: {st} {r}")
+    st, _, r = C.post(chat, body(uri, uri, uri), None)
+    check(st == 400 and r.get("error", {}).get("code") == "too_many_images", f"3 images over --max-images 2: {st} {r}")
+    st, _, r = C.post(chat, body(uri), None)
+    check(st == 200 and r["choices"][0]["message"]["content"] == ref, f"image chat after bad ones {st} {r}")
+
+
 def test_shutdown(A):
     # SIGINT with a stream in flight: it completes ([DONE]), the process exits 0, and the port
     # stops accepting.
@@ -623,6 +672,18 @@ def test_shutdown(A):
         pass
 
 
+def guarded(fn):
+    """A thread body whose exceptions count as failures (instead of only printing)."""
+    def run(*a):
+        try:
+            fn(*a)
+        except Exception as e:  # noqa: BLE001
+            import traceback
+            traceback.print_exc()
+            check(False, f"{getattr(fn, '__name__', 'thread')} raised {e!r}")
+    return run
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hlx", required=True)
@@ -638,10 +699,16 @@ def main():
         # error) during the long ignore_eos generations below.
         cli(args, "fixture", "--family", "qwen3", "--preset", "tiny", "--dtype", "f32", "--seed", "7", "--out", model,
             "--tokenizer-from", QWEN, "--vocab-size", "151669")
+        llava = os.path.join(tmp, "llava")
+        cli(args, "fixture", "--family", "llava-clip", "--seed", "7", "--out", llava, "--tokenizer-from", QWEN,
+            "--vocab-size", "151669")
         imgdir = os.path.join(tmp, "images")
         os.makedirs(imgdir)
         with open(os.path.join(imgdir, "red.png"), "wb") as f:
             f.write(png_bytes(8, 8))
+        image = os.path.join(imgdir, "photo.png")
+        with open(image, "wb") as f:
+            f.write(png_bytes(40, 30, (30, 160, 90)))
         outside = os.path.join(tmp, "secret.png")
         with open(outside, "wb") as f:
             f.write(png_bytes(8, 8))
@@ -652,10 +719,11 @@ def main():
                    "--max-body-bytes", "1000000", "--max-header-bytes", "8192")
         B = Server(args.hlx, model, os.path.join(tmp, "b.log"), "--capacity", "4096", "--slots", "1", "--max-queue", "1",
                    "--api-key", KEY)
-        C = Server(args.hlx, model, os.path.join(tmp, "c.log"), "--capacity", "4096", "--slots", "1", "--api-key", KEY,
-                   "--request-timeout", "2", "--read-timeout", "0.5")
+        C = Server(args.hlx, llava, os.path.join(tmp, "c.log"), "--capacity", "4096", "--slots", "1", "--api-key", KEY,
+                   "--request-timeout", "3", "--read-timeout", "0.5", "--allowed-image-dir", imgdir,
+                   "--max-image-bytes", "200000", "--max-image-pixels", "10000", "--max-images", "2")
         servers = [A, B, C]
-        refs = start_references(args, model)
+        refs = start_references(args, model, llava, image)
         try:
             for s in servers:
                 s.wait_ready()
@@ -666,8 +734,8 @@ def main():
             n_prompt = test_text(args, A, refs)
             print(f"text done {time.time() - t0:.1f} s", flush=True)
             if n_prompt:
-                qd = threading.Thread(target=test_queue_and_disconnect, args=(B,))
-                lim = threading.Thread(target=test_limits, args=(C,))
+                qd = threading.Thread(target=guarded(test_queue_and_disconnect), args=(B,))
+                lim = threading.Thread(target=guarded(lambda: (test_limits(C), test_images(C, refs, imgdir, image))))
                 qd.start()
                 lim.start()
                 test_concurrent(A)
@@ -691,6 +759,7 @@ def main():
                 for s in servers:
                     print(f"--- {s.log.name} (tail)")
                     print(open(s.log.name, errors="replace").read()[-3000:])
+    print("checks per test:", dict(checks))
     print(f"{len(failures)} failures; {time.time() - t0:.1f} s")
     return 1 if failures else 0
 
