@@ -264,8 +264,7 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
     respond_error(c, endpoint, ApiError{404, "no route for '" + req.path.substr(0, 64) + "'", "", "", "not_found"});
     return;
   }
-  const bool head_ok = std::string(found->method) == "GET" && req.method == "HEAD";
-  if (req.method != found->method && !head_ok) {
+  if (req.method != found->method) {
     respond_error(c, endpoint,
                   ApiError{405, req.method + " is not allowed on " + req.path + " (use " + found->method + ")", "", "",
                            "method_not_allowed"},
