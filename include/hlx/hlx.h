@@ -22,8 +22,8 @@
  * concurrently from any number of threads while the owner steps the model. hlx_model_release() of
  * the last reference must not race with any other call on that model.
  *
- * Images: the vision path is not built yet; hlx_submit_image_bytes() / hlx_submit_image_pixels()
- * validate their arguments and then return HLX_STATUS_UNSUPPORTED with a message saying so.
+ * Images: a vision-language checkpoint (config.json model_type "llava") is loaded with its vision
+ * tower; hlx_submit_image_bytes() / hlx_submit_image_pixels() submit one image with a text prompt.
  */
 #ifndef HLX_HLX_H_
 #define HLX_HLX_H_
@@ -43,7 +43,7 @@ typedef enum hlx_status_e {
   HLX_STATUS_INVALID_ARGUMENT = 1,   /* null pointer, bad count, option out of range, misuse */
   HLX_STATUS_PARSE = 2,              /* malformed file contents (JSON, MLIR) */
   HLX_STATUS_VERIFY = 3,             /* IR breaks a StableHLO rule */
-  HLX_STATUS_UNSUPPORTED = 4,        /* valid input hlx does not implement (e.g. images, for now) */
+  HLX_STATUS_UNSUPPORTED = 4,        /* valid input hlx does not implement (e.g. an image format) */
   HLX_STATUS_IO = 5,                 /* file system failure, truncated or corrupt file */
   HLX_STATUS_OUT_OF_RANGE = 6,       /* index / token id / buffer size outside its range */
   HLX_STATUS_CAPACITY_EXCEEDED = 7,  /* prompt + max_new_tokens > context capacity */
@@ -202,9 +202,16 @@ hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t co
 hlx_status_t hlx_submit_text(hlx_model_t* model, const char* text,
                              const hlx_generation_params_t* params, hlx_request_id_t* out_id);
 
-/* Images (not implemented yet): validate their arguments, then HLX_STATUS_UNSUPPORTED.
- * `bytes`/`byte_count`: an encoded PNG or JPEG. `pixels`: width*height*channels bytes, row-major
- * interleaved, channels 3 (RGB). Any thread. */
+/* One image with a NUL-terminated UTF-8 prompt, for a vision-language model loaded with its
+ * tokenizer. A prompt that does not contain the model's image token text (e.g. "<image>") gets it,
+ * followed by a newline, in front; the prompt must then hold it exactly once (the engine expands it
+ * to the image's token count, and admission uses that expanded length: see hlx_last_admission()).
+ * `bytes`/`byte_count`: an encoded PNG or JPEG (decoded with EXIF orientation, alpha dropped).
+ * `pixels`: width*height*channels bytes, row-major interleaved, channels 3 (RGB), copied.
+ * Errors, before anything is queued: HLX_STATUS_INVALID_ARGUMENT (NULL / bad sizes, a text-only
+ * model, a prompt with more image tokens than images), HLX_STATUS_NOT_FOUND (no tokenizer),
+ * HLX_STATUS_UNSUPPORTED / HLX_STATUS_IO (not PNG/JPEG, corrupt data), HLX_STATUS_CAPACITY_EXCEEDED.
+ * Any thread; the image is preprocessed on the calling thread. */
 hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const uint8_t* bytes,
                                     size_t byte_count, const hlx_generation_params_t* params,
                                     hlx_request_id_t* out_id);

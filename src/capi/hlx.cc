@@ -24,6 +24,10 @@
 #include "engine/batch_engine.h"
 #include "engine/request.h"
 #include "engine/text_model.h"
+#include "engine/vision_model.h"
+#include "io/hf_config.h"
+#include "models/vision_spec.h"
+#include "multimodal/image.h"
 #include "tokenizer/tokenizer.h"
 
 struct hlx_model_s {
@@ -32,7 +36,8 @@ struct hlx_model_s {
   std::string dir;
   std::shared_ptr<const hlx::tok::Tokenizer> tokenizer;
   std::unique_ptr<hlx::engine::TextModel> model;
-  std::unique_ptr<hlx::engine::BatchEngine> engine;  // destroyed before `model`
+  std::unique_ptr<hlx::engine::VisionModel> vision;  // vision-language checkpoints only
+  std::unique_ptr<hlx::engine::BatchEngine> engine;  // destroyed before `model` and `vision`
   bool in_step = false;                              // owner thread only
 
   // Polling: events drained from the engine but not yet handed out, and those handed out by the
@@ -49,6 +54,7 @@ struct hlx_model_s {
 
   ~hlx_model_s() {
     engine.reset();
+    vision.reset();
     model.reset();
   }
 };
@@ -325,10 +331,18 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     auto model = hlx::engine::TextModel::load(m->dir, to);
     if (!model.ok()) return fail(model.status().with_context("hlx_model_load: '" + m->dir + "'"));
     m->model = std::move(*model);
+    auto config = hlx::HfConfig::load(m->dir);
+    if (!config.ok()) return fail(config.status().with_context("hlx_model_load: '" + m->dir + "'"));
+    if (hlx::models::is_vision_language(*config)) {
+      auto vision = hlx::engine::VisionModel::load(m->dir, {o.threads, m->tokenizer});
+      if (!vision.ok()) return fail(vision.status().with_context("hlx_model_load: '" + m->dir + "' vision tower"));
+      m->vision = std::move(*vision);
+    }
     hlx::engine::BatchEngineOptions eo;
     eo.tokenizer = m->tokenizer;
     eo.skip_special_tokens = o.skip_special_tokens != 0;
     eo.keep_completions = true;
+    eo.vision = m->vision.get();
     m->engine = std::make_unique<hlx::engine::BatchEngine>(*m->model, eo);
     *out_model = m.release();
     return ok();
@@ -430,6 +444,31 @@ static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char*
   return HLX_STATUS_OK;
 }
 
+// One image + a text prompt: a text without the image token gets "<image token>\n" in front (as
+// `hlx generate --image -p`), then it is tokenized and submitted; the engine checks the placeholder
+// count, expands it and admits on the expanded length.
+static hlx_status_t submit_image(const char* fn, hlx_model_t* model, const char* text, hlx::mm::Image image,
+                                 const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
+  if (!model->vision)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the model at '", model->dir,
+                "' is text-only (config.json is not a vision-language model such as llava)");
+  if (!model->tokenizer)
+    return fail(HLX_STATUS_NOT_FOUND, fn, ": the model at '", model->dir,
+                "' was loaded without a tokenizer (no tokenizer.json); image prompts are text");
+  const std::string& tag = model->vision->image_token_text();
+  if (tag.empty())
+    return fail(HLX_STATUS_NOT_FOUND, fn, ": the tokenizer has no text for the image token id ",
+                model->vision->image_token_id());
+  std::string prompt = text;
+  if (prompt.find(tag) == std::string::npos) prompt = tag + "\n" + prompt;
+  hlx::engine::GenerationRequest req;
+  if (hlx_status_t s = build_request(model, params, req)) return s;
+  auto enc = model->tokenizer->encode(prompt, /*add_special_tokens=*/true);
+  if (!enc.ok()) return fail(enc.status().with_context(hlx::str_cat(fn, ": prompt")));
+  req.images.push_back(std::move(image));
+  return submit(model, std::vector<int64_t>(enc->begin(), enc->end()), std::move(req), out_id);
+}
+
 hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const uint8_t* bytes, size_t byte_count,
                                     const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
   t_last_admission = {0, 0, 0};
@@ -437,8 +476,13 @@ hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const 
     if (hlx_status_t s = image_common("hlx_submit_image_bytes", model, text, params, out_id)) return s;
     if (!bytes) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: bytes is NULL");
     if (byte_count == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: byte_count is 0");
-    return fail(HLX_STATUS_UNSUPPORTED,
-                "hlx_submit_image_bytes: image requests are not supported yet (the vision path of the C API is not built)");
+    if (!model->vision)  // before decoding: the image cannot be used anyway
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: the model at '", model->dir,
+                  "' is text-only (config.json is not a vision-language model such as llava)");
+    auto image = hlx::mm::decode_image(std::string_view(reinterpret_cast<const char*>(bytes), byte_count), {},
+                                       "hlx_submit_image_bytes");
+    if (!image.ok()) return fail(image.status());
+    return submit_image("hlx_submit_image_bytes", model, text, std::move(*image), params, out_id);
   });
 }
 
@@ -455,8 +499,17 @@ hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const
                   " is outside [1, ", kMaxSide, "] per side");
     if (channels != 3)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: channels ", channels, " (expected 3, RGB)");
-    return fail(HLX_STATUS_UNSUPPORTED,
-                "hlx_submit_image_pixels: image requests are not supported yet (the vision path of the C API is not built)");
+    if (!model->vision)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: the model at '", model->dir,
+                  "' is text-only (config.json is not a vision-language model such as llava)");
+    if (width * height > hlx::mm::DecodeOptions{}.max_pixels)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height, " = ", width * height,
+                  " pixels is above the limit of ", hlx::mm::DecodeOptions{}.max_pixels);
+    hlx::mm::Image image;
+    image.width = width;
+    image.height = height;
+    image.pixels.assign(pixels, pixels + size_t(width * height * 3));
+    return submit_image("hlx_submit_image_pixels", model, text, std::move(image), params, out_id);
   });
 }
 

@@ -149,6 +149,127 @@ static void* other_thread(void* p) {
   return NULL;
 }
 
+/* ---- images on a tiny LLaVA fixture ---- */
+
+/* A 24x18 PNG (PIL: blue background, yellow disc, red square). */
+static const uint8_t kPng[] = {
+0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
+0x00, 0x00, 0x00, 0x18, 0x00, 0x00, 0x00, 0x12, 0x08, 0x02, 0x00, 0x00, 0x00, 0xce, 0x8e, 0x89,
+0xc9, 0x00, 0x00, 0x00, 0x5f, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0x94, 0x8b, 0x3a, 0xc1,
+0x40, 0x0d, 0xc0, 0xc4, 0x40, 0x25, 0x40, 0x35, 0x83, 0x58, 0xb0, 0x8a, 0xde, 0xc9, 0xb3, 0x40,
+0xe6, 0xaa, 0x4c, 0x3a, 0x41, 0x8e, 0x8b, 0xd0, 0x4c, 0xc1, 0x2a, 0x42, 0xd8, 0x20, 0x5c, 0x7a,
+0x08, 0x9a, 0xc5, 0x44, 0xbc, 0x6a, 0xfc, 0xb2, 0x43, 0x25, 0xd6, 0x70, 0x81, 0x69, 0x47, 0xc2,
+0xb0, 0x8a, 0x67, 0xd9, 0xac, 0xa2, 0x8d, 0xd7, 0xf0, 0xa7, 0x17, 0xfc, 0xb2, 0x4c, 0x44, 0xaa,
+0x26, 0x98, 0x26, 0x99, 0x88, 0xd1, 0x43, 0x4c, 0xca, 0x66, 0x21, 0xcf, 0xfe, 0xa1, 0x90, 0x8e,
+0xa8, 0x66, 0x10, 0x00, 0xbe, 0xfe, 0x1a, 0xe8, 0x6f, 0x08, 0xd6, 0x82, 0x00, 0x00, 0x00, 0x00,
+0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+
+static void on_count(void* user, const hlx_event_t* e) { ++*(int*)user; (void)e; }
+
+static void test_images(const char* hlx, const char* dir) {
+  char model_dir[512], png_path[600], cmd[2048];
+  snprintf(model_dir, sizeof model_dir, "%s/llava", dir);
+  snprintf(cmd, sizeof cmd, "'%s' fixture --family llava-clip --dtype f32 --out '%s' >/dev/null", hlx, model_dir);
+  if (system(cmd) != 0) {
+    CHECK(!"could not create the llava fixture");
+    return;
+  }
+  snprintf(png_path, sizeof png_path, "%s/picture.png", dir);
+  FILE* f = fopen(png_path, "wb");
+  CHECK(f != NULL);
+  if (!f) return;
+  CHECK(fwrite(kPng, 1, sizeof kPng, f) == sizeof kPng);
+  fclose(f);
+
+  hlx_model_options_t o;
+  EXPECT_OK(hlx_model_options_init(&o));
+  o.context_capacity = 128;
+  o.slots = 2;
+  hlx_model_t* m = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  if (!m) return;
+  hlx_generation_params_t gp;
+  EXPECT_OK(hlx_generation_params_init(&gp));
+  gp.max_new_tokens = 12;
+  const char* question = "What is in this picture?";
+  const int64_t tokens_per_image = 16; /* the tiny CLIP tower: (28 / 7)^2 patches, class token dropped */
+  int64_t ids[64];
+  size_t nq = 0;
+  EXPECT_OK(hlx_tokenize(m, question, strlen(question), 0, ids, 64, &nq));
+
+  /* An encoded PNG (its text equals the CLI's on the same file) and raw pixels. */
+  hlx_request_id_t a = 0;
+  EXPECT_OK(hlx_submit_image_bytes(m, question, kPng, sizeof kPng, &gp, &a));
+  hlx_admission_t adm;
+  EXPECT_OK(hlx_last_admission(&adm));
+  /* "<|image_pad|>" "\n" + question, the image token expanded */
+  CHECK(adm.prompt_tokens == (int64_t)nq + 1 + tokens_per_image && adm.context_capacity == 128);
+  int events = 0;
+  hlx_generation_params_t counted = gp;
+  counted.on_event = on_count;
+  counted.user_data = &events;
+  hlx_request_id_t c = 0;
+  uint8_t gray[20 * 20 * 3];
+  for (size_t i = 0; i < sizeof gray; ++i) gray[i] = (uint8_t)(i * 7 % 251);
+  EXPECT_OK(hlx_submit_image_pixels(m, question, gray, 20, 20, 3, &counted, &c));
+  EXPECT_OK(hlx_run_until_idle(m));
+  hlx_result_t* ra = NULL;
+  hlx_result_t* rc = NULL;
+  EXPECT_OK(hlx_result(m, a, &ra));
+  EXPECT_OK(hlx_result(m, c, &rc));
+  if (ra && rc) {
+    CHECK(ra->finish != HLX_FINISH_ERROR && rc->finish != HLX_FINISH_ERROR);
+    CHECK(ra->prompt_tokens == (int64_t)nq + 1 + tokens_per_image);
+    CHECK(ra->token_count >= 1 && rc->token_count >= 1);
+    CHECK(events == (int)rc->token_count + 1);
+    /* the CLI on the same file and question prints the same text */
+    snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' --capacity 128 --image '%s' -p '%s' -n 12 2>/dev/null", hlx,
+             model_dir, png_path, question);
+    FILE* p = popen(cmd, "r");
+    char line[4096] = {0};
+    size_t got = p ? fread(line, 1, sizeof line - 1, p) : 0;
+    int rcode = p ? pclose(p) : -1;
+    CHECK(rcode == 0 && got > 0);
+    if (got > 0 && line[got - 1] == '\n') line[--got] = '\0';
+    CHECK(got == ra->text_len && memcmp(line, ra->text, got) == 0);
+  }
+  hlx_result_free(ra);
+  hlx_result_free(rc);
+
+  /* misuse, nothing queued */
+  hlx_request_id_t x = 7;
+  EXPECT_STATUS(hlx_submit_image_bytes(m, "<|image_pad|><|image_pad|> two?", kPng, sizeof kPng, &gp, &x),
+                HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(x == 0 && contains(hlx_last_error_message(), "2 image placeholder(s)"));
+  hlx_generation_params_t big = gp;
+  big.max_new_tokens = 128 - ((int64_t)nq + 1 + tokens_per_image) + 1; /* fits without the expansion */
+  EXPECT_STATUS(hlx_submit_image_bytes(m, question, kPng, sizeof kPng, &big, &x), HLX_STATUS_CAPACITY_EXCEEDED);
+  EXPECT_OK(hlx_last_admission(&adm));
+  CHECK(adm.prompt_tokens == (int64_t)nq + 1 + tokens_per_image && adm.max_new_tokens == big.max_new_tokens);
+  const uint8_t text_bytes[] = "not an image at all";
+  EXPECT_STATUS(hlx_submit_image_bytes(m, question, text_bytes, sizeof text_bytes, &gp, &x), HLX_STATUS_UNSUPPORTED);
+  uint8_t truncated[40];
+  memcpy(truncated, kPng, sizeof truncated);
+  hlx_status_t st = hlx_submit_image_bytes(m, question, truncated, sizeof truncated, &gp, &x);
+  CHECK(st == HLX_STATUS_IO || st == HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(x == 0);
+  EXPECT_STATUS(hlx_submit_image_pixels(m, question, gray, 40000, 40000, 3, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+  int32_t idle = 0;
+  EXPECT_OK(hlx_step(m, &idle));
+  CHECK(idle == 1);
+
+  /* cancel an image request between its encode and its prefill */
+  EXPECT_OK(hlx_submit_image_pixels(m, question, gray, 20, 20, 3, &gp, &x));
+  EXPECT_OK(hlx_step(m, &idle));
+  EXPECT_OK(hlx_cancel(m, x));
+  EXPECT_OK(hlx_run_until_idle(m));
+  hlx_result_t* rx = NULL;
+  EXPECT_OK(hlx_result(m, x, &rx));
+  if (rx) CHECK(rx->finish == HLX_FINISH_CANCELLED);
+  hlx_result_free(rx);
+  hlx_model_release(m);
+}
+
 int main(int argc, char** argv) {
   if (argc < 2) {
     fprintf(stderr, "usage: %s PATH_OF_HLX_BINARY\n", argv[0]);
@@ -708,14 +829,15 @@ int main(int argc, char** argv) {
     CHECK(count == 0);
   }
 
-  /* ---- images: validated, then unsupported ---- */
+  /* ---- images on a text-only model: validated, then refused ---- */
   {
     const uint8_t png[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
     uint8_t pixels[4 * 4 * 3] = {0};
     hlx_request_id_t x = 5;
-    EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", png, sizeof png, &gp, &x), HLX_STATUS_UNSUPPORTED);
-    CHECK(x == 0 && contains(hlx_last_error_message(), "not supported"));
-    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 4, 4, 3, &gp, &x), HLX_STATUS_UNSUPPORTED);
+    EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", png, sizeof png, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(x == 0 && contains(hlx_last_error_message(), "text-only"));
+    EXPECT_STATUS(hlx_submit_image_pixels(model, "describe", pixels, 4, 4, 3, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(x == 0 && contains(hlx_last_error_message(), "text-only"));
     EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", NULL, 8, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
     EXPECT_STATUS(hlx_submit_image_bytes(model, "describe", png, 0, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
     EXPECT_STATUS(hlx_submit_image_bytes(NULL, "describe", png, 8, &gp, &x), HLX_STATUS_INVALID_ARGUMENT);
@@ -797,6 +919,8 @@ int main(int argc, char** argv) {
     }
     hlx_model_release(m);
   }
+
+  test_images(hlx, dir);
 
   {
     char cmd[600];
