@@ -4,6 +4,7 @@ tokenizer (its <|image_pad|> is the image token) and the repository's assets/sce
 - `generate --image -p TEXT` puts "<|image_pad|>\\n" in front of a prompt without it: the reported
   prompt length is the token count of that text plus tokens_per_image - 1 (the expansion), and the
   summary line names every stage (preprocess, encode, prefill, decode);
+- `hlx chat --image` keeps the image in the first message on every turn;
 - `--chat` renders the template with an image content part: the prompt length equals jinja2's
   rendering of the checkpoint's template (tokenized by hlx) plus the expansion;
 - the generated text equals `generate --tokens` on the same ids (same engine path by ids);
@@ -107,6 +108,13 @@ def main():
         _, s = summary(p.stderr)
         want = token_count(args, model, "<|image_pad|>\n<|image_pad|>\n" + question) + 2 * (TOKENS_PER_IMAGE - 1)
         check(s is not None and s[0] == want and s[2] == 2, f"two images: prompt {s} == {want}")
+
+        # hlx chat --image: the image stays in the first message on every turn.
+        p = subprocess.run([args.hlx, "chat", "-m", model, "--image", SCENE, "-n", "4", "--capacity", "128"],
+                           input=b"What is this?\nAnd the colour?\n", capture_output=True, timeout=600)
+        turns = [l for l in p.stderr.decode(errors="replace").splitlines() if l.startswith("[turn ")]
+        check(p.returncode == 0 and len(turns) == 2 and all("(1 image)" in t for t in turns),
+              f"chat --image: two turns with the image: {turns}")
 
         # Errors.
         text_model = os.path.join(tmp, "qwen3")
