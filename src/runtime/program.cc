@@ -16,6 +16,8 @@
 #include "runtime/program.h"
 
 #include <algorithm>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <iostream>
@@ -24,6 +26,7 @@
 #include <sstream>
 #include <unordered_map>
 
+#include "runtime/kernels/parallel.h"
 #include "runtime/op_kernel.h"
 #include "runtime/ops/structured_util.h"
 #include "runtime/plan.h"
@@ -211,7 +214,19 @@ struct EntryPlan {
   size_t arena_bytes = 0;
   std::shared_ptr<void> arena;
   PlanStats stats;
+  // HLX_PROFILE=1: wall time per step summed over runs, printed when the Program is destroyed.
+  std::vector<double> step_ns;
+  int64_t profiled_runs = 0;
+  double run_ns = 0;
 };
+
+bool profiling_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HLX_PROFILE");
+    return e && std::string(e) == "1";
+  }();
+  return on;
+}
 
 Status check_const(const shlo::Op& op, const shlo::Function& fn, Tensor* out) {
   const shlo::Attr* v = op.attr("value");
@@ -235,6 +250,10 @@ class ProgramImpl : public Program {
  public:
   ProgramImpl(std::shared_ptr<const shlo::Module> m, ProgramOptions o)
       : module_(std::move(m)), options_(std::move(o)) {}
+  ~ProgramImpl() override {
+    if (profiling_enabled())
+      for (const auto& p : plans_) print_profile(*p);
+  }
 
   Status compile_all() {
     const KernelRegistry& reg = options_.registry ? *options_.registry : KernelRegistry::builtin();
@@ -265,6 +284,7 @@ class ProgramImpl : public Program {
         found = true;
       }
     if (!found) return make_error(ErrorKind::kNotFound, "no entry argument is marked hlx.weight = \"", name, "\"");
+    kernels::ThreadLimit thread_limit(options_.threads);  // weight packing runs on oneDNN's threads
     for (auto& p : plans_)
       for (size_t k = 0; k < p->weight_name.size(); ++k) {
         if (p->weight_name[k] != name) continue;
@@ -296,6 +316,7 @@ class ProgramImpl : public Program {
                           ") has no data");
     }
     std::lock_guard<std::mutex> lock(mu_);
+    kernels::ThreadLimit thread_limit(options_.threads);  // our pool and oneDNN's OpenMP regions
     for (size_t k = 0; k < p->weight_name.size(); ++k)
       if (!p->weight_name[k].empty() && !p->weights[k].defined())
         return make_error(ErrorKind::kNotFound, "@", p->name, ": weight '", p->weight_name[k],
@@ -336,8 +357,18 @@ class ProgramImpl : public Program {
     std::vector<const Tensor*> in;
     std::vector<Tensor*> out;
     std::vector<Tensor> cc_args;
+    const bool prof = profiling_enabled();
+    using clock = std::chrono::steady_clock;
+    const clock::time_point run_start = prof ? clock::now() : clock::time_point();
+    clock::time_point step_start = run_start;
+    if (prof && p->step_ns.empty()) p->step_ns.assign(p->steps.size(), 0.0);
     for (size_t s = 0; s < p->steps.size(); ++s) {
       Step& st = p->steps[s];
+      if (prof && s > 0) {
+        clock::time_point now = clock::now();
+        p->step_ns[s - 1] += std::chrono::duration<double, std::nano>(now - step_start).count();
+        step_start = now;
+      }
       if (st.handler) {
         cc_args.clear();
         for (ValueId v : st.inputs) cc_args.push_back(vals[size_t(v)]);
@@ -351,6 +382,12 @@ class ProgramImpl : public Program {
       for (ValueId v : st.outputs) out.push_back(&vals[size_t(v)]);
       Status status = st.kernel->run(in, out);
       if (!status.ok()) return status.with_context(str_cat("@", p->name, " step #", s, " (", st.label, ")"));
+    }
+    if (prof && !p->steps.empty()) {
+      clock::time_point now = clock::now();
+      p->step_ns.back() += std::chrono::duration<double, std::nano>(now - step_start).count();
+      p->run_ns += std::chrono::duration<double, std::nano>(now - run_start).count();
+      ++p->profiled_runs;
     }
     std::vector<Tensor> results;
     for (size_t i = 0; i < p->returns.size(); ++i) {
@@ -399,6 +436,7 @@ class ProgramImpl : public Program {
   Status compile_steps(EntryPlan& p, const KernelRegistry& reg);
   Status plan_memory(EntryPlan& p);
   std::string dump(const EntryPlan& p) const;
+  void print_profile(const EntryPlan& p) const;
 
   std::shared_ptr<const shlo::Module> module_;
   ProgramOptions options_;
@@ -552,6 +590,7 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
     st.inputs = op.operands;
     st.outputs = op.results;
     st.label = op.name;
+    if (op.name == "stablehlo.composite") st.label += " " + symbol_of(op.attr("name"));
     if (op.name == "stablehlo.custom_call") {
       std::string target = symbol_of(op.attr("call_target_name"));
       for (const auto& [name, h] : options_.custom_calls)
@@ -703,6 +742,40 @@ std::string ProgramImpl::dump(const EntryPlan& p) const {
   for (ValueId v : p.returns) os << " %" << v << "@" << where(v);
   os << "\n";
   return os.str();
+}
+
+// Per-op summary: steps grouped by label and output type, heaviest first.
+void ProgramImpl::print_profile(const EntryPlan& p) const {
+  if (p.profiled_runs == 0) return;
+  const shlo::Function& fn = *p.flat;
+  struct Agg {
+    double ns = 0;
+    int count = 0;
+  };
+  std::map<std::string, Agg> by_kind;
+  for (size_t s = 0; s < p.steps.size() && s < p.step_ns.size(); ++s) {
+    const Step& st = p.steps[s];
+    std::string key = st.label;
+    if (!st.outputs.empty()) key += " -> " + type_str(fn.type_of(st.outputs[0]));
+    Agg& a = by_kind[key];
+    a.ns += p.step_ns[s];
+    ++a.count;
+  }
+  std::vector<std::pair<std::string, Agg>> rows(by_kind.begin(), by_kind.end());
+  std::sort(rows.begin(), rows.end(), [](const auto& a, const auto& b) { return a.second.ns > b.second.ns; });
+  const double runs = double(p.profiled_runs);
+  std::fprintf(stderr, "HLX_PROFILE @%s: %lld runs, %.3f ms per run, %zu steps\n", p.name.c_str(),
+               static_cast<long long>(p.profiled_runs), p.run_ns / runs / 1e6, p.steps.size());
+  double shown = 0;
+  for (size_t i = 0; i < rows.size() && i < 25; ++i) {
+    const auto& [key, a] = rows[i];
+    shown += a.ns;
+    std::fprintf(stderr, "  %8.3f ms %5.1f%%  x%-4d %s\n", a.ns / runs / 1e6, 100.0 * a.ns / p.run_ns, a.count,
+                 key.c_str());
+  }
+  if (rows.size() > 25)
+    std::fprintf(stderr, "  %8.3f ms %5.1f%%  (%zu more kinds)\n", (p.run_ns - shown) / runs / 1e6,
+                 100.0 * (p.run_ns - shown) / p.run_ns, rows.size() - 25);
 }
 
 }  // namespace

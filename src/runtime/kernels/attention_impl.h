@@ -21,6 +21,7 @@
 
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/internal.h"
+#include "runtime/kernels/parallel.h"
 
 namespace HLX_ATTENTION_NS {
 
@@ -198,18 +199,27 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
   const float cap = d.logit_softcap;
   const int64_t W = d.sliding_window;
 
-#pragma omp parallel if (items > 1)
-  {
+  // Work items are claimed dynamically by the runtime's pool (parallel.h); scratch is per thread
+  // and kept across calls.
+  ::hlx::kernels::parallel_for(items, 1, [&](int64_t item_begin, int64_t item_end) {
     ::hlx::kernels::internal::FtzDazScope ftz_daz;
     const int64_t max_rows = G * t_tile;
-    std::vector<float> qf(static_cast<size_t>(max_rows * Dh)), acc(static_cast<size_t>(max_rows * Dh));
-    std::vector<float> mrow(static_cast<size_t>(max_rows)), lrow(static_cast<size_t>(max_rows));
-    std::vector<int64_t> lo(static_cast<size_t>(max_rows)), hi(static_cast<size_t>(max_rows));
-    std::vector<float> kb(static_cast<size_t>(kKeyBlock * Dh)), vb(static_cast<size_t>(kKeyBlock * Dh));
-    std::vector<float> s(static_cast<size_t>(kKeyBlock));
+    thread_local std::vector<float> qf, acc, mrow, lrow, kb, vb, s;
+    thread_local std::vector<int64_t> lo, hi;
+    auto fit = [](auto& v, int64_t size) {
+      if (int64_t(v.size()) < size) v.resize(static_cast<size_t>(size));
+    };
+    fit(qf, max_rows * Dh);
+    fit(acc, max_rows * Dh);
+    fit(mrow, max_rows);
+    fit(lrow, max_rows);
+    fit(lo, max_rows);
+    fit(hi, max_rows);
+    fit(kb, kKeyBlock * Dh);
+    fit(vb, kKeyBlock * Dh);
+    fit(s, kKeyBlock);
 
-#pragma omp for schedule(dynamic, 1)
-    for (int64_t item = 0; item < items; ++item) {
+    for (int64_t item = item_begin; item < item_end; ++item) {
       const int64_t b = item / (Hkv * t_tiles);
       const int64_t kvh = (item / t_tiles) % Hkv;
       const int64_t t0 = (item % t_tiles) * t_tile;
@@ -310,7 +320,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
         for (int64_t i = 0; i < Dh; ++i) o[i] = ar[i] * inv;
       }
     }
-  }
+  });
 }
 
 }  // namespace HLX_ATTENTION_NS

@@ -5,6 +5,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -17,6 +18,7 @@
 #include "core/tensor.h"
 #include "runtime/kernels/cpu.h"
 #include "runtime/kernels/internal.h"
+#include "runtime/kernels/parallel.h"
 
 namespace hlx::kernels {
 
@@ -70,7 +72,7 @@ struct Scratch {
     return buf.get();
   }
 };
-thread_local Scratch tl_scratchpad, tl_a, tl_b, tl_c;
+thread_local Scratch tl_scratchpad, tl_a, tl_b, tl_c, tl_tile;
 
 // Converts `n` elements of `from` to `to` (f32 or bf16) into `dst`.
 void convert(DType from, const void* src, int64_t n, DType to, void* dst) {
@@ -137,11 +139,13 @@ Status check_types(DType a, DType b, DType c) {
 
 // ---- general batched matmul: primitives cached per shape/types/transposition ----
 
+// oneDNN fixes a primitive's thread count when it is created, so the OpenMP limit is in the key.
 struct GeneralKey {
   int64_t batch, m, n, k;
   int cty, cmp;
   bool bt;
-  auto tie() const { return std::tie(batch, m, n, k, cty, cmp, bt); }
+  int threads;
+  auto tie() const { return std::tie(batch, m, n, k, cty, cmp, bt, threads); }
   bool operator<(const GeneralKey& o) const { return tie() < o.tie(); }
 };
 struct GeneralPrim {
@@ -183,7 +187,7 @@ Status matmul(const MatmulDesc& d, const void* a, const void* b, void* c) {
   const DType c_run = cmp == DType::kF32 ? DType::kF32 : d.c_type;
   void* c_out = c;
   if (c_run != d.c_type) c = tl_c.get(size_t(d.batch * d.m * d.n) * 4);
-  GeneralKey key{d.batch, d.m, d.n, d.k, int(c_run), int(cmp), d.b_transposed};
+  GeneralKey key{d.batch, d.m, d.n, d.k, int(c_run), int(cmp), d.b_transposed, omp_get_max_threads()};
   try {
     std::shared_ptr<const GeneralPrim> p;
     {
@@ -240,6 +244,46 @@ bool stream_enabled() {
   return on;
 }
 
+// HLX_POOL_GEMM=0 runs larger-M products on oneDNN's own OpenMP threads (for A/B measurements).
+bool pool_gemm_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HLX_POOL_GEMM");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
+// Packs a bf16 [K, N] (or [N, K] when transposed) weight into oneDNN's BA16a64b2a layout (the
+// layout streamable_kp() recognises): element (k, n) at (n / 64) * Kp * 64 + (k / 2) * 128 +
+// (n % 64) * 2 + k % 2, zeros in the padding. oneDNN's reorder does the same but ran ~5 s for
+// Qwen3-0.6B on one thread and collapsed on its OpenMP team under load; this runs on the pool,
+// one 64-column block per item.
+void pack_ba16a64b2a(int64_t k, int64_t n, int64_t kp, bool transposed, const uint16_t* src, uint16_t* dst) {
+  const int64_t nblocks = (n + 63) / 64;
+  parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t nb = b0; nb < b1; ++nb) {
+      uint16_t* blk = dst + nb * kp * 64;
+      const int64_t n0 = nb * 64, cols = std::min<int64_t>(64, n - n0);
+      if (cols < 64 || kp > k) std::memset(blk, 0, size_t(kp * 64) * 2);
+      for (int64_t j = 0; j < cols; ++j) {
+        uint16_t* d = blk + j * 2;
+        if (transposed) {
+          const uint16_t* row = src + (n0 + j) * k;  // contiguous along k
+          int64_t kk = 0;
+          for (; kk + 1 < k; kk += 2) {
+            uint32_t pair;
+            std::memcpy(&pair, row + kk, 4);
+            std::memcpy(d + (kk / 2) * 128, &pair, 4);
+          }
+          if (kk < k) d[(kk / 2) * 128] = row[kk];
+        } else {
+          for (int64_t kk = 0; kk < k; ++kk) d[(kk / 2) * 128 + (kk & 1)] = src[kk * n + n0 + j];
+        }
+      }
+    }
+  });
+}
+
 class DnnlPackedWeight final : public PackedWeight {
  public:
   // `cmp` is bf16 or f32; `data` is already in `cmp`.
@@ -258,14 +302,25 @@ class DnnlPackedWeight final : public PackedWeight {
       w->packed_md_ = pd.weights_desc();
       w->impl_ = pd.impl_info_str();
       w->packed_ = allocate_aligned(w->packed_md_.get_size());
-      memory src(memory::desc({k, n}, to_dnnl(cmp), transposed ? tag::ba : tag::ab), engine(),
-                 const_cast<void*>(data));
-      memory dst(w->packed_md_, engine(), w->packed_.get());
-      dnnl::stream s(engine());
-      dnnl::reorder(src, dst).execute(s, src, dst);
-      s.wait();
-      w->stream_kp_ = cmp == DType::kBF16 && cpu_features().avx512bf16 && stream_enabled()
-                          ? streamable_kp(w->packed_md_, k, n) : 0;
+      const int64_t blocked_kp = cmp == DType::kBF16 ? streamable_kp(w->packed_md_, k, n) : 0;
+      if (blocked_kp > 0) {
+        pack_ba16a64b2a(k, n, blocked_kp, transposed, static_cast<const uint16_t*>(data),
+                        static_cast<uint16_t*>(w->packed_.get()));
+      } else {
+        memory src(memory::desc({k, n}, to_dnnl(cmp), transposed ? tag::ba : tag::ab), engine(),
+                   const_cast<void*>(data));
+        memory dst(w->packed_md_, engine(), w->packed_.get());
+        dnnl::stream s(engine());
+        dnnl::reorder(src, dst).execute(s, src, dst);
+        s.wait();
+      }
+      const int64_t kp = cpu_features().avx512bf16 ? blocked_kp : 0;
+      w->stream_kp_ = stream_enabled() ? kp : 0;
+      w->slice_kp_ = pool_gemm_enabled() ? kp : 0;
+      // Tiles only when oneDNN runs them with a real kernel (not its reference fallback).
+      if (w->slice_kp_ > 0 &&
+          std::string(w->slice_prim(kTileM, std::min(n, kTileN), DType::kF32)->pd.impl_info_str()).rfind("ref", 0) == 0)
+        w->slice_kp_ = 0;
     } catch (const dnnl::error& e) {
       return make_error(ErrorKind::kInternal, "PackedWeight::pack: oneDNN error for k=", k, " n=", n, ": ",
                         e.what());
@@ -287,6 +342,7 @@ class DnnlPackedWeight final : public PackedWeight {
                                       static_cast<const bf16*>(packed_.get()), c_type, c);
       return ok_status();
     }
+    if (slice_kp_ > 0) return multiply_sliced(m, a, c_type, c);
     try {
       // As in matmul(): f32 compute writes f32, rounded to bf16 afterwards when asked.
       const DType c_run = cmp_ == DType::kF32 ? DType::kF32 : c_type;
@@ -302,6 +358,64 @@ class DnnlPackedWeight final : public PackedWeight {
   }
 
   const std::string& impl() const { return impl_; }
+  std::string layout() const { return slice_kp_ > 0 || stream_kp_ > 0 ? "BA16a64b2a" : "oneDNN blocked (other)"; }
+  bool streams() const { return stream_kp_ > 0; }
+  bool tiles() const { return slice_kp_ > 0; }
+
+  // Larger M on the runtime's pool (parallel.h) instead of oneDNN's OpenMP team: the product is
+  // cut into tiles of kTileM rows x kTileN columns, each run by a single-threaded oneDNN brgemm
+  // primitive on a column slice of the packed weight (in BA16a64b2a a slice of whole 64-column
+  // blocks is a contiguous sub-buffer with the same Kp), claimed dynamically, so a descheduled
+  // thread never holds the others at a barrier.
+  Status multiply_sliced(int64_t m, const void* a, DType c_type, void* c) const {
+    const int64_t mt = (m + kTileM - 1) / kTileM, nt = (n_ + kTileN - 1) / kTileN;
+    const size_t c_size = dtype_size(c_type);
+    std::shared_ptr<const Prim> prims[2][2];  // [last row tile][last column tile]
+    try {
+      for (int lm = 0; lm < 2; ++lm)
+        for (int ln = 0; ln < 2; ++ln) {
+          const int64_t rows = lm ? m - (mt - 1) * kTileM : std::min(m, kTileM);
+          const int64_t cols = ln ? n_ - (nt - 1) * kTileN : std::min(n_, kTileN);
+          prims[lm][ln] = slice_prim(rows, cols, c_type);
+        }
+    } catch (const dnnl::error& e) {
+      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_,
+                        " n=", n_, ": ", e.what());
+    }
+    std::atomic<bool> failed{false};
+    std::string error;
+    std::mutex error_mu;
+    parallel_for(mt * nt, 1, [&](int64_t i0, int64_t i1) {
+      for (int64_t i = i0; i < i1; ++i) {
+        const int64_t r = i / nt, t = i % nt;
+        const Prim& p = *prims[r == mt - 1 ? 1 : 0][t == nt - 1 ? 1 : 0];
+        const bf16* ap = static_cast<const bf16*>(a) + r * kTileM * k_;
+        const bf16* wp = static_cast<const bf16*>(packed_.get()) + t * (kTileN / 64) * slice_kp_ * 64;
+        char* cp = static_cast<char*>(c) + (r * kTileM * n_ + t * kTileN) * int64_t(c_size);
+        const int64_t rows = p.c_md.dims()[0], cols = p.c_md.dims()[1];
+        try {
+          if (nt == 1) {  // the tile spans whole rows of C: write in place
+            execute(p.pd, p.prim, p.a_md, ap, p.b_md, wp, p.c_md, cp);
+          } else {
+            // oneDNN 2.6's brgemm has no strided destination (it falls back to the reference
+            // kernel), so a tile is computed densely and copied into C's rows.
+            const size_t row_bytes = size_t(cols) * c_size;
+            char* tile = static_cast<char*>(tl_tile.get(size_t(rows) * row_bytes));
+            execute(p.pd, p.prim, p.a_md, ap, p.b_md, wp, p.c_md, tile);
+            for (int64_t i = 0; i < rows; ++i)
+              std::memcpy(cp + i * n_ * int64_t(c_size), tile + size_t(i) * row_bytes, row_bytes);
+          }
+        } catch (const dnnl::error& e) {
+          std::lock_guard<std::mutex> lock(error_mu);
+          if (!failed.exchange(true)) error = e.what();
+        }
+      }
+    });
+    if (failed)
+      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_, " n=", n_,
+                        ": ", error);
+    return ok_status();
+  }
 
   // Padded K when `md` is oneDNN's BA16a64b2a layout (what our streaming kernel reads), else 0.
   static int64_t streamable_kp(const memory::desc& md, int64_t k, int64_t n) {
@@ -319,14 +433,43 @@ class DnnlPackedWeight final : public PackedWeight {
 
  private:
   static constexpr int64_t kRefM = 128;
+  static constexpr int64_t kTileM = 128, kTileN = 256;  // kTileN: whole 64-column blocks
   struct Prim {
-    memory::desc a_md, c_md;
+    memory::desc a_md, b_md, c_md;
     dnnl::matmul::primitive_desc pd;
     dnnl::matmul prim;
   };
 
+  // A single-threaded primitive for a [rows, K] x [K, cols] tile writing into C's row stride.
+  std::shared_ptr<const Prim> slice_prim(int64_t rows, int64_t cols, DType c_type) const {
+    std::tuple<int64_t, int, int> key{rows, int(c_type), -int(cols)};
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      auto it = prims_.find(key);
+      if (it != prims_.end()) return it->second;
+    }
+    auto p = std::make_shared<Prim>();
+    p->a_md = memory::desc({rows, k_}, to_dnnl(cmp_), tag::ab);
+    p->b_md = memory::desc({k_, cols}, to_dnnl(cmp_), tag::BA16a64b2a);
+    p->c_md = memory::desc({rows, cols}, to_dnnl(c_type), tag::ab);
+    if (streamable_kp(p->b_md, k_, cols) != slice_kp_)
+      throw dnnl::error(dnnl_unimplemented, "weight slice layout differs from the packed weight");
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);  // oneDNN sizes its thread team when the primitive is created
+    try {
+      p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->a_md, p->b_md, p->c_md), make_attr(), engine());
+      p->prim = dnnl::matmul(p->pd);
+    } catch (...) {
+      omp_set_num_threads(saved);
+      throw;
+    }
+    omp_set_num_threads(saved);
+    std::lock_guard<std::mutex> lock(mu_);
+    return prims_.emplace(key, std::move(p)).first->second;
+  }
+
   std::shared_ptr<const Prim> prim_for(int64_t m, DType c_type) const {
-    std::pair<int64_t, int> key{m, int(c_type)};
+    std::tuple<int64_t, int, int> key{m, int(c_type), omp_get_max_threads()};
     {
       std::lock_guard<std::mutex> lock(mu_);
       auto it = prims_.find(key);
@@ -347,11 +490,27 @@ class DnnlPackedWeight final : public PackedWeight {
   std::shared_ptr<void> packed_;
   std::string impl_;
   int64_t stream_kp_ = 0;  // > 0: small-M products run gemv_vnni_bf16_avx512 on packed_
+  int64_t slice_kp_ = 0;   // > 0: larger products run multiply_sliced
   mutable std::mutex mu_;
-  mutable std::map<std::pair<int64_t, int>, std::shared_ptr<const Prim>> prims_;
+  mutable std::map<std::tuple<int64_t, int, int>, std::shared_ptr<const Prim>> prims_;  // (m, c type, threads)
 };
 
 }  // namespace
+
+MatmulPaths matmul_paths() {
+  MatmulPaths p;
+  std::vector<bf16> w(size_t(256) * 256, f32_to_bf16(0.f));
+  auto packed = PackedWeight::pack(DType::kBF16, 256, 256, true, w.data());
+  if (!packed.ok()) return p;
+  const auto* d = dynamic_cast<const DnnlPackedWeight*>(packed->get());
+  if (!d) return p;
+  p.gemm_impl = d->impl();
+  p.weight_layout = d->layout();
+  p.stream_gemv = d->streams();
+  p.stream_max_m = p.stream_gemv ? stream_max_m() : 0;
+  p.pool_tiles = d->tiles();
+  return p;
+}
 
 Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, int64_t n, bool transposed,
                                                          const void* data) {

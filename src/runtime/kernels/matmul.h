@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -24,6 +25,18 @@ Status matmul(const MatmulDesc& desc, const void* a, const void* b, void* c);
 // bf16 weight rounded to bf16). False on CPUs where oneDNN has no bf16 matmul (no AVX-512): then
 // every 16-bit operand is widened to f32 and the product is computed in f32.
 bool bf16_matmul_available();
+
+// How packed bf16 weights are multiplied on this machine, for `hlx bench`: the oneDNN
+// implementation chosen for a prefill-sized product and whether small-M products use our
+// AVX512-BF16 streaming kernel and large-M ones the pool-tiled path.
+struct MatmulPaths {
+  std::string gemm_impl;      // oneDNN impl_info_str, e.g. "brg:avx512_core_bf16"
+  std::string weight_layout;  // packed weight format, e.g. "BA16a64b2a"
+  bool stream_gemv = false;   // M <= stream_max_m(): gemv_vnni_bf16_avx512
+  int64_t stream_max_m = 0;
+  bool pool_tiles = false;    // larger M: single-threaded oneDNN tiles on the runtime pool
+};
+MatmulPaths matmul_paths();
 
 // A weight matrix used as the right-hand side of many products, packed once at load.
 // `data` is [K, N] row-major, or [N, K] when `transposed` (Hugging Face Linear layout), of `type`.

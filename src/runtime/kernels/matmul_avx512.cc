@@ -1,11 +1,11 @@
 // AVX-512 BF16 kernels for matmul.cc. Compiled with HLX_AVX512_FLAGS; called only when
 // cpu_features().avx512bf16. Uses AVX512F/BW/BF16 only (no FP16/AMX: AMD Zen 4/5 lack them).
 #include <immintrin.h>
-#include <omp.h>
-
+#include <algorithm>
 #include <cstring>
 
 #include "runtime/kernels/internal.h"
+#include "runtime/kernels/parallel.h"
 
 namespace hlx::kernels::internal {
 
@@ -82,11 +82,13 @@ void gemv_block(int64_t k, int64_t lda, const bf16* a, const bf16* w, int64_t n_
 void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
                            const bf16* w_packed, DType c_type, void* c) {
   const int64_t nblocks = (n + 63) / 64;
-#pragma omp parallel
-  {
+  // Chunks of a few column blocks, claimed dynamically (parallel.h): ~4 chunks per thread keeps
+  // each thread's weight stream long while letting one thread absorb another's share when that
+  // one is descheduled.
+  const int64_t grain = std::max<int64_t>(1, nblocks / (4 * max_threads()));
+  parallel_for(nblocks, grain, [&](int64_t nb0, int64_t nb1) {
     FtzDazScope ftz_daz;
-#pragma omp for schedule(static)
-    for (int64_t nb = 0; nb < nblocks; ++nb) {
+    for (int64_t nb = nb0; nb < nb1; ++nb) {
       const bf16* w = w_packed + nb * kp * 64;
       const int64_t n0 = nb * 64;
       const int64_t nv = n - n0 < 64 ? n - n0 : 64;
@@ -101,7 +103,7 @@ void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf
         }
       }
     }
-  }
+  });
 }
 
 }  // namespace hlx::kernels::internal

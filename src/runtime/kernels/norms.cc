@@ -3,10 +3,12 @@
 // `out` may alias `x` (the row is fully read before it is written).
 #include "runtime/kernels/norms.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "runtime/kernels/internal.h"
+#include "runtime/kernels/parallel.h"
 
 namespace hlx::kernels {
 namespace {
@@ -65,13 +67,13 @@ void for_rows(int64_t rows, int64_t dim, RowFn fn) {
     for (int64_t r = 0; r < rows; ++r) fn(r, buf);
     return;
   }
-#pragma omp parallel
-  {
+  // Rows on the runtime pool (parallel.h), chunks of ~kParallelMinElements / 2 elements.
+  const int64_t grain = std::max<int64_t>(1, kParallelMinElements / 2 / dim);
+  parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
     internal::FtzDazScope ftz_daz;
     float* buf = scratch(0, dim);
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) fn(r, buf);
-  }
+    for (int64_t r = r0; r < r1; ++r) fn(r, buf);
+  });
 }
 
 }  // namespace

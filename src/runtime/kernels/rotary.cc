@@ -3,10 +3,12 @@
 // either is written.
 #include "runtime/kernels/rotary.h"
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "runtime/kernels/internal.h"
+#include "runtime/kernels/parallel.h"
 
 namespace hlx::kernels {
 
@@ -56,12 +58,18 @@ Status rotary(int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
   };
   // One decode row (16 heads x 128) is ~2k elements: below 32k the OpenMP fork costs more than it saves.
   const bool parallel = rows >= 2 && rows * row_elems >= (1 << 15);
-#pragma omp parallel if (parallel)
-  {
+  auto run_rows = [&](int64_t r0, int64_t r1) {
     internal::FtzDazScope ftz_daz;
-    std::vector<float> cs(static_cast<size_t>(half)), sn(static_cast<size_t>(half)), buf(static_cast<size_t>(rotary_dim));
-#pragma omp for schedule(static)
-    for (int64_t r = 0; r < rows; ++r) do_row(r, cs.data(), sn.data(), buf.data());
+    thread_local std::vector<float> cs, sn, buf;
+    if (cs.size() < size_t(half)) cs.resize(size_t(half));
+    if (sn.size() < size_t(half)) sn.resize(size_t(half));
+    if (buf.size() < size_t(rotary_dim)) buf.resize(size_t(rotary_dim));
+    for (int64_t r = r0; r < r1; ++r) do_row(r, cs.data(), sn.data(), buf.data());
+  };
+  if (parallel) {
+    parallel_for(rows, std::max<int64_t>(1, (int64_t(1) << 14) / row_elems), run_rows);  // on the runtime pool
+  } else {
+    run_rows(0, rows);
   }
   return ok_status();
 }

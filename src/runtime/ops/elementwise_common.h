@@ -3,8 +3,6 @@
 // and checks of run-time buffers against compiled types.
 #pragma once
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -15,6 +13,7 @@
 #include "core/dtype.h"
 #include "core/status.h"
 #include "core/tensor.h"
+#include "runtime/kernels/parallel.h"
 #include "stablehlo/ir.h"
 
 namespace hlx::rt::ew {
@@ -67,21 +66,18 @@ template <class F> decltype(auto) dispatch(DType t, F&& f) {
 // Below this many elements one thread is faster than waking the team (memory-bound loops).
 inline constexpr int64_t kParallelThreshold = int64_t(1) << 15;
 
-// Runs f(begin, end) over [0, n) in contiguous chunks, one per OpenMP thread when n is large.
-// Chunks are multiples of 64 elements so threads never share a cache line of the output.
+// Runs f(begin, end) over [0, n) on the runtime's pool (kernels/parallel.h) when n is large, in
+// chunks claimed dynamically. Chunks are multiples of 64 elements so threads never share a cache
+// line of the output.
 template <class F> void parallel_for(int64_t n, F&& f) {
   if (n <= 0) return;
-  if (n < kParallelThreshold || omp_in_parallel() || omp_get_max_threads() == 1) {
+  const int threads = kernels::max_threads();
+  if (n < kParallelThreshold || threads == 1) {
     f(int64_t(0), n);
     return;
   }
-#pragma omp parallel
-  {
-    int64_t nt = omp_get_num_threads(), t = omp_get_thread_num();
-    int64_t chunk = ((n + nt - 1) / nt + 63) / 64 * 64;
-    int64_t b = t * chunk, e = std::min(n, b + chunk);
-    if (b < e) f(b, e);
-  }
+  const int64_t grain = std::max<int64_t>(kParallelThreshold / 4, (n / (4 * threads) + 63) / 64 * 64);
+  kernels::parallel_for(n, grain, [&](int64_t b, int64_t e) { f(b, e); });
 }
 
 // "stablehlo.add(tensor<2xf32>, tensor<2xf32>) -> tensor<2xf32>" for error messages.

@@ -26,6 +26,10 @@ struct ScatterPlan {
   std::vector<int64_t> upd_scatter_dims;               // updates dims that index scatter positions
   std::vector<int64_t> upd_window_dims;                // updates dims that index the window
   std::vector<int64_t> window_op_dims;                 // operand dim of each update window dim
+  // Replace with whole trailing windows (a KV-cache row write): each scatter position copies one
+  // contiguous run of `window_elems` elements; indices address only the leading inserted dims.
+  bool contiguous_rows = false;
+  int64_t window_elems = 1;
 };
 
 class Scatter : public OpKernel {
@@ -43,6 +47,7 @@ class Scatter : public OpKernel {
     const Shape& us = p_.upd_shape;
     int64_t total = num_elements(us);
     if (total == 0) return ok_status();
+    if (p_.contiguous_rows) return run_rows(si, *in[size_t(n + 1)], *out[0]);
     size_t orank = p_.op_shape.size();
     auto ostr = row_major_strides(p_.op_shape);
     auto sstr = row_major_strides(p_.si_shape);
@@ -105,6 +110,47 @@ class Scatter : public OpKernel {
     for (int j = 0; j < n; ++j) {
       size_t es = p_.esize[size_t(j)];
       std::memcpy(static_cast<uint8_t*>(out[size_t(j)]->raw()) + size_t(off) * es, ev_->result_data(j), es);
+    }
+    return ok_status();
+  }
+
+  // The contiguous_rows fast path: the same positions and skip rule as the general loop, one
+  // memcpy per scatter position instead of an index computation per element.
+  Status run_rows(const Tensor& si, const Tensor& upd, Tensor& y) {
+    const int64_t positions = num_elements(p_.upd_shape) / p_.window_elems;
+    const auto ostr = row_major_strides(p_.op_shape);
+    const auto sstr = row_major_strides(p_.si_shape);
+    const bool has_ivd = p_.ivd < int64_t(p_.si_shape.size());
+    const size_t row_bytes = size_t(p_.window_elems) * p_.esize[0];
+    // Scatter positions enumerate the non-ivd dims of the indices in row-major order.
+    Shape batch;
+    for (size_t d = 0; d < p_.si_shape.size(); ++d)
+      if (int64_t(d) != p_.ivd) batch.push_back(p_.si_shape[d]);
+    std::vector<int64_t> idx(batch.size(), 0);
+    for (int64_t u = 0; u < positions; ++u) {
+      int64_t base = 0;
+      for (size_t i = 0, sd = 0; i < idx.size(); ++i, ++sd) {
+        if (has_ivd && int64_t(sd) == p_.ivd) ++sd;
+        base += idx[i] * sstr[sd];
+      }
+      int64_t off = 0;
+      bool in_bounds = true;
+      for (size_t k = 0; k < p_.sdims_to_op.size(); ++k) {
+        const int64_t od = p_.sdims_to_op[k];
+        const int64_t c = load_i64(si.raw(), si.dtype(), base + (has_ivd ? int64_t(k) * sstr[size_t(p_.ivd)] : 0));
+        if (c < 0 || c >= p_.op_shape[size_t(od)]) {
+          in_bounds = false;
+          break;
+        }
+        off += c * ostr[size_t(od)];
+      }
+      if (in_bounds)
+        std::memcpy(static_cast<uint8_t*>(y.raw()) + size_t(off) * p_.esize[0],
+                    static_cast<const uint8_t*>(upd.raw()) + size_t(u) * row_bytes, row_bytes);
+      for (size_t d = idx.size(); d-- > 0;) {
+        if (++idx[d] < batch[d]) break;
+        idx[d] = 0;
+      }
     }
     return ok_status();
   }
@@ -179,6 +225,22 @@ Result<std::unique_ptr<OpKernel>> make_scatter(const shlo::Op& op, const shlo::F
   }
   if (n == 1) {
     BinaryBody b = match_binary_body(body);
+    // Fast path: replace; update windows are the trailing dims of both operand and updates at
+    // full extent; indices address only inserted (size-1) dims, each at most once.
+    const int64_t wn = int64_t(uwd.size());
+    bool rows = b == BinaryBody::kReplace && ibd.empty() && wn <= urank && wn <= orank;
+    for (int64_t w = 0; rows && w < wn; ++w)
+      rows = uwd[size_t(w)] == urank - wn + w && p.window_op_dims[size_t(w)] == orank - wn + w &&
+             ut.shape[size_t(uwd[size_t(w)])] == ot.shape[size_t(orank - wn + w)];
+    for (size_t k = 0; rows && k < sd2od.size(); ++k)
+      rows = contains(iwd, sd2od[k]) && std::count(sd2od.begin(), sd2od.end(), sd2od[k]) == 1;
+    // Every inserted dim must be indexed (otherwise its coordinate is 0 and the general loop applies).
+    for (size_t k = 0; rows && k < iwd.size(); ++k) rows = contains(sd2od, iwd[k]);
+    if (rows) {
+      p.contiguous_rows = true;
+      for (int64_t w = 0; w < wn; ++w) p.window_elems *= ut.shape[size_t(urank - wn + w)];
+      if (p.window_elems == 0) p.contiguous_rows = false;
+    }
     bool logical = b == BinaryBody::kAnd || b == BinaryBody::kOr;
     if (b != BinaryBody::kNone && !(logical && is_float(ot.dtype)))
       return std::unique_ptr<OpKernel>(new Scatter(std::move(p), b, nullptr));

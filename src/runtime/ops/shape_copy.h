@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -38,10 +39,9 @@ inline void strided_copy(void* dst_v, std::vector<int64_t> dst_st, const void* s
   for (int k = 0; k < r - 1; ++k) rows *= D[k];
   auto* dst = static_cast<uint8_t*>(dst_v);
   const auto* src = static_cast<const uint8_t*>(src_v);
-  const bool par = rows > 1 && rows * inner >= ew::kParallelThreshold && !omp_in_parallel();
-
-#pragma omp parallel for schedule(static) if (par)
-  for (int64_t row = 0; row < rows; ++row) {
+  const bool par = rows > 1 && rows * inner >= ew::kParallelThreshold;
+  auto copy_rows = [&](int64_t row_begin, int64_t row_end) {
+  for (int64_t row = row_begin; row < row_end; ++row) {
     int64_t so = 0, to = 0, rem = row;
     for (int k = r - 2; k >= 0; --k) {
       int64_t i = rem % D[k];
@@ -67,6 +67,14 @@ inline void strided_copy(void* dst_v, std::vector<int64_t> dst_st, const void* s
       case 4: loop(uint32_t{}); break;
       default: loop(uint64_t{}); break;
     }
+  }
+  };
+  if (par) {
+    // Rows claimed in chunks of about kParallelThreshold elements on the runtime pool.
+    const int64_t grain = std::max<int64_t>(1, ew::kParallelThreshold / std::max<int64_t>(inner, 1));
+    kernels::parallel_for(rows, grain, copy_rows);
+  } else {
+    copy_rows(0, rows);
   }
 }
 

@@ -1,0 +1,402 @@
+// `hlx bench -m DIR [--json FILE] [--threads N] [--capacity C] [--small-capacity C]`
+//
+// One benchmark record for a text checkpoint on this machine: the machine and the kernel paths
+// taken, a DRAM read probe on the same threads and the decode roofline it implies, prefill
+// throughput and time to first token, decode at batch 1 and aggregate at 4 and 8 slots, decode
+// at a short context under a small and a large capacity, load/plan/emit times and peak RSS.
+// docs/PERFORMANCE.md records its output for the Qwen3-0.6B-shaped fixture.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "cli/command.h"
+#include "engine/text_model.h"
+#include "models/text_spec.h"
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/matmul.h"
+#include "runtime/kernels/membw.h"
+#include "runtime/kernels/parallel.h"
+
+namespace hlx::cli {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::ordered_json;
+
+double ms_since(Clock::time_point t0) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
+}
+
+struct BenchArgs {
+  std::string model;
+  std::string json_out;
+  int threads = 0;
+  int64_t capacity = 4096;
+  int64_t small_capacity = 512;
+  int64_t context = 64;        // context the decode runs start from
+  int64_t decode_tokens = 32;  // decode steps per measurement
+  int reps = 3;                // prefill repetitions (the best is reported)
+  std::vector<int64_t> prefill_lengths{128, 512};
+  std::vector<int64_t> batches{1, 4, 8};
+};
+
+// Peak resident set (VmHWM) and current RSS of this process in bytes, from /proc/self/status.
+void read_rss(size_t* hwm, size_t* rss) {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  *hwm = *rss = 0;
+  while (std::getline(in, line)) {
+    size_t kb = 0;
+    if (std::sscanf(line.c_str(), "VmHWM: %zu kB", &kb) == 1) *hwm = kb * 1024;
+    if (std::sscanf(line.c_str(), "VmRSS: %zu kB", &kb) == 1) *rss = kb * 1024;
+  }
+}
+
+// Resets VmHWM to the current RSS (Linux >= 4.0), so a later peak belongs to what follows.
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+std::string loadavg() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return a + " " + b + " " + c;
+}
+
+std::vector<int64_t> prompt_tokens(int64_t n, int64_t vocab, int64_t salt) {
+  std::vector<int64_t> t(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) t[size_t(i)] = (i * 7919 + salt * 104729 + 13) % vocab;
+  return t;
+}
+
+int64_t argmax(const float* row, int64_t n) {
+  return std::max_element(row, row + n) - row;
+}
+
+// Bytes one decode step streams from the checkpoint: every tensor except an untied embedding table
+// (only one row of it is gathered).
+size_t weight_bytes_per_token(const models::TextModelSpec& spec) {
+  const std::string embed = spec.weight_prefix + "embed_tokens.weight";
+  const size_t elt = dtype_size(spec.weight_dtype);
+  size_t total = 0;
+  for (const auto& t : models::text_checkpoint_layout(spec)) {
+    if (t.name == embed && spec.lm_head_name != embed) {
+      total += size_t(spec.hidden_size) * elt;
+      continue;
+    }
+    total += size_t(num_elements(t.shape)) * elt;
+  }
+  return total;
+}
+
+// K and V bytes attention reads per token (one sequence) at context `len`.
+size_t kv_bytes_per_token(const models::TextModelSpec& spec, DType kv, int64_t len) {
+  return size_t(spec.num_layers) * 2 * size_t(len) * size_t(spec.num_kv_heads * spec.head_dim) * dtype_size(kv);
+}
+
+struct DecodeRun {
+  double tok_s = 0;       // aggregate over rows
+  double ms_per_step = 0;
+};
+
+// Admits `batch` sequences, prefills `context` tokens into each, then runs `steps` decode steps
+// over all of them (greedy). Frees the slots after.
+Result<DecodeRun> run_decode(engine::TextModel& m, int64_t batch, int64_t context, int64_t steps) {
+  const int64_t vocab = m.spec().vocab_size;
+  std::vector<int64_t> slots;
+  std::vector<engine::DecodeRow> rows;
+  auto cleanup = [&] {
+    for (int64_t s : slots) (void)m.release(s);
+  };
+  for (int64_t b = 0; b < batch; ++b) {
+    auto prompt = prompt_tokens(context, vocab, b + 1);
+    auto slot = m.admit(prompt, steps + 1);
+    if (!slot.ok()) {
+      cleanup();
+      return slot.status();
+    }
+    slots.push_back(*slot);
+    auto logits = m.prefill(*slot, prompt);
+    if (!logits.ok()) {
+      cleanup();
+      return logits.status();
+    }
+    rows.push_back({*slot, argmax(logits->data<float>(), vocab), context});
+  }
+  // One untimed step compiles nothing new (warm_up did) but faults in the decode arena.
+  auto t0 = Clock::now();
+  for (int64_t s = 0; s < steps; ++s) {
+    auto logits = m.decode(rows);
+    if (!logits.ok()) {
+      cleanup();
+      return logits.status();
+    }
+    for (int64_t b = 0; b < batch; ++b) {
+      rows[size_t(b)].token = argmax(logits->data<float>() + b * vocab, vocab);
+      ++rows[size_t(b)].position;
+    }
+  }
+  const double ms = ms_since(t0);
+  cleanup();
+  DecodeRun r;
+  r.ms_per_step = ms / double(steps);
+  r.tok_s = double(batch * steps) / (ms / 1000.0);
+  return r;
+}
+
+struct PrefillRun {
+  double tok_s = 0, ttft_ms = 0;  // best of reps; TTFT = prefill + first-token argmax
+};
+
+Result<PrefillRun> run_prefill(engine::TextModel& m, int64_t len, int reps) {
+  const int64_t vocab = m.spec().vocab_size;
+  PrefillRun best;
+  for (int r = 0; r < reps; ++r) {
+    auto prompt = prompt_tokens(len, vocab, 100 + r);
+    auto t0 = Clock::now();
+    HLX_ASSIGN_OR_RETURN(int64_t slot, m.admit(prompt, 1));
+    auto logits = m.prefill(slot, prompt);
+    if (!logits.ok()) {
+      (void)m.release(slot);
+      return logits.status();
+    }
+    volatile int64_t first = argmax(logits->data<float>(), vocab);
+    (void)first;
+    const double ms = ms_since(t0);
+    HLX_RETURN_IF_ERROR(m.release(slot));
+    if (best.ttft_ms == 0 || ms < best.ttft_ms) {
+      best.ttft_ms = ms;
+      best.tok_s = double(len) / (ms / 1000.0);
+    }
+  }
+  return best;
+}
+
+std::string gb(double bytes) {
+  std::ostringstream os;
+  os.setf(std::ios::fixed);
+  os.precision(3);
+  os << bytes / 1e9 << " GB";
+  return os.str();
+}
+
+Status run_bench(const BenchArgs& a) {
+  json rec;
+  const auto& cpu = kernels::cpu_features();
+  // ---- machine
+  const int threads = a.threads > 0 ? a.threads : [] {
+    kernels::ThreadLimit none(0);
+    return kernels::max_threads();
+  }();
+  kernels::MatmulPaths paths = kernels::matmul_paths();
+  rec["machine"] = {
+      {"cpu", cpu.model_name},
+      {"cores", kernels::hardware_threads()},
+      {"threads", threads},
+      {"isa",
+       {{"avx512f", cpu.avx512f}, {"avx512bf16", cpu.avx512bf16}, {"avx512fp16", cpu.avx512fp16},
+        {"amx_bf16", cpu.amx_bf16}}},
+      {"matmul",
+       {{"gemm_impl", paths.gemm_impl},
+        {"weight_layout", paths.weight_layout},
+        {"small_m_stream_kernel", paths.stream_gemv ? "hlx gemv_vnni_bf16_avx512" : "off"},
+        {"small_m_max", paths.stream_max_m},
+        {"large_m", paths.pool_tiles ? "oneDNN single-thread tiles on the hlx pool" : "oneDNN OpenMP"}}},
+      {"loadavg_start", loadavg()}};
+  std::cout << "machine: " << cpu.model_name << ", " << kernels::hardware_threads() << " cores, " << threads
+            << " threads; avx512f=" << cpu.avx512f << " avx512_bf16=" << cpu.avx512bf16
+            << " amx_bf16=" << cpu.amx_bf16 << "\n"
+            << "matmul: M<=" << paths.stream_max_m << " "
+            << (paths.stream_gemv ? "hlx AVX512-BF16 weight streaming" : "oneDNN") << "; larger M oneDNN "
+            << paths.gemm_impl << " (" << paths.weight_layout << ")"
+            << (paths.pool_tiles ? " in tiles on the hlx pool" : "") << "\n"
+            << "loadavg: " << loadavg() << "\n";
+
+  // ---- DRAM probe (same thread count as the model)
+  kernels::DramProbe probe;
+  {
+    kernels::ThreadLimit limit(threads);
+    probe = kernels::probe_dram_read();
+  }
+  rec["dram_read_gbps"] = {{"best", probe.best_gbps}, {"median", probe.median_gbps}, {"threads", probe.threads}};
+  std::printf("DRAM read probe (1 GiB, %d threads): best %.1f GB/s, median %.1f GB/s\n", probe.threads,
+              probe.best_gbps, probe.median_gbps);
+  const double bw = probe.best_gbps * 1e9;
+
+  engine::TextModelOptions base;
+  base.threads = a.threads;
+
+  // ---- decode at a short context under the small capacity (its own model, freed before the main one)
+  DecodeRun small_run;
+  {
+    engine::TextModelOptions o = base;
+    o.context_capacity = a.small_capacity;
+    o.slots = 1;
+    HLX_ASSIGN_OR_RETURN(auto m, engine::TextModel::load(a.model, o));
+    HLX_RETURN_IF_ERROR(m->warm_up(a.context, false, 1));
+    HLX_ASSIGN_OR_RETURN(small_run, run_decode(*m, 1, a.context, a.decode_tokens));
+  }
+  reset_peak_rss();
+
+  // ---- the main model: large capacity, slots for the largest batch
+  engine::TextModelOptions o = base;
+  o.context_capacity = a.capacity;
+  o.slots = *std::max_element(a.batches.begin(), a.batches.end());
+  auto t0 = Clock::now();
+  HLX_ASSIGN_OR_RETURN(auto m, engine::TextModel::load(a.model, o));
+  const double load_ms = ms_since(t0);
+  const auto& spec = m->spec();
+  t0 = Clock::now();
+  for (int64_t len : a.prefill_lengths) HLX_RETURN_IF_ERROR(m->warm_up(len, false, 0));
+  HLX_RETURN_IF_ERROR(m->warm_up(a.context, false, 0));
+  for (int64_t b : a.batches) HLX_RETURN_IF_ERROR(m->warm_up(0, false, b));
+  const double warm_ms = ms_since(t0);
+  const engine::TextModelStats st = m->stats();
+  rec["model"] = {{"dir", a.model},
+                  {"model_type", spec.model_type},
+                  {"layers", spec.num_layers},
+                  {"hidden", spec.hidden_size},
+                  {"vocab", spec.vocab_size},
+                  {"weight_dtype", dtype_name(spec.weight_dtype)},
+                  {"weight_bytes", st.weight_bytes},
+                  {"kv_bytes", st.kv_bytes},
+                  {"capacity", a.capacity},
+                  {"slots", o.slots}};
+  rec["times_ms"] = {{"load", load_ms},
+                     {"emit_all_entries", st.emit_ms},
+                     {"modules_emitted", st.modules},
+                     {"plan_compile", st.compile_ms},
+                     {"entries_compiled", st.compiled},
+                     {"plan_compile_per_entry", st.compiled ? st.compile_ms / st.compiled : 0.0},
+                     {"bind_pack_weights", st.bind_ms},
+                     {"warm_up_total", warm_ms}};
+  std::printf("model: %s, %lld layers, weights %s (%s), KV %s (capacity %lld x %lld slots)\n", spec.model_type.c_str(),
+              static_cast<long long>(spec.num_layers), gb(double(st.weight_bytes)).c_str(),
+              dtype_name(spec.weight_dtype).data(), gb(double(st.kv_bytes)).c_str(),
+              static_cast<long long>(a.capacity), static_cast<long long>(o.slots));
+  std::printf("load %.0f ms: emit %d entries %.0f ms; plan/compile %d entries %.0f ms (%.0f ms each); "
+              "bind+pack weights %.0f ms\n",
+              load_ms, st.modules, st.emit_ms, st.compiled, st.compile_ms,
+              st.compiled ? st.compile_ms / st.compiled : 0.0, st.bind_ms);
+
+  // ---- roofline
+  const size_t wbytes = weight_bytes_per_token(spec);
+  auto roofline = [&](int64_t batch, int64_t ctx) {
+    const double per_step = double(wbytes) + double(batch) * double(kv_bytes_per_token(spec, o.kv_dtype, ctx));
+    return double(batch) * bw / per_step;
+  };
+  const int64_t mid_ctx = a.context + a.decode_tokens / 2;
+  rec["roofline"] = {{"weight_bytes_per_token", wbytes},
+                     {"kv_bytes_per_token_at_context", kv_bytes_per_token(spec, o.kv_dtype, mid_ctx)},
+                     {"context", mid_ctx},
+                     {"decode_tok_s_batch1", roofline(1, mid_ctx)}};
+  std::printf("roofline: %s weights + %s KV per token at context %lld -> %.1f tok/s at batch 1\n",
+              gb(double(wbytes)).c_str(), gb(double(kv_bytes_per_token(spec, o.kv_dtype, mid_ctx))).c_str(),
+              static_cast<long long>(mid_ctx), roofline(1, mid_ctx));
+
+  // ---- prefill / TTFT
+  json pre = json::array();
+  for (int64_t len : a.prefill_lengths) {
+    HLX_ASSIGN_OR_RETURN(PrefillRun r, run_prefill(*m, len, a.reps));
+    pre.push_back({{"tokens", len}, {"tok_s", r.tok_s}, {"ttft_ms", r.ttft_ms}, {"loadavg", loadavg()}});
+    std::printf("prefill %4lld tokens: %7.1f tok/s, TTFT %7.1f ms   (load %s)\n", static_cast<long long>(len),
+                r.tok_s, r.ttft_ms, loadavg().c_str());
+  }
+  rec["prefill"] = pre;
+
+  // ---- decode
+  json dec = json::array();
+  double b1 = 0;
+  for (int64_t b : a.batches) {
+    HLX_ASSIGN_OR_RETURN(DecodeRun r, run_decode(*m, b, a.context, a.decode_tokens));
+    if (b == 1) b1 = r.tok_s;
+    const double roof = roofline(b, mid_ctx);
+    dec.push_back({{"batch", b},
+                   {"tok_s", r.tok_s},
+                   {"ms_per_step", r.ms_per_step},
+                   {"roofline_tok_s", roof},
+                   {"fraction_of_roofline", r.tok_s / roof},
+                   {"vs_batch1", b1 > 0 ? r.tok_s / b1 : 0.0},
+                   {"loadavg", loadavg()}});
+    std::printf("decode batch %lld: %7.2f tok/s aggregate (%.1f ms/step), roofline %.1f -> %.0f%%, %.2fx batch 1"
+                "   (load %s)\n",
+                static_cast<long long>(b), r.tok_s, r.ms_per_step, roof, 100.0 * r.tok_s / roof,
+                b1 > 0 ? r.tok_s / b1 : 0.0, loadavg().c_str());
+  }
+  rec["decode"] = dec;
+  const double large = b1;
+  rec["capacity_invariance"] = {{"context", a.context},
+                                {"small_capacity", a.small_capacity},
+                                {"small_tok_s", small_run.tok_s},
+                                {"large_capacity", a.capacity},
+                                {"large_tok_s", large},
+                                {"large_over_small", small_run.tok_s > 0 ? large / small_run.tok_s : 0.0}};
+  std::printf("decode at context %lld: capacity %lld %.2f tok/s, capacity %lld %.2f tok/s (ratio %.2f)\n",
+              static_cast<long long>(a.context), static_cast<long long>(a.small_capacity), small_run.tok_s,
+              static_cast<long long>(a.capacity), large, small_run.tok_s > 0 ? large / small_run.tok_s : 0.0);
+
+  // ---- memory
+  size_t hwm = 0, rss = 0;
+  read_rss(&hwm, &rss);
+  const double budget = double(st.weight_bytes + st.kv_bytes);
+  rec["memory"] = {{"peak_rss_bytes", hwm},
+                   {"rss_bytes", rss},
+                   {"weights_plus_kv_bytes", st.weight_bytes + st.kv_bytes},
+                   {"arena_bytes", st.arena_bytes},
+                   {"peak_over_weights_plus_kv", double(hwm) / budget}};
+  std::printf("peak RSS %s vs weights + KV %s (%.2fx; arenas %s)\n", gb(double(hwm)).c_str(), gb(budget).c_str(),
+              double(hwm) / budget, gb(double(st.arena_bytes)).c_str());
+  rec["loadavg_end"] = loadavg();
+  std::printf("loadavg: %s\n", loadavg().c_str());
+
+  if (!a.json_out.empty()) {
+    std::ofstream out(a.json_out);
+    if (!out) return make_error(ErrorKind::kInvalidArgument, "cannot write --json file '", a.json_out, "'");
+    out << rec.dump(2) << "\n";
+    if (!out) return make_error(ErrorKind::kInternal, "writing --json file '", a.json_out, "' failed");
+  }
+  return ok_status();
+}
+
+CommandRun setup_bench(CLI::App& root) {
+  auto a = std::make_shared<BenchArgs>();
+  CLI::App* sub = root.add_subcommand("bench", "Measure prefill, decode and memory of a text checkpoint");
+  sub->add_option("-m,--model", a->model, "checkpoint directory (config.json + safetensors)")->required();
+  sub->add_option("--json", a->json_out, "also write the record as JSON to this file");
+  sub->add_option("--threads", a->threads, "runtime threads (default: all cores)")->check(CLI::Range(0, 1024));
+  sub->add_option("--capacity", a->capacity, "context capacity of the main model (default 4096)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  sub->add_option("--small-capacity", a->small_capacity, "capacity of the comparison model (default 512)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  sub->add_option("--context", a->context, "tokens in context before decoding (default 64)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  sub->add_option("--decode-tokens", a->decode_tokens, "decode steps per measurement (default 32)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
+  sub->add_option("--reps", a->reps, "prefill repetitions, best reported (default 3)")->check(CLI::Range(1, 1000));
+  sub->add_option("--prefill", a->prefill_lengths, "prompt lengths to prefill (default 128 512)");
+  sub->add_option("--batches", a->batches, "decode batches (default 1 4 8)");
+  return [a] {
+    for (int64_t v : a->prefill_lengths)
+      if (v < 1 || v > a->capacity)
+        return report(make_error(ErrorKind::kInvalidArgument, "--prefill ", v, " outside [1, capacity ", a->capacity, "]"));
+    for (int64_t v : a->batches)
+      if (v < 1) return report(make_error(ErrorKind::kInvalidArgument, "--batches ", v, " must be >= 1"));
+    if (a->batches.empty() || a->prefill_lengths.empty())
+      return report(make_error(ErrorKind::kInvalidArgument, "--batches and --prefill need at least one value"));
+    if (a->context + a->decode_tokens > std::min(a->capacity, a->small_capacity))
+      return report(make_error(ErrorKind::kInvalidArgument, "--context ", a->context, " + --decode-tokens ",
+                               a->decode_tokens, " exceed the smaller capacity ",
+                               std::min(a->capacity, a->small_capacity)));
+    return report(run_bench(*a));
+  };
+}
+HLX_REGISTER_COMMAND(setup_bench);
+
+}  // namespace
+}  // namespace hlx::cli
