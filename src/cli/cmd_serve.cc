@@ -157,7 +157,7 @@ Status run_serve(ServeArgs a) {
     siginfo_t si;
     if (sigtimedwait(&sigs, &si, &tick) > 0) {
       std::fprintf(stderr, "hlx serve: second signal: cancelling in-flight requests\n");
-      worker.cancel_all();
+      srv.cancel_all();
     }
   }
   serve_thread.join();

@@ -47,18 +47,23 @@ EngineWorker::~EngineWorker() { stop(); }
 
 void EngineWorker::run(engine::TextModel& model, engine::BatchEngineOptions options) {
   options.keep_completions = true;  // for the per-request timings in the metrics
-  auto engine = std::make_unique<engine::BatchEngine>(model, std::move(options));
-  std::unique_lock<std::mutex> lock(mu_);
-  engine_ = std::move(engine);
-  ready_ = true;
+  engine_ = std::make_unique<engine::BatchEngine>(model, std::move(options));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    ready_ = true;
+  }
   cv_.notify_all();
   while (true) {
-    cv_.wait(lock, [&] { return stopping_ || !engine_->idle(); });
-    if (engine_->idle()) {
-      if (stopping_) break;
-      continue;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return stopping_ || !engine_->idle(); });
     }
-    lock.unlock();
+    if (engine_->idle()) {  // stopping: exit once no submit() is half-way through
+      std::unique_lock<std::shared_mutex> life(life_mu_);
+      if (!engine_->idle()) continue;
+      closed_ = true;
+      break;
+    }
     Status s = engine_->step();
     if (!s.ok()) std::fprintf(stderr, "hlx serve: engine step failed: %s\n", s.to_string().c_str());
     for (engine::RequestId id : finished_) {
@@ -68,7 +73,6 @@ void EngineWorker::run(engine::TextModel& model, engine::BatchEngineOptions opti
       if (c->tokens.size() > 1) metrics_.add_decode(int64_t(c->tokens.size()) - 1, c->decode_ms / 1000.0);
     }
     finished_.clear();
-    lock.lock();
   }
   engine_.reset();  // destroyed on its owning thread
 }
@@ -85,8 +89,6 @@ void EngineWorker::on_event(const std::shared_ptr<RequestChannel>& ch, Clock::ti
     finished_.push_back(e.id);
     if (e.finish != engine::Finish::kCancelled && e.finish != engine::Finish::kError)
       metrics_.count_finish(engine::finish_name(e.finish));
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.erase(e.id);
   }
   ch->push(e);
 }
@@ -97,24 +99,23 @@ Result<EngineWorker::Submitted> EngineWorker::submit(engine::GenerationRequest r
   auto first_seen = std::make_shared<bool>(false);
   // The engine thread is the only one touching first_seen (inside on_event).
   request.on_event = [this, ch, first_seen, t0 = Clock::now()](const engine::Event& e) { on_event(ch, t0, first_seen, e); };
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stopping_ || !engine_) return make_error(ErrorKind::kUnsupported, "the server is shutting down");
-  HLX_ASSIGN_OR_RETURN(engine::RequestId id, engine_->submit(std::move(request), admission));
-  live_.insert(id);
+  engine::RequestId id;
+  {
+    std::shared_lock<std::shared_mutex> life(life_mu_);
+    if (closed_ || stopping_) return make_error(ErrorKind::kUnsupported, "the server is shutting down");
+    HLX_ASSIGN_OR_RETURN(id, engine_->submit(std::move(request), admission));
+  }
+  { std::lock_guard<std::mutex> lock(mu_); }  // the engine thread is waiting or will see the request
   cv_.notify_all();
   return Submitted{id, ch};
 }
 
 void EngineWorker::cancel(engine::RequestId id) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (engine_ && live_.count(id)) (void)engine_->cancel(id);
-  cv_.notify_all();
-}
-
-void EngineWorker::cancel_all() {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!engine_) return;
-  for (engine::RequestId id : live_) (void)engine_->cancel(id);
+  {
+    std::shared_lock<std::shared_mutex> life(life_mu_);
+    if (!closed_) (void)engine_->cancel(id);  // kNotFound for a request that just finished
+  }
+  { std::lock_guard<std::mutex> lock(mu_); }
   cv_.notify_all();
 }
 
@@ -122,19 +123,19 @@ void EngineWorker::stop() {
   {
     std::lock_guard<std::mutex> lock(mu_);
     stopping_ = true;
-    cv_.notify_all();
   }
+  cv_.notify_all();
   if (thread_.joinable()) thread_.join();
 }
 
 int64_t EngineWorker::queued() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return engine_ ? engine_->queued() : 0;
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  return closed_ ? 0 : engine_->queued();
 }
 
 int64_t EngineWorker::running() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return engine_ ? engine_->running() : 0;
+  std::shared_lock<std::shared_mutex> life(life_mu_);
+  return closed_ ? 0 : engine_->running();
 }
 
 }  // namespace hlx::server

@@ -12,7 +12,8 @@
 #include <deque>
 #include <memory>
 #include <mutex>
-#include <set>
+#include <atomic>
+#include <shared_mutex>
 #include <thread>
 #include <vector>
 
@@ -53,9 +54,10 @@ class EngineWorker {
   };
   // Thread-safe. The request's on_event is replaced by the channel. Errors: the engine's
   // rejection (admission, sampling), kUnsupported after stop(), kIo when no eventfd is available.
+  // Runs BatchEngine::submit (image preprocessing included) on the calling thread without
+  // blocking the engine thread.
   Result<Submitted> submit(engine::GenerationRequest request, engine::Admission* admission);
   void cancel(engine::RequestId id);  // thread-safe; no-op for finished ids
-  void cancel_all();                  // thread-safe: every queued and running request
 
   // Refuses further submissions, lets queued and running requests finish, joins the thread.
   void stop();
@@ -71,11 +73,15 @@ class EngineWorker {
 
   Metrics& metrics_;
   int64_t slots_ = 0;
-  mutable std::mutex mu_;  // guards the fields below
+  std::mutex mu_;  // with cv_: the engine thread sleeps while the engine is idle
   std::condition_variable cv_;
+  bool ready_ = false;
+  std::atomic<bool> stopping_{false};
+  // Shared by callers of the engine's thread-safe methods; exclusive only when the engine thread
+  // decides to exit, so the engine is never destroyed under a concurrent submit().
+  mutable std::shared_mutex life_mu_;
+  bool closed_ = false;  // guarded by life_mu_
   std::unique_ptr<engine::BatchEngine> engine_;
-  bool ready_ = false, stopping_ = false;
-  std::set<engine::RequestId> live_;
   std::vector<engine::RequestId> finished_;  // engine thread only: completions to collect
   std::thread thread_;
 };

@@ -126,6 +126,11 @@ void Server::request_stop() {
   if (wake_pipe_[1] >= 0) (void)!write(wake_pipe_[1], &c, 1);
 }
 
+void Server::cancel_all() {
+  std::lock_guard<std::mutex> lock(live_mu_);
+  for (engine::RequestId id : live_) worker_.cancel(id);
+}
+
 void Server::reap_connections(bool all) {
   for (auto it = conns_.begin(); it != conns_.end();) {
     if (all || (*it)->done) {
@@ -182,7 +187,7 @@ void Server::serve() {
   }
   if (!conns_.empty()) {
     std::fprintf(stderr, "hlx serve: cancelling %zu in-flight connection(s)\n", conns_.size());
-    worker_.cancel_all();
+    cancel_all();
     // Connections still reading a request see EOF at once.
     std::lock_guard<std::mutex> lock(fds_mu_);
     for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
@@ -406,6 +411,10 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   }
   metrics_.add_prompt_tokens(adm.effective_prompt_len);
   const engine::RequestId rid = submitted->id;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_.insert(rid);
+  }
   const std::shared_ptr<RequestChannel> ch = submitted->channel;
 
   // Wait for the request's events together with the socket.
@@ -461,6 +470,10 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
     }
   }
   release_in_flight();
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_.erase(rid);
+  }
 
   const char* reason = finish == engine::Finish::kLength ? "length" : "stop";
   auto log = [&](int status, const char* what) {

@@ -70,6 +70,8 @@ class Server {
   // once every connection thread has ended.
   void serve();
   void request_stop();
+  // Cancels every generation in flight (their clients get 503 / an error event). Thread-safe.
+  void cancel_all();
 
  private:
   struct Conn {
@@ -106,6 +108,8 @@ class Server {
   std::list<std::unique_ptr<Conn>> conns_;  // accept thread only
   std::mutex fds_mu_;
   std::set<int> open_fds_;  // sockets of live connections (for shutdown)
+  std::mutex live_mu_;
+  std::set<engine::RequestId> live_;  // submitted by a connection thread that has not seen its end
 };
 
 // SHA-256 both sides and compare the digests without data-dependent branches, so neither the

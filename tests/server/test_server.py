@@ -68,8 +68,10 @@ def data_uri(b, mime="image/png"):
 class Server:
     def __init__(self, hlx, model, log, *flags):
         self.log = open(log, "wb")
-        self.proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", "0", *flags], stdout=subprocess.PIPE,
-                                     stderr=self.log)
+        # One runtime thread: three servers and the CLI references share a small machine, and the
+        # tiny fixtures gain nothing from more.
+        self.proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", "0", "--threads", "1", *flags],
+                                     stdout=subprocess.PIPE, stderr=self.log)
         self.port = None
         self.tally = collections.Counter()  # (endpoint, outcome) of every request sent
 
@@ -204,7 +206,8 @@ def start_references(args, model, llava, image):
     """The CLI reference runs, started at once so they overlap with the servers' start-up."""
     cfg = json.load(open(os.path.join(model, "tokenizer_config.json")))
     rendered = hf_render(cfg, [{"role": "user", "content": Q}])
-    run = lambda *cmd: subprocess.Popen([args.hlx, *cmd], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    run = lambda *cmd: subprocess.Popen([args.hlx, *cmd] + (["--threads", "1"] if cmd[0] == "generate" else []),
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     return {
         "chat": run("generate", "-m", model, "-p", Q, "--chat", "-n", "8", "--capacity", "256"),
         "chat_sampled": run("generate", "-m", model, "-p", Q, "--chat", "-n", "10", "--capacity", "256", "--temp", "0.9",
