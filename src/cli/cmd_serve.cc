@@ -181,7 +181,7 @@ CommandRun setup_serve(CLI::App& root) {
   sub->add_option("--allowed-image-dir", args->allowed_image_dir,
                   "directory whose files image_url may name (file:// or absolute path); default: none");
   sub->add_option("--max-queue", o.max_queue, "requests waiting for a slot before 429 (default 64)");
-  sub->add_option("--max-connections", o.max_connections, "open connections before 503 (default 64)");
+  sub->add_option("--max-connections", o.max_connections, "open connections before 503 (default 256)");
   sub->add_option("--max-body-bytes", o.http.max_body_bytes, "request body limit (default 33554432 = 32 MiB)");
   sub->add_option("--max-header-bytes", o.http.max_header_bytes, "request line + headers limit (default 16384)");
   sub->add_option("--max-headers", o.http.max_headers, "header lines limit (default 64)");

@@ -40,7 +40,7 @@ struct ServerOptions {
   ImageLimits images;
   int64_t max_images_per_request = 8;
   int64_t max_queue = 64;          // requests waiting for a slot beyond the slots themselves
-  int max_connections = 64;        // open connections (each has a thread)
+  int max_connections = 256;       // open connections (each has a thread)
   int request_timeout_ms = 600'000;  // from a request's arrival to its last byte of output
   int shutdown_grace_ms = 10'000;    // in-flight requests may finish within this on shutdown
   bool log_requests = true;          // one line per request on stderr
