@@ -209,6 +209,10 @@ void Server::handle(Conn* conn) {
     HttpRequest req;
     HttpError herr;
     Connection::ReadResult rr = c.read_request(req, herr);
+    {  // from here on shutdown reaches this connection through cancel_all(), not SHUT_RD
+      std::lock_guard<std::mutex> lock(fds_mu_);
+      open_fds_.erase(conn->fd);
+    }
     if (rr == Connection::ReadResult::kError) {
       respond_error(c, endpoint_for(req.path), ApiError{herr.status, herr.message, "", "", herr.code});
     } else if (rr == Connection::ReadResult::kOk) {

@@ -107,7 +107,7 @@ class Server {
   std::string id_prefix_;
   std::list<std::unique_ptr<Conn>> conns_;  // accept thread only
   std::mutex fds_mu_;
-  std::set<int> open_fds_;  // sockets of live connections (for shutdown)
+  std::set<int> open_fds_;  // sockets of connections still reading their request (for shutdown)
   std::mutex live_mu_;
   std::set<engine::RequestId> live_;  // submitted by a connection thread that has not seen its end
 };

@@ -687,6 +687,22 @@ def guarded(fn):
     return run
 
 
+def test_shutdown_cancels(B):
+    # SIGTERM with a long stream in flight and --shutdown-grace 1: the stream is cancelled after
+    # the grace period and ends with a shutting_down error event and [DONE]; exit code 0.
+    s = B.raw_send("POST", "/v1/chat/completions",
+                   {"messages": [{"role": "user", "content": "Go"}], "max_tokens": 3000, "temperature": 0,
+                    "ignore_eos": True, "stream": True})
+    read_until(s, b'"content":"')  # a generated token, not only the role chunk
+    B.proc.send_signal(signal.SIGTERM)
+    rest = read_until(s, b"data: [DONE]", limit=1 << 24)
+    s.close()
+    check(b'"code":"shutting_down"' in rest and b"data: [DONE]" in rest,
+          f"stream cancelled at shutdown: {rest[-300:]!r}")
+    rc = B.proc.wait(timeout=60)
+    check(rc == 0, f"exit code after SIGTERM with a cancelled stream: {rc}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--hlx", required=True)
@@ -721,7 +737,7 @@ def main():
                    "--allowed-image-dir", imgdir, "--max-image-bytes", "200000", "--max-image-pixels", "10000",
                    "--max-body-bytes", "1000000", "--max-header-bytes", "8192")
         B = Server(args.hlx, model, os.path.join(tmp, "b.log"), "--capacity", "4096", "--slots", "1", "--max-queue", "1",
-                   "--api-key", KEY)
+                   "--api-key", KEY, "--shutdown-grace", "1")
         C = Server(args.hlx, llava, os.path.join(tmp, "c.log"), "--capacity", "4096", "--slots", "1", "--api-key", KEY,
                    "--request-timeout", "3", "--read-timeout", "0.5", "--allowed-image-dir", imgdir,
                    "--max-image-bytes", "200000", "--max-image-pixels", "10000", "--max-images", "2")
@@ -750,8 +766,11 @@ def main():
                 lim.join()
                 print(f"queue/limits done {time.time() - t0:.1f} s", flush=True)
                 test_shutdown(A)
-                print(f"shutdown A done {time.time() - t0:.1f} s", flush=True)
+                test_shutdown_cancels(B)
+                print(f"shutdowns done {time.time() - t0:.1f} s", flush=True)
             for s in (B, C):
+                if s.proc.poll() is not None:
+                    continue
                 check(s.stop(signal.SIGTERM) == 0, "SIGTERM exit code")
         finally:
             for s in servers:
