@@ -76,6 +76,86 @@ inline float dot(const float* a, const float* b, int64_t n) {
 #endif
 }
 
+#if defined(__AVX512F__)
+// 128 columns of pv_accumulate with the eight accumulators as named locals: written as an array
+// indexed in a loop, GCC kept them on the stack and stored all eight after every key (perf on
+// prefill 512: the spills were the hottest instructions of the kernel).
+template <class RowLoad>
+inline void pv_block128(float* acc, __m512 al, const float* p, int64_t a, int64_t e, RowLoad row) {
+  __m512 r0 = _mm512_mul_ps(_mm512_loadu_ps(acc), al), r1 = _mm512_mul_ps(_mm512_loadu_ps(acc + 16), al);
+  __m512 r2 = _mm512_mul_ps(_mm512_loadu_ps(acc + 32), al), r3 = _mm512_mul_ps(_mm512_loadu_ps(acc + 48), al);
+  __m512 r4 = _mm512_mul_ps(_mm512_loadu_ps(acc + 64), al), r5 = _mm512_mul_ps(_mm512_loadu_ps(acc + 80), al);
+  __m512 r6 = _mm512_mul_ps(_mm512_loadu_ps(acc + 96), al), r7 = _mm512_mul_ps(_mm512_loadu_ps(acc + 112), al);
+  for (int64_t jj = a; jj < e; ++jj) {
+    const __m512 pb = _mm512_set1_ps(p[jj]);
+    r0 = _mm512_fmadd_ps(pb, row(jj, 0), r0);
+    r1 = _mm512_fmadd_ps(pb, row(jj, 16), r1);
+    r2 = _mm512_fmadd_ps(pb, row(jj, 32), r2);
+    r3 = _mm512_fmadd_ps(pb, row(jj, 48), r3);
+    r4 = _mm512_fmadd_ps(pb, row(jj, 64), r4);
+    r5 = _mm512_fmadd_ps(pb, row(jj, 80), r5);
+    r6 = _mm512_fmadd_ps(pb, row(jj, 96), r6);
+    r7 = _mm512_fmadd_ps(pb, row(jj, 112), r7);
+  }
+  _mm512_storeu_ps(acc, r0);
+  _mm512_storeu_ps(acc + 16, r1);
+  _mm512_storeu_ps(acc + 32, r2);
+  _mm512_storeu_ps(acc + 48, r3);
+  _mm512_storeu_ps(acc + 64, r4);
+  _mm512_storeu_ps(acc + 80, r5);
+  _mm512_storeu_ps(acc + 96, r6);
+  _mm512_storeu_ps(acc + 112, r7);
+}
+
+// Scores of one query row against 16 key rows (k + j * kstride, j < 16), Dh a multiple of 16:
+// 16 independent FMA chains, then one transposing reduction of the 16 partial-sum vectors into a
+// vector of 16 sums (about one shuffle/add per score instead of a full horizontal sum each).
+inline void dot16(const float* q, const float* k, int64_t kstride, int64_t Dh, float* out) {
+  __m512 v[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) v[j] = _mm512_setzero_ps();
+  for (int64_t d = 0; d < Dh; d += 16) {
+    const __m512 qd = _mm512_loadu_ps(q + d);
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) v[j] = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + j * kstride + d), v[j]);
+  }
+  __m512 x[8], y[4], z[2];
+#pragma GCC unroll 8
+  for (int i = 0; i < 8; ++i)  // 256-bit halves: [v_i | v_{i+8}]
+    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+#pragma GCC unroll 4
+  for (int i = 0; i < 4; ++i)  // 128-bit lanes: [v_i, v_{i+8}, v_{i+4}, v_{i+12}]
+    y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[i], x[i + 4], 0x88), _mm512_shuffle_f32x4(x[i], x[i + 4], 0xDD));
+#pragma GCC unroll 2
+  for (int i = 0; i < 2; ++i) {  // 64-bit pairs
+    const __m512d a = _mm512_castps_pd(y[i]), b = _mm512_castps_pd(y[i + 2]);
+    z[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+  }
+  // Lanes now hold the sums of v0 v2 v1 v3 | v8 v10 v9 v11 | v4 v6 v5 v7 | v12 v14 v13 v15.
+  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
+  const __m512i order = _mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15);
+  _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, w));
+}
+
+// exp_nonpos on 16 lanes (same polynomial and range reduction).
+inline __m512 exp_nonpos16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+#endif
+
 // acc[0, Dh) = acc * alpha + sum_{jj in [a, e)} p[jj] * v[jj, :]. With AVX-512 the accumulator
 // stays in registers for the whole key block (8 zmm per 128 columns) instead of a load/FMA/store
 // per key and column chunk.
@@ -94,11 +174,8 @@ inline void pv_accumulate(float* acc, float alpha, const float* p, const float* 
       r[q] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[q], acc + c0 + q * 16), al);
     }
     if (nq == 8) {
-      for (int64_t jj = a; jj < e; ++jj) {
-        const __m512 pb = _mm512_set1_ps(p[jj]);
-        const float* vr = v + jj * Dh + c0;
-        for (int q = 0; q < 8; ++q) r[q] = _mm512_fmadd_ps(pb, _mm512_loadu_ps(vr + q * 16), r[q]);
-      }
+      pv_block128(acc + c0, al, p, a, e, [&](int64_t jj, int q) { return _mm512_loadu_ps(v + jj * Dh + c0 + q); });
+      continue;
     } else {
       for (int64_t jj = a; jj < e; ++jj) {
         const __m512 pb = _mm512_set1_ps(p[jj]);
@@ -155,12 +232,9 @@ inline void pv_accumulate_bf16(float* acc, float alpha, const float* p, const ui
       m[q] = tail_mask(w - q * 16);
       r[q] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m[q], acc + c0 + q * 16), al);
     }
-    if (nq == 8) {  // constant trip count: r[] stays in registers
-      for (int64_t jj = a; jj < e; ++jj) {
-        const __m512 pb = _mm512_set1_ps(p[jj]);
-        const uint16_t* vr = v + jj * stride + c0;
-        for (int q = 0; q < 8; ++q) r[q] = _mm512_fmadd_ps(pb, bf16x16(vr + q * 16, 0xffff), r[q]);
-      }
+    if (nq == 8) {
+      pv_block128(acc + c0, al, p, a, e, [&](int64_t jj, int q) { return bf16x16(v + jj * stride + c0 + q, 0xffff); });
+      continue;
     } else {
       for (int64_t jj = a; jj < e; ++jj) {
         const __m512 pb = _mm512_set1_ps(p[jj]);
@@ -282,7 +356,12 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           if (direct) {
             for (int64_t jj = a; jj < e; ++jj) sp[jj] = dot_bf16(qr, k16 + block_off + jj * Hkv * Dh, Dh);
           } else {
-            for (int64_t jj = a; jj < e; ++jj) sp[jj] = dot(qr, &kb[jj * Dh], Dh);
+            int64_t jj = a;
+#if defined(__AVX512F__)
+            if (Dh % 16 == 0)
+              for (; jj + 16 <= e; jj += 16) dot16(qr, &kb[jj * Dh], Dh, Dh, sp + jj);
+#endif
+            for (; jj < e; ++jj) sp[jj] = dot(qr, &kb[jj * Dh], Dh);
           }
           if (cap > 0.f)
             for (int64_t jj = a; jj < e; ++jj) sp[jj] = cap * std::tanh(sp[jj] / cap);
@@ -296,6 +375,24 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           const float m_new = std::max(mrow[r], bm);
           const float alpha = mrow[r] == neg_inf ? 0.f : exp_nonpos(mrow[r] - m_new);
           float psum = 0.f;
+#if defined(__AVX512F__)
+          {  // explicit 16-lane exp: GCC left the loop below scalar
+            const __m512 mv = _mm512_set1_ps(m_new), ninf = _mm512_set1_ps(neg_inf);
+            __m512 sum = _mm512_setzero_ps();
+            for (int64_t j16 = 0; j16 < kKeyBlock; j16 += 16) {
+              const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(int(j16)),
+                                                   _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+              const __m512 sv = _mm512_loadu_ps(sp + j16);
+              const __mmask16 vis = _mm512_cmpge_epi32_mask(idx, _mm512_set1_epi32(int(a))) &
+                                    _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(int(e))) &
+                                    _mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_OQ);
+              const __m512 pv = _mm512_maskz_mov_ps(vis, exp_nonpos16(_mm512_sub_ps(sv, mv)));
+              _mm512_storeu_ps(sp + j16, pv);
+              sum = _mm512_add_ps(sum, pv);
+            }
+            psum = _mm512_reduce_add_ps(sum);
+          }
+#else
 #pragma omp simd reduction(+ : psum)
           for (int64_t jj = 0; jj < kKeyBlock; ++jj) {
             const bool vis = jj >= a && jj < e && sp[jj] != neg_inf;
@@ -303,6 +400,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             sp[jj] = p;
             psum += p;
           }
+#endif
           mrow[r] = m_new;
           lrow[r] = lrow[r] * alpha + psum;
           if (direct)

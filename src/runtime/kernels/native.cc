@@ -2,6 +2,11 @@
 // that are plain (batched) matmuls, and the hlx.* composites (docs/COMPOSITES.md). Every factory
 // checks operand types and shapes at compile time; a dot_general it cannot map without copies is
 // declined with kUnsupported so the generic reference kernel takes it.
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
@@ -61,6 +66,31 @@ using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int>;
 std::mutex g_pack_mu;
 std::map<PackKey, std::weak_ptr<SharedPacked>> g_pack_cache;
 
+// After packing, the checkpoint's own pages of a weight are no longer read by matmuls; when they
+// belong to a read-only private file mapping (a memory-mapped checkpoint), drop them from this
+// process's resident set. The page cache keeps them, and any later read (an embedding gather on a
+// tied lm_head) faults the same bytes back in. Anything else (heap memory, writable mappings) is
+// left alone: MADV_DONTNEED would discard its contents.
+void release_mapped_source(const void* data, size_t bytes) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (uintptr_t(data) + page - 1) / page * page;
+  const uintptr_t hi = (uintptr_t(data) + bytes) / page * page;
+  if (hi <= lo) return;
+  std::ifstream maps("/proc/self/maps");
+  std::string line;
+  while (std::getline(maps, line)) {
+    unsigned long long a = 0, b = 0, offset = 0, inode = 0;
+    char perms[5] = {0};
+    unsigned dev_major = 0, dev_minor = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %x:%x %llu", &a, &b, perms, &offset, &dev_major, &dev_minor,
+                    &inode) != 7)
+      continue;
+    if (lo < a || hi > b) continue;
+    if (inode != 0 && std::string(perms) == "r--p") madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+    return;
+  }
+}
+
 Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, int64_t n, bool transposed) {
   PackKey key{t.raw(), k, n, transposed, int(t.dtype())};
   std::lock_guard<std::mutex> lock(g_pack_mu);
@@ -70,6 +100,7 @@ Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, in
   HLX_ASSIGN_OR_RETURN(auto packed, kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw()));
   auto sp = std::make_shared<SharedPacked>(SharedPacked{t, std::move(packed)});
   g_pack_cache[key] = sp;
+  release_mapped_source(t.raw(), t.nbytes());
   return sp;
 }
 
