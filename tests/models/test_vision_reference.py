@@ -199,6 +199,20 @@ def main():
         err = float(np.abs(got - want).max())
         check(err <= BF16_TOL, f"llava-clip bf16 random pixels: max abs err {err:.3g} <= {BF16_TOL:g} (features absmax "
                                f"{float(np.abs(want).max()):.3g})")
+        # CLI errors: typed, naming the offending value, exit 1.
+        def fails(cmd, needle):
+            r = subprocess.run(cmd, capture_output=True, text=True)
+            check(r.returncode == 1 and needle in r.stderr, f"error for {' '.join(cmd[1:3])}...: {r.stderr.strip()!r} has {needle!r}")
+        clip = os.path.join(tmp, "llava-clip")
+        bad = os.path.join(tmp, "bad.npy")
+        np.save(bad, np.zeros((1, 3, 30, 28), np.float32))
+        fails([args.hlx, "encode", "-m", clip, "--pixels", bad], "1x3x30x28")
+        np.save(bad, np.zeros((1, 3, 28, 28), np.int32))
+        fails([args.hlx, "encode", "-m", clip, "--pixels", bad], "dtype i32")
+        fails([args.hlx, "encode", "-m", clip], "exactly one of --image and --pixels")
+        text = os.path.join(tmp, "qwen3")
+        run([args.hlx, "fixture", "--family", "qwen3", "--out", text, "--no-tokenizer"])
+        fails([args.hlx, "encode", "-m", text, "--pixels", bad], "unsupported")
     if FAILURES:
         print(f"{len(FAILURES)} check(s) failed")
         return 1
