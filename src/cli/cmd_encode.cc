@@ -1,4 +1,5 @@
-// `hlx encode -m DIR (--image PATH | --pixels X.npy) [--out F.npy] [--threads N] [--repeat N]`:
+// `hlx encode -m DIR (--image PATH | --pixels X.npy) [--out F.npy] [--threads N] [--repeat N]
+//             [--emit-module F.mlir]`:
 // runs a vision-language checkpoint's `vision_encode` entry on one image (decoded and preprocessed
 // with the checkpoint's preprocessor_config.json) or on ready pixels (f32 [1,3,H,W] or [3,H,W]),
 // writes the projected features f32 [T, text_hidden] and prints the time of each stage.
@@ -10,18 +11,20 @@
 
 #include "cli/command.h"
 #include "io/checkpoint.h"
+#include "io/file.h"
 #include "io/hf_config.h"
 #include "io/npy.h"
 #include "models/vision_spec.h"
 #include "multimodal/image.h"
 #include "multimodal/preprocess.h"
 #include "runtime/program.h"
+#include "stablehlo/printer.h"
 
 namespace hlx::cli {
 namespace {
 
 struct EncodeArgs {
-  std::string model, image, pixels, out;
+  std::string model, image, pixels, out, emit_module;
   int threads = 0;
   int repeat = 1;
 };
@@ -75,6 +78,7 @@ Status run_encode(const EncodeArgs& a) {
   // ---- compile and bind.
   t0 = std::chrono::steady_clock::now();
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_vision_entry(spec));
+  if (!a.emit_module.empty()) HLX_RETURN_IF_ERROR(write_file(a.emit_module, shlo::print_module(module)));
   rt::ProgramOptions po;
   po.threads = a.threads;
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> program,
@@ -113,6 +117,7 @@ CommandRun setup_encode(CLI::App& root) {
   sub->add_option("--pixels", args->pixels, "preprocessed pixels .npy, f32 [1,3,H,W] or [3,H,W]");
   sub->add_option("--out", args->out, "write the features f32 [T, text_hidden] to this .npy");
   sub->add_option("--threads", args->threads, "runtime threads (default: all cores)");
+  sub->add_option("--emit-module", args->emit_module, "also write the vision_encode module (MLIR text) here");
   sub->add_option("--repeat", args->repeat, "run the encoder N times and report the best time too");
   return [args] { return report(run_encode(*args)); };
 }
