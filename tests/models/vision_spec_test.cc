@@ -3,8 +3,14 @@
 // schema. Numerics are checked against numpy in test_vision_reference.py.
 #include <gtest/gtest.h>
 
-#include <algorithm>
+#include <unistd.h>
 
+#include <algorithm>
+#include <filesystem>
+
+#include "io/checkpoint.h"
+#include "io/file.h"
+#include "models/fixture.h"
 #include "models/vision_spec.h"
 #include "stablehlo/parser.h"
 #include "stablehlo/printer.h"
@@ -272,6 +278,53 @@ TEST(VisionEntry, RejectsInconsistentSpecs) {
   s = spec_of(clip_config());
   s.vision.weight_dtype = DType::kI32;
   EXPECT_FALSE(emit_vision_entry(s).ok());
+}
+
+// The llava fixtures: the config the production parser reads, every tensor the entries read with
+// the right shape and dtype, and the tower tensors a real checkpoint has beyond them.
+TEST(LlavaFixture, WritesAConsistentCheckpoint) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / str_cat("hlx_llava_fixture_", ::getpid());
+  for (const char* family : {"llava-clip", "llava-siglip"}) {
+    SCOPED_TRACE(family);
+    FixtureOptions o;
+    o.family = family;
+    o.dtype = DType::kBF16;
+    o.seed = 3;
+    ASSERT_TRUE(write_llava_fixture(dir.string(), o).ok());
+    Result<HfConfig> cfg = HfConfig::load(dir.string());
+    ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
+    Result<Checkpoint> ck = Checkpoint::open(dir.string());
+    ASSERT_TRUE(ck.ok()) << ck.status().to_string();
+    Result<LlavaSpec> spec = llava_spec_from_config(*cfg, ck->names());
+    ASSERT_TRUE(spec.ok()) << spec.status().to_string();
+    EXPECT_EQ(spec->vision.tokens_per_image(), 16);
+    EXPECT_EQ(spec->image_token_id, spec->text.vocab_size - 20);  // no tokenizer: a spare id
+    std::vector<TensorInfo> all = text_checkpoint_layout(spec->text);
+    for (const TensorInfo& t : vision_checkpoint_layout(*spec)) all.push_back(t);
+    for (const TensorInfo& t : all) {
+      Result<SafetensorsEntry> e = ck->entry(t.name);
+      ASSERT_TRUE(e.ok()) << t.name;
+      Result<Tensor> w = ck->tensor(t.name);
+      ASSERT_TRUE(w.ok());
+      EXPECT_EQ(w->shape(), t.shape) << t.name;
+      EXPECT_EQ(w->dtype(), DType::kBF16) << t.name;
+    }
+    const std::string& p = spec->vision.weight_prefix;
+    const int64_t last = spec->vision.num_layers - 1;
+    EXPECT_TRUE(ck->has(p + "post_layernorm.weight"));
+    EXPECT_TRUE(ck->has(str_cat(p, "encoder.layers.", last, ".mlp.fc2.bias")));
+    EXPECT_EQ(ck->size(), all.size() + (spec->vision.feature_layer == spec->vision.num_layers ? 2 : 18));
+    EXPECT_TRUE(fs::exists(dir / "preprocessor_config.json"));
+  }
+  FixtureOptions bad;
+  bad.family = "llava-siglip";
+  bad.preset = "clip-vit-l-336";
+  Status st = write_llava_fixture(dir.string(), bad);
+  EXPECT_EQ(st.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(st.to_string().find("clip-vit-l-336"), std::string::npos);
+  std::error_code ec;
+  fs::remove_all(dir, ec);
 }
 
 }  // namespace
