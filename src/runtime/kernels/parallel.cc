@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -31,6 +32,15 @@ int64_t spin_ns() {
   return ns;
 }
 
+// HLX_POOL_BACKOFF=0 disables the oversubscription back-off (Pool::note_wait), for A/B runs.
+bool backoff_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HLX_POOL_BACKOFF");
+    return !(e && std::string(e) == "0");
+  }();
+  return on;
+}
+
 class Pool {
  public:
   static Pool& get() {
@@ -42,7 +52,12 @@ class Pool {
     if (tl_in_job || threads <= 1) return serial(n, fn);
     std::unique_lock<std::mutex> busy(mu_, std::try_to_lock);
     if (!busy.owns_lock()) return serial(n, fn);
+    if (serial_jobs_left_ > 0) {  // backing off after stalls (below)
+      --serial_jobs_left_;
+      return serial(n, fn);
+    }
     tl_in_job = true;
+    const Clock::time_point t0 = Clock::now();
     ensure_workers(threads - 1);
     fn_.store(&fn, std::memory_order_relaxed);
     n_.store(n, std::memory_order_relaxed);
@@ -55,12 +70,14 @@ class Pool {
     if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
     work(gen);
     // Only chunks already claimed (running on a worker) remain; wait for them.
+    const Clock::time_point t_own = Clock::now();
     int spins = 0;
     while (done_.load(std::memory_order_acquire) < n) {
       if (++spins < 4096) _mm_pause();
       else std::this_thread::yield();
     }
     tl_in_job = false;
+    note_wait(threads, t0, t_own, Clock::now());
   }
 
   static void serial(int64_t n, const std::function<void(int64_t, int64_t)>& fn) {
@@ -129,6 +146,30 @@ class Pool {
       work(state_.load(std::memory_order_acquire) >> 32);
     }
   }
+
+  // Oversubscription back-off. A worker descheduled in the middle of a chunk makes the caller
+  // wait for a scheduler time slice (milliseconds), far longer than a decode-step kernel. Over
+  // windows of 64 jobs, parallel time is own + wait while running alone would take about
+  // threads x own (the caller's share times the number of shares); when waiting cost more than
+  // the other threads saved, the next kSerialJobs jobs (a few decode steps) run on the calling
+  // thread alone, then threads are tried again. On a quiet machine waits are microseconds.
+  void note_wait(int threads, Clock::time_point t0, Clock::time_point t_own, Clock::time_point t_end) {
+    if (!backoff_enabled()) return;
+    own_us_ += std::chrono::duration<double, std::micro>(t_own - t0).count();
+    wait_us_ += std::chrono::duration<double, std::micro>(t_end - t_own).count();
+    if (++window_jobs_ < 64) return;
+    if (wait_us_ > double(threads - 1) * own_us_) {
+      serial_jobs_left_ = kSerialJobs;
+      ++backoffs_;
+    }
+    own_us_ = wait_us_ = 0;
+    window_jobs_ = 0;
+  }
+  static constexpr int kSerialJobs = 2048;
+  double own_us_ = 0, wait_us_ = 0;  // guarded by mu_
+  int window_jobs_ = 0;
+  int serial_jobs_left_ = 0;
+  int64_t backoffs_ = 0;
 
   std::mutex mu_;  // one job at a time
   std::vector<std::thread> workers_;
