@@ -48,6 +48,7 @@ Result<engine::TextModelOptions> model_options(const GenerateArgs& a) {
 
 Status run_token_ids(const GenerateArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
+  HLX_RETURN_IF_ERROR(check_no_image_tokens(a.model, prompt));
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));
   // Admission before compiling anything for this request: an oversize request fails fast.
@@ -119,6 +120,7 @@ Status run_text(const GenerateArgs& a) {
   auto ids = tokenizer->encode(text, add_special);
   if (!ids.ok()) return ids.status().with_context("prompt");
   std::vector<int64_t> prompt(ids->begin(), ids->end());
+  if (images.empty()) HLX_RETURN_IF_ERROR(check_no_image_tokens(a.model, prompt));
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
   if (images.empty()) {

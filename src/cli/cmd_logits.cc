@@ -61,6 +61,7 @@ Status run_logits(const LogitsArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, a.flags.options());
   if (!a.images.empty()) return run_image_logits(a, prompt, o);
+  HLX_RETURN_IF_ERROR(check_no_image_tokens(a.model, prompt));
   o.all_logits = a.all;
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));

@@ -74,6 +74,9 @@ std::string summary_line(const TextGenResult& r);
 
 // True when DIR/config.json describes a vision-language model (models::is_vision_language).
 Result<bool> is_vision_language_dir(const std::string& dir);
+// Without --image on a vision-language checkpoint, a prompt holding its image token id has no
+// image to put there (upstream refuses such inputs too): kInvalidArgument naming the count.
+Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>& prompt);
 // Decodes every --image file (PNG/JPEG, EXIF orientation applied), naming the file on error.
 Result<std::vector<mm::Image>> load_image_files(const std::vector<std::string>& paths);
 // VisionModel::load with one line on stderr (load time, tokens per image).

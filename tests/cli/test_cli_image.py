@@ -125,6 +125,10 @@ def main():
                      "generate", "-m", model, "--image", os.path.join(tmp, "nope.png"), "-p", question)
         expect_error(args, "more image tokens than images", "invalid argument", "2 image placeholder(s)",
                      "generate", *common, "-p", "<|image_pad|><|image_pad|>" + question)
+        expect_error(args, "image token without --image", "invalid argument", "no --image",
+                     "generate", "-m", model, "-n", "2", "--tokens", ",".join(ids))
+        expect_error(args, "image token in -p without --image", "invalid argument", "no --image",
+                     "generate", "-m", model, "-n", "2", "-p", "<|image_pad|> hi")
         expect_error(args, "logits --all --image", "unsupported", "--all",
                      "logits", "-m", model, "--image", SCENE, "--tokens", ",".join(ids), "--all", "-o",
                      os.path.join(tmp, "l.npy"))
