@@ -110,14 +110,24 @@ inline void pv_block128(float* acc, __m512 al, const float* p, int64_t a, int64_
 // Scores of one query row against 16 key rows (k + j * kstride, j < 16), Dh a multiple of 16:
 // 16 independent FMA chains, then one transposing reduction of the 16 partial-sum vectors into a
 // vector of 16 sums (about one shuffle/add per score instead of a full horizontal sum each).
-inline void dot16(const float* q, const float* k, int64_t kstride, int64_t Dh, float* out) {
+// K rows are f32, or bf16 (K16 = uint16_t) read in place.
+template <class K>
+inline void dot16(const float* q, const K* k, int64_t kstride, int64_t Dh, float* out) {
   __m512 v[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) v[j] = _mm512_setzero_ps();
   for (int64_t d = 0; d < Dh; d += 16) {
     const __m512 qd = _mm512_loadu_ps(q + d);
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) v[j] = _mm512_fmadd_ps(qd, _mm512_loadu_ps(k + j * kstride + d), v[j]);
+    for (int j = 0; j < 16; ++j) {
+      __m512 kv;
+      if constexpr (sizeof(K) == 2)
+        kv = _mm512_castsi512_ps(_mm512_slli_epi32(
+            _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(k + j * kstride + d))), 16));
+      else
+        kv = _mm512_loadu_ps(k + j * kstride + d);
+      v[j] = _mm512_fmadd_ps(qd, kv, v[j]);
+    }
   }
   __m512 x[8], y[4], z[2];
 #pragma GCC unroll 8
@@ -357,7 +367,12 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           const float* qr = &qf[r * Dh];
           const int64_t block_off = ((sl * S + j0) * Hkv + kvh) * Dh;
           if (direct) {
-            for (int64_t jj = a; jj < e; ++jj) sp[jj] = dot_bf16(qr, k16 + block_off + jj * Hkv * Dh, Dh);
+            int64_t jj = a;
+#if defined(__AVX512F__)
+            if (Dh % 16 == 0)  // 16 keys per reduction, as in the staged path below
+              for (; jj + 16 <= e; jj += 16) dot16(qr, k16 + block_off + jj * Hkv * Dh, Hkv * Dh, Dh, sp + jj);
+#endif
+            for (; jj < e; ++jj) sp[jj] = dot_bf16(qr, k16 + block_off + jj * Hkv * Dh, Dh);
           } else {
             int64_t jj = a;
 #if defined(__AVX512F__)
