@@ -1,0 +1,108 @@
+"""`hlx bench` on a tiny bf16 fixture: the JSON record has every figure the issue asks for, and the
+numbers that can be recomputed independently agree (weight bytes from the safetensors header,
+KV bytes from config.json, roofline = probe bandwidth / bytes per token, batch ratios, RSS ratio).
+Timings themselves are not asserted (no timing assertions in tests)."""
+import argparse
+import json
+import os
+import struct
+import subprocess
+import sys
+import tempfile
+
+
+def safetensors_bytes(path):
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+    sizes = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        b, e = info["data_offsets"]
+        sizes[name] = e - b
+    return sizes
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hlx", required=True)
+    args = ap.parse_args()
+    failures = []
+
+    def check(cond, what):
+        if not cond:
+            failures.append(what)
+            print("FAIL", what)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        model = os.path.join(tmp, "m")
+        subprocess.run([args.hlx, "fixture", "--family", "qwen3", "--dtype", "bf16", "--no-tokenizer",
+                        "--out", model], check=True, capture_output=True)
+        out = os.path.join(tmp, "bench.json")
+        r = subprocess.run([args.hlx, "bench", "-m", model, "--json", out, "--threads", "2", "--capacity", "256",
+                            "--small-capacity", "128", "--prefill", "32", "64", "--batches", "1", "2", "4",
+                            "--decode-tokens", "4", "--context", "16", "--reps", "1"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"hlx bench exit {r.returncode}: {r.stderr}")
+        if r.returncode != 0:
+            return 1
+        rec = json.load(open(out))
+        cfg = json.load(open(os.path.join(model, "config.json")))
+
+        m = rec["machine"]
+        check(m["threads"] == 2 and m["cores"] >= 1 and m["cpu"] is not None, "machine threads/cores/cpu")
+        check(set(m["isa"]) >= {"avx512f", "avx512bf16", "amx_bf16"}, "ISA flags present")
+        check(m["matmul"]["small_m_max"] >= 0, "matmul paths present")
+        bw = rec["dram_read_gbps"]["best"]
+        check(bw > 0 and rec["dram_read_gbps"]["threads"] == 2, "DRAM probe on the same threads")
+
+        # Weight bytes streamed per token: all tensors, the embedding counted once (tied lm_head) or as
+        # one row (untied).
+        sizes = safetensors_bytes(os.path.join(model, "model.safetensors"))
+        tied = cfg.get("tie_word_embeddings", False)
+        embed = [k for k in sizes if k.endswith("embed_tokens.weight")][0]
+        want_w = sum(sizes.values()) if tied else sum(v for k, v in sizes.items() if k != embed) + 2 * cfg["hidden_size"]
+        check(rec["roofline"]["weight_bytes_per_token"] == want_w,
+              f"weight bytes {rec['roofline']['weight_bytes_per_token']} vs {want_w}")
+        head_dim = cfg.get("head_dim", cfg["hidden_size"] // cfg["num_attention_heads"])
+        ctx = rec["roofline"]["context"]
+        want_kv = cfg["num_hidden_layers"] * 2 * ctx * cfg["num_key_value_heads"] * head_dim * 2
+        check(rec["roofline"]["kv_bytes_per_token_at_context"] == want_kv, "KV bytes per token")
+        check(ctx == 16 + 4 // 2, "roofline context = mid decode context")
+        want_roof = bw * 1e9 / (want_w + want_kv)
+        check(abs(rec["roofline"]["decode_tok_s_batch1"] - want_roof) <= 1e-6 * want_roof, "roofline = bw / bytes")
+
+        check([p["tokens"] for p in rec["prefill"]] == [32, 64], "prefill lengths")
+        for p in rec["prefill"]:
+            check(p["tok_s"] > 0 and abs(p["tok_s"] - p["tokens"] / (p["ttft_ms"] / 1000)) < 1e-6 * p["tok_s"],
+                  "prefill tok/s = tokens / TTFT")
+        dec = rec["decode"]
+        check([d["batch"] for d in dec] == [1, 2, 4], "decode batches")
+        for d in dec:
+            b = d["batch"]
+            roof = b * bw * 1e9 / (want_w + b * want_kv)
+            check(abs(d["roofline_tok_s"] - roof) <= 1e-6 * roof, f"batch {b} roofline")
+            check(abs(d["fraction_of_roofline"] - d["tok_s"] / roof) <= 1e-6, f"batch {b} fraction")
+            check(abs(d["vs_batch1"] - d["tok_s"] / dec[0]["tok_s"]) <= 1e-9, f"batch {b} ratio to batch 1")
+            check(abs(d["tok_s"] - b * 1000.0 / d["ms_per_step"]) <= 1e-6 * d["tok_s"], f"batch {b} tok/s vs ms/step")
+        ci = rec["capacity_invariance"]
+        check(ci["small_capacity"] == 128 and ci["large_capacity"] == 256 and ci["large_tok_s"] == dec[0]["tok_s"],
+              "capacity comparison")
+        mem = rec["memory"]
+        layers, kvh = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
+        want_cache = layers * 2 * 4 * 256 * kvh * head_dim * 2  # slots = largest batch, capacity 256, bf16
+        check(rec["model"]["kv_bytes"] == want_cache, "KV cache bytes")
+        check(mem["weights_plus_kv_bytes"] == sum(sizes.values()) + want_cache, "weights + KV")
+        check(mem["peak_rss_bytes"] >= mem["rss_bytes"] > 0, "peak RSS >= RSS")
+        check(rec["times_ms"]["modules_emitted"] >= 1 and rec["times_ms"]["entries_compiled"] >= 1, "load stats")
+
+        bad = subprocess.run([args.hlx, "bench", "-m", model, "--prefill", "999", "--capacity", "256"],
+                             capture_output=True, text=True)
+        check(bad.returncode != 0 and "999" in bad.stderr, "prefill longer than capacity is rejected")
+    print(f"{len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
