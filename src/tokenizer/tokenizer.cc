@@ -647,6 +647,9 @@ StreamDecoder::StreamDecoder(std::shared_ptr<const Tokenizer> tokenizer, bool sk
 
 Result<std::string> StreamDecoder::step(uint32_t id) {
   if (!tok_) return make_error(ErrorKind::kInvalidArgument, "StreamDecoder has no tokenizer");
+  // A model may sample an embedding row the tokenizer has no token for (Qwen3's rows 151669..
+  // 151935 are padding); HF's decode drops such ids, so a stream renders them as nothing.
+  if (!tok_->id_to_token(id)) return std::string();
   ids_.push_back(id);
   auto text = tok_->decode(ids_, skip_special_);
   if (!text.ok()) {

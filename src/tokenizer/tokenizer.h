@@ -71,7 +71,8 @@ class Tokenizer {
 class StreamDecoder {
  public:
   StreamDecoder(std::shared_ptr<const Tokenizer> tokenizer, bool skip_special_tokens);
-  // Returns the newly completed text (possibly empty). kOutOfRange for unknown ids.
+  // Returns the newly completed text (possibly empty). Ids the tokenizer does not know (padding
+  // rows of the model's embedding) produce no text, as HF's decode drops them.
   Result<std::string> step(uint32_t id);
   // Flushes what is held back (incomplete sequences come out as U+FFFD), then resets.
   Result<std::string> finish();
