@@ -196,16 +196,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     m->options_.embeddings = true;
   }
   for (const auto& info : models::text_checkpoint_layout(spec)) {
-    if (!m->checkpoint_->has(info.name))
-      return make_error(ErrorKind::kNotFound, m->checkpoint_->source(), ": missing tensor '", info.name,
-                        "' (expected shape [", shape_to_string(info.shape), "])");
-    HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->tensor(info.name));
-    if (t.shape() != info.shape)
-      return make_error(ErrorKind::kInvalidArgument, m->checkpoint_->source(), ": tensor '", info.name,
-                        "' has shape [", shape_to_string(t.shape()), "], expected [", shape_to_string(info.shape), "]");
-    if (!is_float(t.dtype()))
-      return make_error(ErrorKind::kInvalidArgument, m->checkpoint_->source(), ": tensor '", info.name,
-                        "' has dtype ", dtype_name(t.dtype()), ", expected a float type (bf16, f16 or f32)");
+    HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
     m->stats_.weight_bytes += t.nbytes();
     m->weights_.emplace_back(info.name, std::move(t));
   }

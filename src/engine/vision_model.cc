@@ -64,16 +64,7 @@ Result<std::unique_ptr<VisionModel>> VisionModel::load(const std::string& model_
   m->stats_.compile_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   for (const auto& info : models::vision_checkpoint_layout(m->spec_)) {
-    if (!m->checkpoint_->has(info.name))
-      return make_error(ErrorKind::kNotFound, m->checkpoint_->source(), ": missing tensor '", info.name,
-                        "' (expected shape [", shape_to_string(info.shape), "])");
-    HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->tensor(info.name));
-    if (t.shape() != info.shape)
-      return make_error(ErrorKind::kInvalidArgument, m->checkpoint_->source(), ": tensor '", info.name,
-                        "' has shape [", shape_to_string(t.shape()), "], expected [", shape_to_string(info.shape), "]");
-    if (!is_float(t.dtype()))
-      return make_error(ErrorKind::kInvalidArgument, m->checkpoint_->source(), ": tensor '", info.name,
-                        "' has dtype ", dtype_name(t.dtype()), ", expected a float type (bf16, f16 or f32)");
+    HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
     m->stats_.weight_bytes += t.nbytes();
     HLX_RETURN_IF_ERROR(m->program_->bind_weight(info.name, std::move(t)));
   }

@@ -135,6 +135,20 @@ Result<Tensor> Checkpoint::tensor(const std::string& name) const {
   return f->tensor(name);
 }
 
+Result<Tensor> Checkpoint::weight(const std::string& name, const Shape& shape) const {
+  if (!has(name))
+    return make_error(ErrorKind::kNotFound, source_, ": missing tensor '", name, "' (expected shape [",
+                      shape_to_string(shape), "])");
+  HLX_ASSIGN_OR_RETURN(Tensor t, tensor(name));
+  if (t.shape() != shape)
+    return make_error(ErrorKind::kInvalidArgument, source_, ": tensor '", name, "' has shape [",
+                      shape_to_string(t.shape()), "], expected [", shape_to_string(shape), "]");
+  if (!is_float(t.dtype()))
+    return make_error(ErrorKind::kInvalidArgument, source_, ": tensor '", name, "' has dtype ", dtype_name(t.dtype()),
+                      ", expected a float type (bf16, f16 or f32)");
+  return t;
+}
+
 Result<std::string> Checkpoint::file_of(const std::string& name) const {
   HLX_ASSIGN_OR_RETURN(const SafetensorsFile* f, shard(name));
   return f->source();

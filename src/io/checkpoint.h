@@ -29,6 +29,10 @@ class Checkpoint {
   // kNotFound naming the tensor and the checkpoint when absent.
   Result<SafetensorsEntry> entry(const std::string& name) const;
   Result<Tensor> tensor(const std::string& name) const;
+  // A model weight: `name` must exist with exactly `shape` and a float dtype (bf16, f16 or f32;
+  // kept as stored). Errors (kNotFound / kInvalidArgument) name the checkpoint, the tensor and
+  // both the expected and the found value.
+  Result<Tensor> weight(const std::string& name, const Shape& shape) const;
   // File (path as opened) holding `name`, kNotFound when absent.
   Result<std::string> file_of(const std::string& name) const;
   const std::vector<SafetensorsFile>& shards() const { return shards_; }

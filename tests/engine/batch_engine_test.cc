@@ -485,31 +485,37 @@ TEST(BatchEngineThreads, SubmitAndCancelFromAnotherThread) {
   EXPECT_EQ(c5->finish, Finish::kCancelled);
 }
 
-TEST(BatchEngineErrors, UndecodableTokenFinishesOnlyThatRequestWithError) {
+TEST(BatchEngineText, TokensTheTokenizerDoesNotKnowRenderAsNothing) {
+  // Real checkpoints have embedding rows beyond the tokenizer (Qwen3: 151936 rows, 151669 tokens);
+  // sampling one must not fail the request: HF's decode drops such ids, and so does the engine.
   Fixture f{"llama", DType::kF32};
-  auto one = load(f, 1);
   auto four = load(f, 4);
-  ASSERT_TRUE(one && four);
-  const int64_t vocab = one->spec().vocab_size;
-  Outcome alone = solo(*one, request(prompt_of(9, vocab, 4), 10, nullptr));
-  // A tokenizer that knows only 4 ids: the first generated id >= 4 cannot be decoded.
+  ASSERT_TRUE(four);
+  const int64_t vocab = four->spec().vocab_size, known = vocab / 2;
+  Outcome alone = solo(*four, request(prompt_of(5, vocab, 8), 16, nullptr));
   BatchEngineOptions o;
-  o.tokenizer = letters_tokenizer(4);
+  o.tokenizer = letters_tokenizer(known);
   ASSERT_TRUE(o.tokenizer);
   BatchEngine e(*four, o);
-  RequestId bad_id = e.submit(request(prompt_of(5, vocab, 8), 10, nullptr)).value();
+  RequestId id = e.submit(request(prompt_of(5, vocab, 8), 16, nullptr)).value();
   ASSERT_TRUE(e.run_until_idle().ok());
-  auto bc = e.take_completion(bad_id);
-  ASSERT_TRUE(bc.has_value());
-  EXPECT_EQ(bc->finish, Finish::kError);
-  EXPECT_FALSE(bc->error.ok());
-  EXPECT_NE(bc->error.message().find("decoding generated token"), std::string::npos) << bc->error.message();
+  auto c = e.take_completion(id);
+  ASSERT_TRUE(c.has_value());
+  EXPECT_EQ(c->finish, Finish::kLength) << c->error.to_string();
+  EXPECT_EQ(c->tokens, alone.c.tokens);
+  std::string expected;
+  int64_t unknown = 0;
+  for (int64_t t : c->tokens) {
+    if (t >= known) {
+      ++unknown;
+      continue;
+    }
+    expected += std::string{char('a' + t % 26), char('a' + (t / 26) % 26)};
+  }
+  EXPECT_GT(unknown, 0);  // the case under test happened
+  EXPECT_LT(unknown, int64_t(c->tokens.size()));
+  EXPECT_EQ(c->text, expected);
   EXPECT_EQ(four->slot_pool().free_count(), 4);
-  // The engine stays usable: a later request without text runs like its solo run.
-  BatchEngine e2(*four);
-  RequestId ok_id = e2.submit(request(prompt_of(9, vocab, 4), 10, nullptr)).value();
-  ASSERT_TRUE(e2.run_until_idle().ok());
-  EXPECT_EQ(e2.take_completion(ok_id)->tokens, alone.c.tokens);
 }
 
 TEST(SessionCancel, CancelFromAnotherThreadStopsTheGeneration) {
