@@ -718,9 +718,8 @@ def main():
     t0 = time.time()
     with tempfile.TemporaryDirectory(prefix="hlx_server_") as tmp:
         model = os.path.join(tmp, "qwen3")
-        # Embedding rows = the tokenizer's 151669 ids (the real checkpoint pads to 151936): random
-        # weights then never generate an id the tokenizer cannot decode (which ends a request with an
-        # error) during the long ignore_eos generations below.
+        # Embedding rows = the tokenizer's 151669 ids (the real checkpoint pads to 151936), so every
+        # generated id has text; padding ids would render as nothing (tests/engine covers that).
         cli(args, "fixture", "--family", "qwen3", "--preset", "tiny", "--dtype", "f32", "--seed", "7", "--out", model,
             "--tokenizer-from", QWEN, "--vocab-size", "151669")
         llava = os.path.join(tmp, "llava")
