@@ -87,8 +87,9 @@ def main():
             check(abs(d["vs_batch1"] - d["tok_s"] / dec[0]["tok_s"]) <= 1e-9, f"batch {b} ratio to batch 1")
             check(abs(d["tok_s"] - b * 1000.0 / d["ms_per_step"]) <= 1e-6 * d["tok_s"], f"batch {b} tok/s vs ms/step")
         ci = rec["capacity_invariance"]
-        check(ci["small_capacity"] == 128 and ci["large_capacity"] == 256 and ci["large_tok_s"] == dec[0]["tok_s"],
-              "capacity comparison")
+        check(ci["small_capacity"] == 128 and ci["large_capacity"] == 256 and ci["small_tok_s"] > 0
+              and ci["large_tok_s"] > 0, "capacity comparison")
+        check(abs(ci["large_over_small"] - ci["large_tok_s"] / ci["small_tok_s"]) <= 1e-9, "capacity ratio")
         mem = rec["memory"]
         layers, kvh = cfg["num_hidden_layers"], cfg["num_key_value_heads"]
         want_cache = layers * 2 * 4 * 256 * kvh * head_dim * 2  # slots = largest batch, capacity 256, bf16
