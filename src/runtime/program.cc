@@ -8,7 +8,8 @@
 //     one compile_fused_elementwise kernel (per-op kernels when it declines).
 //  3. Compile every remaining op to a kernel (kUnsupported names op, types and function).
 //  4. Plan memory: liveness per value; an output reuses an input's buffer when the kernel allows
-//     it and the input dies at that op (and is not an undonated argument, weight or constant);
+//     it and the input dies at that op (and is not an undonated argument, weight or constant; so a
+//     reshape is usually free);
 //     donated arguments (tf.aliasing_output) are buffers too, so in-place chains on a KV cache
 //     write straight into the caller's tensor; the remaining intermediates get offsets in one
 //     arena per entry (plan_arena, 64-byte aligned first fit). Outputs are allocated per run.
@@ -188,7 +189,7 @@ struct Step {
   int in_place_input = -1;
 };
 
-// Values sharing one buffer (an in-place chain); all have the same type.
+// Values sharing one buffer (an in-place chain); all have the same dtype and element count.
 struct Group {
   GroupKind kind = GroupKind::kArena;
   shlo::TensorType type;
@@ -240,6 +241,12 @@ Status check_const(const shlo::Op& op, const shlo::Function& fn, Tensor* out) {
   return ok_status();
 }
 
+// Two values may share one buffer when they hold the same elements as bytes: the same type, or a
+// reshape of it (the only in-place kernel whose result shape differs from its input's).
+bool same_bytes(const shlo::TensorType& a, const shlo::TensorType& b) {
+  return a.dtype == b.dtype && num_elements(a.shape) == num_elements(b.shape);
+}
+
 void count_uses(const shlo::Op& op, std::vector<int>& uses) {
   for (ValueId v : op.operands) ++uses[size_t(v)];
   for (const auto& b : op.regions)
@@ -285,6 +292,7 @@ class ProgramImpl : public Program {
       }
     if (!found) return make_error(ErrorKind::kNotFound, "no entry argument is marked hlx.weight = \"", name, "\"");
     kernels::ThreadLimit thread_limit(options_.threads);  // weight packing runs on oneDNN's threads
+    kernels::WeightFormatScope weight_format(options_.weight_format);
     for (auto& p : plans_)
       for (size_t k = 0; k < p->weight_name.size(); ++k) {
         if (p->weight_name[k] != name) continue;
@@ -646,7 +654,7 @@ Status ProgramImpl::plan_memory(EntryPlan& p) {
         for (size_t i = 0; i < st.inputs.size(); ++i) {
           ValueId in = st.inputs[i];
           if (!st.kernel->can_run_in_place(int(i)) || p.group_of[size_t(in)] < 0 || last[size_t(in)] != s ||
-              std::count(st.inputs.begin(), st.inputs.end(), in) != 1 || fn.type_of(in) != fn.type_of(v))
+              std::count(st.inputs.begin(), st.inputs.end(), in) != 1 || !same_bytes(fn.type_of(in), fn.type_of(v)))
             continue;
           p.group_of[size_t(v)] = p.group_of[size_t(in)];
           st.in_place_input = int(i);

@@ -15,6 +15,7 @@
 
 #include "core/status.h"
 #include "core/tensor.h"
+#include "runtime/kernels/matmul.h"
 #include "stablehlo/ir.h"
 
 namespace hlx::rt {
@@ -36,6 +37,9 @@ struct ProgramOptions {
   bool dump_plan = false;
   // Fuse chains of elementwise ops into compile_fused_elementwise kernels.
   bool fuse_elementwise = true;
+  // Format of the matmul weights bound with bind_weight() (packed at bind time): as stored, or
+  // int8 per-channel (kernels/matmul.h). Constants and non-matmul uses keep their own type.
+  kernels::WeightFormat weight_format = kernels::WeightFormat::kAsStored;
 };
 
 // What compile() decided for one entry, for tests and tools.

@@ -359,6 +359,7 @@ class DnnlPackedWeight final : public PackedWeight {
     return ok_status();
   }
 
+  size_t packed_bytes() const override { return packed_md_.get_size(); }
   const std::string& impl() const { return impl_; }
   std::string layout() const { return slice_kp_ > 0 || stream_kp_ > 0 ? "BA16a64b2a" : "oneDNN blocked (other)"; }
   bool streams() const { return stream_kp_ > 0; }
@@ -515,12 +516,15 @@ MatmulPaths matmul_paths() {
 }
 
 Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, int64_t n, bool transposed,
-                                                         const void* data) {
+                                                         const void* data, WeightFormat format) {
   if (type != DType::kF32 && type != DType::kBF16 && type != DType::kF16)
     return make_error(ErrorKind::kUnsupported, "PackedWeight::pack: weight type ", dtype_name(type),
                       " (expected f32, bf16 or f16)");
   if (k <= 0 || n <= 0)
     return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: k=", k, " n=", n, " must be positive");
+  if (format == WeightFormat::kInt8) return pack_int8(type, k, n, transposed, data);
+  if (format != WeightFormat::kAsStored)
+    return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: unknown weight format ", int(format));
   // f16 weights are converted to bf16 once here: oneDNN 2.6 has no f16 matmul on CPUs without
   // AVX512-FP16, f16's range fits in bf16, and bf16 keeps the weight at 2 bytes (the decode cost);
   // the price is 3 mantissa bits (relative rounding 2^-9, the same as a bf16 checkpoint).

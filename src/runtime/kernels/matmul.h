@@ -38,20 +38,48 @@ struct MatmulPaths {
 };
 MatmulPaths matmul_paths();
 
+// How a packed weight is stored. kAsStored keeps the checkpoint's type (bf16/f32; f16 becomes
+// bf16). kInt8 quantizes per output column n: scale[n] = max_k |w[k, n]| / 127, q = round-half-even
+// (w / scale) in [-127, 127]; products are scale[n] * sum_k a[m, k] * q[k, n] with f32 activations
+// (bf16 widened) and f32 accumulation (matmul_int8.cc).
+enum class WeightFormat { kAsStored = 0, kInt8 = 1 };
+const char* weight_format_name(WeightFormat f);
+
+// The format bound weights are packed in by matmuls compiled on this thread (DotKernel reads it in
+// set_constant_input); Program::bind_weight sets it from ProgramOptions::weight_format.
+WeightFormat current_weight_format();
+class WeightFormatScope {
+ public:
+  explicit WeightFormatScope(WeightFormat f);
+  ~WeightFormatScope();
+  WeightFormatScope(const WeightFormatScope&) = delete;
+  WeightFormatScope& operator=(const WeightFormatScope&) = delete;
+
+ private:
+  WeightFormat saved_;
+};
+
 // A weight matrix used as the right-hand side of many products, packed once at load.
 // `data` is [K, N] row-major, or [N, K] when `transposed` (Hugging Face Linear layout), of `type`.
 class PackedWeight {
  public:
   static Result<std::unique_ptr<PackedWeight>> pack(DType type, int64_t k, int64_t n, bool transposed,
-                                                    const void* data);
+                                                    const void* data,
+                                                    WeightFormat format = WeightFormat::kAsStored);
   virtual ~PackedWeight() = default;
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }
   // C[M, N] (c_type f32 or bf16) = A[M, K] (a_type f32 or bf16) · W. Thread-safe.
   virtual Status multiply(int64_t m, DType a_type, const void* a, DType c_type, void* c) const = 0;
+  // Bytes a product streams from memory (the packed data, plus scales for int8).
+  virtual size_t packed_bytes() const = 0;
 
  protected:
   int64_t k_ = 0, n_ = 0;
 };
+
+// Packs an int8 weight (matmul_int8.cc); PackedWeight::pack calls it for WeightFormat::kInt8.
+Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
+                                                const void* data);
 
 }  // namespace hlx::kernels

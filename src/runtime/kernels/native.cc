@@ -62,7 +62,7 @@ struct SharedPacked {
   Tensor source;
   std::unique_ptr<kernels::PackedWeight> packed;
 };
-using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int>;
+using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int, int>;  // ..., dtype, WeightFormat
 std::mutex g_pack_mu;
 std::map<PackKey, std::weak_ptr<SharedPacked>> g_pack_cache;
 
@@ -91,13 +91,14 @@ void release_mapped_source(const void* data, size_t bytes) {
   }
 }
 
-Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, int64_t n, bool transposed) {
-  PackKey key{t.raw(), k, n, transposed, int(t.dtype())};
+Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, int64_t n, bool transposed,
+                                                  kernels::WeightFormat format) {
+  PackKey key{t.raw(), k, n, transposed, int(t.dtype()), int(format)};
   std::lock_guard<std::mutex> lock(g_pack_mu);
   auto it = g_pack_cache.find(key);
   if (it != g_pack_cache.end())
     if (auto sp = it->second.lock()) return sp;
-  HLX_ASSIGN_OR_RETURN(auto packed, kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw()));
+  HLX_ASSIGN_OR_RETURN(auto packed, kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw(), format));
   auto sp = std::make_shared<SharedPacked>(SharedPacked{t, std::move(packed)});
   g_pack_cache[key] = sp;
   release_mapped_source(t.raw(), t.nbytes());
@@ -115,7 +116,8 @@ class DotKernel final : public OpKernel {
   Status set_constant_input(int index, const Tensor& value) override {
     if (index != 1 || desc.batch != 1) return ok_status();
     packed_.reset();
-    HLX_ASSIGN_OR_RETURN(packed_, pack_shared(value, desc.k, desc.n, desc.b_transposed));
+    HLX_ASSIGN_OR_RETURN(packed_, pack_shared(value, desc.k, desc.n, desc.b_transposed,
+                                              kernels::current_weight_format()));
     return ok_status();
   }
 
