@@ -10,6 +10,20 @@ namespace {
 template <DType D, UnOp O> void unary_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<D>* x = static_cast<const St<D>*>(in[0]);
   St<D>* y = static_cast<St<D>*>(out);
+  if constexpr (is_float(D) && vector_unary(O)) {  // exp, logistic: f32 array kernel (vexp.h)
+    float buf[kVecChunk];
+    for (int64_t i0 = b; i0 < e; i0 += kVecChunk) {
+      const int64_t m = std::min<int64_t>(kVecChunk, e - i0);
+      if constexpr (D == DType::kF32) {
+        unary_f32_n<O>(x + i0, y + i0, m);
+      } else {
+        for (int64_t i = 0; i < m; ++i) buf[i] = load_f<D>(x[i0 + i]);
+        unary_f32_n<O>(buf, buf, m);
+        for (int64_t i = 0; i < m; ++i) y[i0 + i] = store_f<D>(buf[i]);
+      }
+    }
+    return;
+  }
   for (int64_t i = b; i < e; ++i) {
     if constexpr (is_float(D)) y[i] = store_f<D>(unary_f<O>(load_f<D>(x[i])));
     else if constexpr (D == DType::kI1) y[i] = unary_b<O>(x[i]);

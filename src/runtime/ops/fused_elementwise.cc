@@ -25,6 +25,12 @@ using TileFn = void (*)(const float* const* args, float* y, int64_t n);
 
 template <UnOp O, DType D> void un_tile(const float* const* a, float* y, int64_t n) {
   const float* x = a[0];
+  if constexpr (ew::vector_unary(O)) {  // the same array kernel as the one-op path
+    ew::unary_f32_n<O>(x, y, n);
+    if constexpr (D != DType::kF32)
+      for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(y[i]);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(ew::unary_f<O>(x[i]));
 }
 template <BinOp O, DType D> void bin_tile(const float* const* a, float* y, int64_t n) {

@@ -1,0 +1,25 @@
+// Vectorised exp and logistic over f32 arrays, for stablehlo.exponential / stablehlo.logistic in
+// both the one-op and the fused elementwise kernels (the same function on every element, so fused
+// == unfused bits). With AVX-512 (vexp_avx512.cc): Cody-Waite reduction x = n ln2 + r, a degree-6
+// polynomial for e^r and VSCALEFPS for the 2^n scaling, which gives IEEE overflow to +inf, gradual
+// underflow through the subnormals and NaN in -> NaN out, like std::exp; max error 1 ulp on the
+// normal range (tests/runtime/elementwise_test.cc sweeps a strided sample of all f32 bit
+// patterns). Without AVX-512 both fall back to std::exp element by element.
+#pragma once
+
+#include <cstdint>
+
+namespace hlx::kernels {
+
+// y[i] = e^x[i]; y may alias x.
+void exp_f32(const float* x, float* y, int64_t n);
+// y[i] = 1 / (1 + e^-x[i]), computed as e / (1 + e) with e = e^-|x| for x < 0 so that results
+// below 1e-38 are not lost to e^-x overflowing; y may alias x.
+void logistic_f32(const float* x, float* y, int64_t n);
+
+namespace internal {
+void exp_f32_avx512(const float* x, float* y, int64_t n);
+void logistic_f32_avx512(const float* x, float* y, int64_t n);
+}  // namespace internal
+
+}  // namespace hlx::kernels
