@@ -7,6 +7,8 @@ void ModelFlags::add_to(CLI::App* sub) {
                   "context capacity (default: min(4096, max_position_embeddings); see docs/CAPACITY.md)");
   sub->add_option("--kv-dtype", kv_dtype, "bf16 (default) | f32");
   sub->add_option("--threads", threads, "runtime threads (default: all cores)");
+  sub->add_option("--weights", weights,
+                  "matmul weights: int8 (per-channel, quantized at load) | the checkpoint's own type (default)");
 }
 
 Result<engine::TextModelOptions> ModelFlags::options() const {
@@ -16,6 +18,14 @@ Result<engine::TextModelOptions> ModelFlags::options() const {
   if (!kv) return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", kv_dtype, "' (expected bf16 or f32)");
   o.kv_dtype = *kv;
   o.threads = threads;
+  if (weights == "int8") {
+    o.weight_format = kernels::WeightFormat::kInt8;
+  } else if (!weights.empty()) {
+    auto w = dtype_from_name(weights);
+    if (!w || (*w != DType::kBF16 && *w != DType::kF32 && *w != DType::kF16))
+      return make_error(ErrorKind::kInvalidArgument, "--weights '", weights, "' (expected int8, bf16, f16 or f32)");
+    o.stored_weight_dtype = *w;
+  }
   return o;
 }
 

@@ -13,10 +13,11 @@ struct ModelFlags {
   int64_t capacity = 0;  // 0: the model's default (docs/CAPACITY.md)
   std::string kv_dtype = "bf16";
   int threads = 0;       // 0: all cores
+  std::string weights;   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
 
-  // Declares --capacity, --kv-dtype and --threads on `sub`.
+  // Declares --capacity, --kv-dtype, --threads and --weights on `sub`.
   void add_to(CLI::App* sub);
-  // Options for TextModel::load; kInvalidArgument for an unknown --kv-dtype.
+  // Options for TextModel::load; kInvalidArgument for an unknown --kv-dtype or --weights.
   Result<engine::TextModelOptions> options() const;
 };
 

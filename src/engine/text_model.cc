@@ -200,6 +200,11 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     m->stats_.weight_bytes += t.nbytes();
     m->weights_.emplace_back(info.name, std::move(t));
   }
+  if (options.weight_format == kernels::WeightFormat::kAsStored && options.stored_weight_dtype && !m->weights_.empty() &&
+      m->weights_.front().second.dtype() != *options.stored_weight_dtype)
+    return make_error(ErrorKind::kInvalidArgument, "weights ", dtype_name(*options.stored_weight_dtype),
+                      " asked, but ", model_dir, " stores ", dtype_name(m->weights_.front().second.dtype()),
+                      " weights (", m->weights_.front().first, "); use its own type or int8");
   m->stats_.checkpoint_ms = ms_since(t0);
 
   // Every module is emitted (or read and checked) now, so identity and capacity mismatches fail
@@ -257,6 +262,7 @@ Status TextModel::compile(Entry& e) {
   auto t0 = std::chrono::steady_clock::now();
   rt::ProgramOptions po;
   po.threads = options_.threads;
+  po.weight_format = options_.weight_format;
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> program, rt::Program::compile(e.module, po));
   stats_.compile_ms += ms_since(t0);
   t0 = std::chrono::steady_clock::now();

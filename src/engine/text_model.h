@@ -31,6 +31,7 @@
 #include "io/checkpoint.h"
 #include "models/text_entries.h"
 #include "models/text_spec.h"
+#include "runtime/kernels/matmul.h"
 #include "stablehlo/ir.h"
 
 namespace hlx::rt {
@@ -58,6 +59,12 @@ struct TextModelOptions {
   // Compile every entry during load() instead of on first use. Emitting/loading and every
   // identity and shape check always happen in load(); only Program::compile is deferred.
   bool eager_compile = false;
+  // Matmul weights as stored, or quantized to int8 per output channel when bound (`--weights int8`,
+  // kernels/matmul.h). Embedding gathers always read the stored tensor.
+  kernels::WeightFormat weight_format = kernels::WeightFormat::kAsStored;
+  // With kAsStored: when set, load() fails unless the checkpoint stores its weights in this type
+  // (`--weights bf16` on an f32 checkpoint is an error, not a silent f32 run).
+  std::optional<DType> stored_weight_dtype;
 };
 
 // Timings and sizes of load() and of lazily compiled entries, for the CLI and docs/CAPACITY.md.
