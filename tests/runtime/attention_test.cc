@@ -1,17 +1,29 @@
 // hlx.attention against a direct double-precision evaluation of docs/COMPOSITES.md written here:
 // per query, the visible key set, scores, softcap, bias, softmax, weighted sum. bf16 cases round
-// q/K/V to bf16 first and feed the reference the same values, so only f32 arithmetic separates the
-// two: outputs are convex combinations of values in [-1, 1], and the f32 dot products over
+// q/K/V to bf16 first and feed the reference the same values.
+//
+// f32 kernel (f32 caches, decode, CPUs without AVX512-BF16): only f32 arithmetic separates the
+// two; outputs are convex combinations of values in [-1, 1], and the f32 dot products over
 // head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
+//
+// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0, AVX512-BF16): Q and the softmax
+// weights P are also rounded to bf16 (unit roundoff u = 2^-9). Rounding Q moves each score by at
+// most D = u * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
+// e^(+-2D), so the output by at most (e^(2D) - 1) max|v|; rounding P (and normalising by the sum
+// of the rounded weights) moves them by a factor within (1 +- u) / (1 -+ u), i.e. the output by
+// 2.01 u max|v|. The tolerance is that bound per query row, plus the f32 2e-5.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "runtime/kernels/attention.h"
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/parallel.h"
 #include "runtime/op_kernel.h"
 
 namespace hlx {
@@ -74,25 +86,40 @@ Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int3
   return in;
 }
 
-std::vector<double> reference(const AttentionDesc& d, const Inputs& in) {
+// Whether attention() takes the bf16 dot-product kernel for these shapes on this CPU.
+bool bf16_kernel(const AttentionDesc& d) {
+  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 16 == 0;
+}
+
+// Double-precision reference; tol receives each output element's allowed error (see the top).
+std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vector<double>* tol = nullptr) {
   const int64_t G = d.q_heads / d.kv_heads;
+  const bool bf16_path = bf16_kernel(d);
+  const double u = std::ldexp(1.0, -9);
   std::vector<double> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 0.0);
+  if (tol) tol->assign(out.size(), 2e-5);
   for (int64_t b = 0; b < d.batch; ++b)
     for (int64_t t = 0; t < d.q_len; ++t)
       for (int64_t h = 0; h < d.q_heads; ++h) {
         const int64_t kvh = h / G, pos = in.q_pos[size_t(b * d.q_len + t)];
         std::vector<int64_t> keys;
         std::vector<double> s;
+        double dmax = 0, vmax = 0;  // max score shift from rounding q; max |v| over the visible keys
         for (int64_t j = 0; j < in.kv_len[size_t(b)]; ++j) {
           if (d.causal && j > pos) continue;
           if (d.sliding_window > 0 && pos - j >= d.sliding_window) continue;
-          double dot = 0;
-          for (int64_t i = 0; i < d.head_dim; ++i)
-            dot += double(in.q[size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim + i)]) *
-                   double(in.k[size_t(((in.slot[size_t(b)] * d.capacity + j) * d.kv_heads + kvh) * d.head_dim + i)]);
+          double dot = 0, absdot = 0;
+          for (int64_t i = 0; i < d.head_dim; ++i) {
+            const double qv = in.q[size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim + i)];
+            const size_t ko = size_t(((in.slot[size_t(b)] * d.capacity + j) * d.kv_heads + kvh) * d.head_dim + i);
+            dot += qv * double(in.k[ko]);
+            absdot += std::fabs(qv * double(in.k[ko]));
+            vmax = std::max(vmax, std::fabs(double(in.v[ko])));
+          }
           double sc = d.scale * dot;
           if (d.logit_softcap > 0) sc = d.logit_softcap * std::tanh(sc / d.logit_softcap);
           if (d.has_bias) sc += in.bias[size_t((b * d.q_len + t) * d.capacity + j)];
+          dmax = std::max(dmax, (d.q_type == DType::kBF16 ? 0.0 : u) * std::fabs(d.scale) * absdot);
           keys.push_back(j);
           s.push_back(sc);
         }
@@ -101,25 +128,39 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in) {
         for (double x : s) mx = std::max(mx, x);
         double sum = 0;
         for (double& x : s) sum += (x = std::exp(x - mx));
+        const size_t o0 = size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim);
         for (size_t n = 0; n < keys.size(); ++n)
           for (int64_t i = 0; i < d.head_dim; ++i)
-            out[size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim + i)] +=
+            out[o0 + size_t(i)] +=
                 s[n] / sum *
                 in.v[size_t(((in.slot[size_t(b)] * d.capacity + keys[n]) * d.kv_heads + kvh) * d.head_dim + i)];
+        if (tol && bf16_path)
+          for (int64_t i = 0; i < d.head_dim; ++i)
+            (*tol)[o0 + size_t(i)] = 2e-5 + (std::expm1(2 * dmax) + 2.01 * u) * vmax;
       }
   return out;
 }
+
+// Largest |error| / tolerance seen by run_and_compare (printed by the tests for the record).
+double g_worst_ratio = 0, g_worst_abs = 0;
 
 void run_and_compare(const AttentionDesc& d, const Inputs& in, const std::string& what) {
   std::vector<float> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 123.f);
   Status s = kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
                                 in.kv_len.data(), d.has_bias ? in.bias.data() : nullptr, out.data());
   ASSERT_TRUE(s.ok()) << what << ": " << s.to_string();
-  auto want = reference(d, in);
+  std::vector<double> tol;
+  auto want = reference(d, in, &tol);
   int bad = 0;
-  for (size_t i = 0; i < want.size(); ++i)
-    if (!(std::fabs(out[i] - want[i]) <= 2e-5) && bad++ < 5)
-      ADD_FAILURE() << what << " element " << i << ": got " << out[i] << " want " << want[i];
+  for (size_t i = 0; i < want.size(); ++i) {
+    const double err = std::fabs(out[i] - want[i]);
+    if (err == err) {
+      g_worst_ratio = std::max(g_worst_ratio, err / tol[i]);
+      if (bf16_kernel(d)) g_worst_abs = std::max(g_worst_abs, err);
+    }
+    if (!(err <= tol[i]) && bad++ < 5)
+      ADD_FAILURE() << what << " element " << i << ": got " << out[i] << " want " << want[i] << " tol " << tol[i];
+  }
 }
 
 struct Config {
@@ -138,13 +179,14 @@ TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
     for (int64_t gqa : {1, 2, 4})
       for (DType qt : {DType::kF32, DType::kBF16})
         for (DType kvt : {DType::kF32, DType::kBF16})
-          for (int64_t T : {1, 3, 17}) {
+          for (int64_t T : {1, 3, 17, 33}) {
             AttentionDesc d;
             d.batch = 3;
             d.q_len = T;
             d.kv_heads = 2;
             d.q_heads = 2 * gqa;
-            d.head_dim = T == 17 ? 40 : (gqa == 2 ? 72 : 128);  // 40, 72: masked column tails
+            // 40, 72: masked column tails of the f32 kernel; 80: a half 32-column chunk of the bf16 one.
+            d.head_dim = T == 17 ? 40 : T == 33 ? 80 : (gqa == 2 ? 72 : 128);
             d.num_slots = 4;
             d.capacity = 150;
             d.q_type = qt;
@@ -166,6 +208,46 @@ TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
                             str_cat("causal=", c.causal, " window=", c.window, " cap=", c.softcap, " bias=", c.bias,
                                     " gqa=", gqa, " q=", dtype_name(qt), " kv=", dtype_name(kvt), " T=", T));
           }
+  std::printf("worst |error| / tolerance %.3f; worst |error| of the bf16 kernel %.3g\n", g_worst_ratio, g_worst_abs);
+}
+
+// Each query row's bits must not depend on the other rows of the call: the batch (B = 3 vs the
+// row alone), the query chunk it arrives in (whole prompt vs chunks of 8 / 12 tokens, as chunked
+// prefill), or the thread count. Both kernels (bf16 and f32 cache), GQA 4, causal +- window.
+// (A one-token call is decode, which keeps the f32 kernel for bf16 caches: chunks here are >= 4.)
+TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
+  for (DType kvt : {DType::kBF16, DType::kF32})
+    for (int64_t window : {0, 21}) {
+      AttentionDesc d;
+      d.batch = 3; d.q_len = 40; d.q_heads = 8; d.kv_heads = 2; d.head_dim = 64; d.num_slots = 3; d.capacity = 200;
+      d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 0.125f; d.causal = true; d.sliding_window = window;
+      std::vector<int32_t> slot = {1, 2, 0}, kv_len = {180, 100, 40}, q_pos;
+      for (int64_t b = 0; b < 3; ++b)
+        for (int64_t t = 0; t < 40; ++t) q_pos.push_back(int32_t(kv_len[size_t(b)] - 40 + t));
+      Inputs in = make_inputs(d, 77, slot, kv_len, q_pos);
+      const size_t row = size_t(d.q_heads * d.head_dim);
+      std::vector<float> whole(3 * 40 * row);
+      ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                     in.kv_len.data(), nullptr, whole.data()).ok());
+      for (int threads : {1, 2})
+        for (int64_t chunk : {40, 12, 8}) {
+          kernels::ThreadLimit limit(threads);
+          for (int64_t b = 0; b < 3; ++b)
+            for (int64_t t0 = 0; t0 < 40; t0 += chunk) {
+              AttentionDesc e = d;
+              e.batch = 1;
+              e.q_len = std::min<int64_t>(chunk, 40 - t0);
+              std::vector<float> part(size_t(e.q_len) * row);
+              const float* qp = in.q.data() + (b * 40 + t0) * int64_t(row);
+              ASSERT_TRUE(kernels::attention(e, qp, in.kb.data(), in.vb.data(), &in.slot[size_t(b)],
+                                             &in.q_pos[size_t(b * 40 + t0)], &in.kv_len[size_t(b)], nullptr,
+                                             part.data()).ok());
+              ASSERT_EQ(std::memcmp(part.data(), whole.data() + (b * 40 + t0) * int64_t(row), part.size() * 4), 0)
+                  << "kv=" << dtype_name(kvt) << " window=" << window << " threads=" << threads << " chunk=" << chunk
+                  << " row " << b << " tokens from " << t0;
+            }
+        }
+    }
 }
 
 TEST(Attention, EmptyVisibleSetGivesZeros) {
@@ -252,8 +334,9 @@ TEST(NativeAttention, CompositeRunsKernel) {
   Tensor bias = bytes_tensor(DType::kF32, {2, 3, 20}, in.bias.data());
   Tensor out = Tensor::zeros(DType::kF32, {2, 3, 4, 32});
   ASSERT_TRUE((*kernel)->run({&q, &k, &v, &slot, &pos, &len, &bias}, {&out}).ok());
-  auto want = reference(d, in);
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], 2e-5) << i;
+  std::vector<double> tol;
+  auto want = reference(d, in, &tol);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], tol[i]) << i;
   // A bad slot at run time is a typed error.
   int32_t bad_slot[2] = {0, 2};
   Tensor slot_bad = bytes_tensor(DType::kI32, {2}, bad_slot);

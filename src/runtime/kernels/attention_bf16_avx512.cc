@@ -1,0 +1,346 @@
+// hlx.attention for prefill over a bf16 KV cache with AVX512-BF16 dot products (vdpbf16ps).
+// attention.cc calls it when cpu_features().avx512bf16, kv_type is bf16, q_len > 1 (decode keeps
+// the f32 kernel of attention_impl.h) and head_dim % 16 == 0.
+//
+// Numerics: Q (times nothing: the softmax scale is applied to the f32 scores) and the softmax
+// weights P are rounded to bf16 (round to nearest even) so that both products run on bf16 pairs
+// with f32 accumulation; K and V are bf16 already. Softmax statistics (running max, sum) stay f32,
+// and the sum is taken over the bf16-rounded weights, so each output row is exactly a convex
+// combination of V rows with the weights the P.V product used. Relative error per output element
+// is about 2^-8 (|q| |k| / |s| larger for cancelling dot products); see
+// tests/runtime/attention_test.cc for the bound checked against a double-precision reference.
+//
+// Layout: a work item is (batch row, kv head, tile of query tokens); its query rows (G heads x
+// tokens) are split into groups of 16 that sit in the 16 f32 lanes of a zmm:
+//   S^T = Q K^T: per key, lanes = 16 query rows, reduction over head_dim pairs: Q is packed once per
+//                item as [pair][16 rows] dwords and each K dword (a pair of bf16 along head_dim)
+//                is broadcast straight from the cache row, so K needs no repacking;
+//   softmax:     lanes = rows again, so max/exp/sum over a key block are plain vertical ops;
+//   O += P V:    lanes = 16 head_dim columns; V of each key block is repacked once per item as
+//                [key pair][head_dim][2] and each P dword (a pair of keys' weights) is broadcast.
+// Every row's arithmetic depends only on its own visible key range (key blocks start at
+// multiples of kKeyBlock, key pairs at even positions, fixed accumulation orders; blocks or
+// pairs outside a row's range contribute exact zeros), never on which rows share its item or
+// group, or on the thread count: chunked and whole prefills, and batched and single requests,
+// give the same bits.
+#include <immintrin.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "runtime/kernels/attention.h"
+#include "runtime/kernels/internal.h"
+#include "runtime/kernels/parallel.h"
+
+namespace hlx::kernels::attention_bf16 {
+namespace {
+
+constexpr int64_t kKeyBlock = 32;    // keys per online-softmax step (an even number)
+constexpr int64_t kQueryRows = 128;  // query rows (heads x tokens) per work item
+constexpr int kLanes = 16;
+
+// e^x for x <= 0 (scores minus their running max); Cephes polynomial as in attention_impl.h.
+inline __m512 exp_nonpos16(__m512 x) {
+  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
+  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
+}
+
+inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
+
+// Scores of one 16-row group against 16 keys: out[j][lane] = sum_p dot(qt[p][lane], kt[p][j]) over
+// P head_dim pairs, kt = the block's keys packed as [pair][kKeyBlock] dwords (so the 16 broadcast
+// sources sit at fixed offsets from one pointer).
+inline void qk16(const uint32_t* qt, const uint32_t* kt, int64_t P, float* out) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < P; ++p) {
+    const __m512bh qv = as_bh(_mm512_loadu_si512(qt + p * kLanes));
+    const uint32_t* kp = kt + p * kKeyBlock;
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], qv, as_bh(_mm512_set1_epi32(int(kp[j]))));
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
+}
+
+// Keys [0, nk) (row j at k + j * stride) as [pair][kKeyBlock] dwords; keys past nk are zeros.
+void pack_k(const uint16_t* k, int64_t stride, int64_t nk, int64_t P, uint32_t* kt) {
+  for (int64_t j = 0; j < kKeyBlock; ++j) {
+    if (j < nk) {
+      const uint16_t* row = k + j * stride;
+      for (int64_t p = 0; p < P; ++p) std::memcpy(&kt[p * kKeyBlock + j], row + 2 * p, 4);
+    } else {
+      for (int64_t p = 0; p < P; ++p) kt[p * kKeyBlock + j] = 0;
+    }
+  }
+}
+
+// acc[row] = acc[row] * alpha[row] + sum_{pair in [jp0, jp1)} P[pair][lane] . V[pair] for two rows
+// (lanes l0, l1 of the group), NV column vectors of 16 from column c0.
+template <int NV>
+inline void pv2(float* acc0, float* acc1, float a0, float a1, const uint32_t* pp, int l0, int l1,
+                const uint16_t* vt, int64_t Dh, int64_t c0, int64_t jp0, int64_t jp1) {
+  __m512 r0[NV], r1[NV];
+  const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
+#pragma GCC unroll 8
+  for (int i = 0; i < NV; ++i) {
+    r0[i] = _mm512_mul_ps(_mm512_loadu_ps(acc0 + c0 + 16 * i), al0);
+    r1[i] = _mm512_mul_ps(_mm512_loadu_ps(acc1 + c0 + 16 * i), al1);
+  }
+  for (int64_t jp = jp0; jp < jp1; ++jp) {
+    const __m512bh b0 = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l0])));
+    const __m512bh b1 = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l1])));
+    const uint16_t* vr = vt + (jp * Dh + c0) * 2;
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) {
+      const __m512bh vv = as_bh(_mm512_loadu_si512(vr + 32 * i));
+      r0[i] = _mm512_dpbf16_ps(r0[i], b0, vv);
+      r1[i] = _mm512_dpbf16_ps(r1[i], b1, vv);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NV; ++i) {
+    _mm512_storeu_ps(acc0 + c0 + 16 * i, r0[i]);
+    _mm512_storeu_ps(acc1 + c0 + 16 * i, r1[i]);
+  }
+}
+
+using Pv2Fn = void (*)(float*, float*, float, float, const uint32_t*, int, int, const uint16_t*, int64_t, int64_t,
+                       int64_t, int64_t);
+constexpr Pv2Fn kPv2[9] = {nullptr, &pv2<1>, &pv2<2>, &pv2<3>, &pv2<4>, &pv2<5>, &pv2<6>, &pv2<7>, &pv2<8>};
+
+// Keys [j0, j0 + nk) of one kv head from the cache (row j at v + j * stride), packed as
+// [key pair][Dh][2] bf16 for kKeyBlock keys; keys past nk are zeros.
+void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t* vt) {
+  const __m512i lo_idx = _mm512_setr_epi32(0x00200000, 0x00210001, 0x00220002, 0x00230003, 0x00240004, 0x00250005,
+                                           0x00260006, 0x00270007, 0x00280008, 0x00290009, 0x002a000a, 0x002b000b,
+                                           0x002c000c, 0x002d000d, 0x002e000e, 0x002f000f);
+  const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
+  for (int64_t jp = 0; jp < kKeyBlock / 2; ++jp) {
+    const int64_t a = 2 * jp, b = a + 1;
+    uint16_t* dst = vt + jp * Dh * 2;
+    for (int64_t d0 = 0; d0 < Dh; d0 += 32) {
+      const __mmask32 m = Dh - d0 >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << (Dh - d0)) - 1);
+      const __m512i ra = a < nk ? _mm512_maskz_loadu_epi16(m, v + a * stride + d0) : _mm512_setzero_si512();
+      const __m512i rb = b < nk ? _mm512_maskz_loadu_epi16(m, v + b * stride + d0) : _mm512_setzero_si512();
+      _mm512_storeu_si512(dst + d0 * 2, _mm512_permutex2var_epi16(ra, lo_idx, rb));
+      if (Dh - d0 > 16) _mm512_storeu_si512(dst + d0 * 2 + 32, _mm512_permutex2var_epi16(ra, hi_idx, rb));
+    }
+  }
+}
+
+
+}  // namespace
+
+void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
+  const int64_t B = d.batch, T = d.q_len, Hq = d.q_heads, Hkv = d.kv_heads, Dh = d.head_dim, S = d.capacity;
+  const int64_t G = Hq / Hkv, P = Dh / 2;
+  const int64_t t_tile = std::max<int64_t>(1, kQueryRows / G);
+  const int64_t t_tiles = (T + t_tile - 1) / t_tile;
+  const int64_t items = B * Hkv * t_tiles;
+  const float neg_inf = -std::numeric_limits<float>::infinity();
+  const float cap = d.logit_softcap;
+  const int64_t W = d.sliding_window;
+  const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
+  const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
+  const int64_t kv_stride = Hkv * Dh;  // elements between consecutive keys of one kv head
+
+  parallel_for(items, 1, [&](int64_t item_begin, int64_t item_end) {
+    internal::FtzDazScope ftz_daz;
+    const int64_t max_groups = (G * t_tile + kLanes - 1) / kLanes;
+    thread_local std::vector<uint32_t> qt, pp, kt;
+    thread_local std::vector<float> acc, mrow, lrow, sc;
+    thread_local std::vector<int32_t> lo, hi;
+    thread_local std::vector<uint16_t> vt;
+    auto fit = [](auto& v, int64_t size) {
+      if (int64_t(v.size()) < size) v.resize(size_t(size));
+    };
+    fit(qt, max_groups * P * kLanes);
+    fit(acc, max_groups * kLanes * Dh);
+    fit(mrow, max_groups * kLanes);
+    fit(lrow, max_groups * kLanes);
+    fit(lo, max_groups * kLanes);
+    fit(hi, max_groups * kLanes);
+    fit(sc, kKeyBlock * kLanes);
+    fit(pp, kKeyBlock / 2 * kLanes);
+    fit(vt, kKeyBlock * Dh);
+    fit(kt, kKeyBlock * P);
+
+    for (int64_t item = item_begin; item < item_end; ++item) {
+      // The last query tiles see the most keys under a causal mask: hand them out first so the
+      // threads finish together.
+      const int64_t b = item / (Hkv * t_tiles);
+      const int64_t kvh = (item / t_tiles) % Hkv;
+      const int64_t t0 = (t_tiles - 1 - item % t_tiles) * t_tile;
+      const int64_t t1 = std::min(T, t0 + t_tile);
+      const int64_t rows = G * (t1 - t0);
+      const int64_t groups = (rows + kLanes - 1) / kLanes;
+      const int64_t sl = slot[b], len = kv_len[b];
+      const uint16_t* kbase = k16 + (sl * S * Hkv + kvh) * Dh;  // key j of this head at kbase + j * kv_stride
+      const uint16_t* vbase = v16 + (sl * S * Hkv + kvh) * Dh;
+      // Row r = (t - t0) * G + g  <->  query head kvh * G + g at token t; lane r % 16 of group r / 16.
+      int64_t jmin = len, jmax = 0;
+      for (int64_t r = 0; r < groups * kLanes; ++r) {
+        uint32_t* qrow = &qt[(r / kLanes) * P * kLanes + r % kLanes];
+        mrow[r] = neg_inf;
+        lrow[r] = 0.f;
+        std::fill(&acc[r * Dh], &acc[r * Dh] + Dh, 0.f);
+        if (r >= rows) {  // padding lane: sees nothing
+          lo[r] = hi[r] = 0;
+          for (int64_t p = 0; p < P; ++p) qrow[p * kLanes] = 0;
+          continue;
+        }
+        const int64_t t = t0 + r / G, h = kvh * G + r % G;
+        const int64_t pos = q_pos[b * T + t];
+        int64_t h_end = len, l_beg = 0;
+        if (d.causal) h_end = std::min<int64_t>(h_end, std::max<int64_t>(pos + 1, 0));
+        if (W > 0) l_beg = std::max<int64_t>(0, pos - W + 1);
+        lo[r] = int32_t(l_beg);
+        hi[r] = int32_t(std::max(h_end, l_beg));
+        if (lo[r] < hi[r]) {
+          jmin = std::min<int64_t>(jmin, lo[r]);
+          jmax = std::max<int64_t>(jmax, hi[r]);
+        }
+        const int64_t qoff = ((b * T + t) * Hq + h) * Dh;
+        for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 bf16) at a time; Dh % 16 == 0
+          alignas(64) uint32_t pairs[16];
+          const __mmask16 hi_m = Dh - d0 >= 32 ? __mmask16(0xffff) : __mmask16(0);
+          if (d.q_type == DType::kBF16) {
+            const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + d0;
+            _mm512_store_si512(pairs, _mm512_maskz_loadu_epi32(__mmask16(0x00ff) | __mmask16(hi_m & 0xff00), qb));
+          } else {
+            const float* qf = static_cast<const float*>(q) + qoff + d0;
+            _mm512_store_si512(pairs, (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi_m, qf + 16),
+                                                                   _mm512_loadu_ps(qf)));
+          }
+          for (int64_t i = 0; i < 16 && d0 / 2 + i < P; ++i) qrow[(d0 / 2 + i) * kLanes] = pairs[i];
+        }
+      }
+      for (int64_t j0 = jmin / kKeyBlock * kKeyBlock; j0 < jmax; j0 += kKeyBlock) {
+        const int64_t nk = std::min(kKeyBlock, jmax - j0);
+        if (j0 + kKeyBlock < jmax)  // next block's rows: a strided stream the prefetchers follow poorly
+          for (int64_t jj = 0; jj < std::min(kKeyBlock, jmax - j0 - kKeyBlock); ++jj)
+            for (int64_t c = 0; c < Dh * 2; c += 64) {
+              _mm_prefetch(reinterpret_cast<const char*>(kbase + (j0 + kKeyBlock + jj) * kv_stride) + c, _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(vbase + (j0 + kKeyBlock + jj) * kv_stride) + c, _MM_HINT_T0);
+            }
+        pack_k(kbase + j0 * kv_stride, kv_stride, nk, P, kt.data());
+        pack_v(vbase + j0 * kv_stride, kv_stride, nk, Dh, vt.data());
+        for (int64_t g = 0; g < groups; ++g) {
+          const int32_t* glo = &lo[g * kLanes];
+          const int32_t* ghi = &hi[g * kLanes];
+          // The group's visible keys within this block, [ka, ke) relative to j0.
+          int64_t ka = kKeyBlock, ke = 0;
+          for (int l = 0; l < kLanes; ++l)
+            if (glo[l] < ghi[l] && glo[l] < j0 + nk && ghi[l] > j0) {
+              ka = std::min<int64_t>(ka, std::max<int64_t>(glo[l] - j0, 0));
+              ke = std::max<int64_t>(ke, std::min<int64_t>(ghi[l] - j0, nk));
+            }
+          if (ka >= ke) continue;
+          float* s = sc.data();
+          for (int64_t kc = 0; kc < kKeyBlock; kc += 16) {
+            if (kc >= ke || kc + 16 <= ka) continue;  // never read below: masked as invisible
+            qk16(&qt[g * P * kLanes], kt.data() + kc, P, s + kc * kLanes);
+          }
+          // Scale, softcap, bias, mask; block max per lane.
+          const __m512 scale = _mm512_set1_ps(d.scale), ninf = _mm512_set1_ps(neg_inf);
+          const __m512i vlo = _mm512_loadu_si512(glo), vhi = _mm512_loadu_si512(ghi);
+          __m512 bm = ninf;
+          __mmask16 vis[kKeyBlock];
+          for (int64_t jj = 0; jj < kKeyBlock; ++jj) {
+            if (jj < ka || jj >= ke) {
+              vis[jj] = 0;
+              continue;
+            }
+            __m512 sv = _mm512_mul_ps(_mm512_loadu_ps(s + jj * kLanes), scale);
+            if (cap > 0.f || bias) {
+              alignas(64) float tmp[kLanes];
+              _mm512_store_ps(tmp, sv);
+              for (int l = 0; l < kLanes; ++l) {
+                const int64_t r = g * kLanes + l;
+                if (r >= rows) continue;
+                if (cap > 0.f) tmp[l] = cap * std::tanh(tmp[l] / cap);
+                if (bias) tmp[l] += bias[(b * T + t0 + r / G) * S + j0 + jj];
+              }
+              sv = _mm512_load_ps(tmp);
+            }
+            const __m512i j = _mm512_set1_epi32(int(j0 + jj));
+            vis[jj] = _mm512_cmpge_epi32_mask(j, vlo) & _mm512_cmplt_epi32_mask(j, vhi) &
+                      _mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_OQ);
+            _mm512_storeu_ps(s + jj * kLanes, sv);
+            bm = _mm512_mask_max_ps(bm, vis[jj], bm, sv);
+          }
+          float* gm = &mrow[g * kLanes];
+          float* gl = &lrow[g * kLanes];
+          const __m512 m_old = _mm512_loadu_ps(gm);
+          const __m512 m_new = _mm512_max_ps(m_old, bm);
+          // alpha = e^(m_old - m_new): 1 exactly where nothing new is visible, 0 before the first
+          // visible key (m_old = -inf).
+          const __mmask16 started = _mm512_cmp_ps_mask(m_old, ninf, _CMP_NEQ_OQ);
+          const __m512 alpha = _mm512_maskz_mov_ps(started, exp_nonpos16(_mm512_sub_ps(m_old, m_new)));
+          // Weights, rounded to bf16 and packed as key pairs; the sum uses the rounded values.
+          const __m512i interleave = _mm512_setr_epi32(0x00100000, 0x00110001, 0x00120002, 0x00130003, 0x00140004,
+                                                       0x00150005, 0x00160006, 0x00170007, 0x00180008, 0x00190009,
+                                                       0x001a000a, 0x001b000b, 0x001c000c, 0x001d000d, 0x001e000e,
+                                                       0x001f000f);
+          __m512 psum = _mm512_setzero_ps();
+          const int64_t jp0 = ka / 2, jp1 = (ke + 1) / 2;
+          for (int64_t jp = jp0; jp < jp1; ++jp) {
+            const __m512 pe = _mm512_maskz_mov_ps(
+                vis[2 * jp], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + 2 * jp * kLanes), m_new)));
+            const __m512 po = _mm512_maskz_mov_ps(
+                vis[2 * jp + 1], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + (2 * jp + 1) * kLanes), m_new)));
+            // [even bf16 x16 | odd bf16 x16] -> dword per lane = even | odd << 16.
+            const __m512i packed =
+                _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(po, pe));
+            _mm512_storeu_si512(&pp[jp * kLanes], packed);
+            psum = _mm512_add_ps(psum, _mm512_castsi512_ps(_mm512_slli_epi32(packed, 16)));
+            psum = _mm512_add_ps(psum, _mm512_castsi512_ps(_mm512_and_si512(packed, _mm512_set1_epi32(int(0xffff0000u)))));
+          }
+          _mm512_storeu_ps(gl, _mm512_fmadd_ps(_mm512_loadu_ps(gl), alpha, psum));
+          _mm512_storeu_ps(gm, m_new);
+          alignas(64) float al[kLanes];
+          _mm512_store_ps(al, alpha);
+          // Lanes with a visible key here; the others would only add exact zeros.
+          __mmask16 active = 0;
+          for (int64_t jj = ka; jj < ke; ++jj) active |= vis[jj];
+          for (int l = 0; l < kLanes; l += 2) {
+            if (!((active >> l) & 3)) continue;
+            float* a0 = &acc[(g * kLanes + l) * Dh];
+            float* a1 = a0 + Dh;
+            for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
+              const int nv = int(std::min<int64_t>(8, (Dh - c0) / 16));
+              kPv2[nv](a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0, jp1);
+            }
+          }
+        }
+      }
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t t = t0 + r / G, h = kvh * G + r % G;
+        float* o = out + ((b * T + t) * Hq + h) * Dh;
+        const float inv = lrow[r] > 0.f ? 1.f / lrow[r] : 0.f;
+        const float* ar = &acc[r * Dh];
+        for (int64_t i = 0; i < Dh; ++i) o[i] = ar[i] * inv;
+      }
+    }
+  });
+}
+
+}  // namespace hlx::kernels::attention_bf16
