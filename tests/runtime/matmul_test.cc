@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "runtime/kernels/matmul.h"
+#include "runtime/kernels/parallel.h"
 #include "runtime/op_kernel.h"
 
 namespace hlx {
@@ -195,6 +196,68 @@ TEST(PackedWeight, ConcurrentMultiplyIsThreadSafe) {
       if (!(std::fabs(load(DType::kF32, c, i) - want[i]) <= 1e-5 * mag[i] + 1e-6)) failures[t] = 1;
   }
   for (int f : failures) EXPECT_EQ(f, 0);
+}
+
+// The streaming kernel (M <= 8) for every row count, with K long enough for several of its
+// L1-sized K chunks (odd K: the last k paired with a zero), N not a multiple of 64.
+TEST(PackedWeight, StreamRowsMatchReference) {
+  const int64_t nks[][2] = {{130, 301}, {64, 300}, {70, 1024}};
+  uint32_t seed = 300;
+  for (auto nk : nks) {
+    const int64_t n = nk[0], k = nk[1];
+    auto w = rand_vec(k * n, seed++);
+    auto wb = store(DType::kBF16, w);
+    auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data());
+    ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+    for (int64_t m = 1; m <= 8; ++m)
+      for (DType ct : {DType::kF32, DType::kBF16}) {
+        auto a = rand_vec(m * k, seed++);
+        auto ab = store(DType::kBF16, a);
+        std::vector<uint8_t> c(static_cast<size_t>(m * n) * dtype_size(ct));
+        ASSERT_TRUE((*packed)->multiply(m, DType::kBF16, ab.data(), ct, c.data()).ok());
+        std::vector<double> want, mag;
+        reference(1, m, n, k, true, a, w, want, mag);
+        expect_close(ct, c, want, mag, str_cat("stream m", m, " n", n, " k", k, " c ", dtype_name(ct)));
+      }
+  }
+}
+
+// A row's result must not depend on the rows batched with it nor on the thread count (the batch
+// engine compares a request run alone with the same request batched, bit for bit): row i of an
+// M-row product equals the same row computed alone, for M = 1..8, on 1 and on all threads.
+TEST(PackedWeight, RowBitsIndependentOfBatchAndThreads) {
+  if (!kernels::matmul_paths().stream_gemv) GTEST_SKIP() << "no AVX512-BF16 streaming kernel here";
+  const int64_t nks[][2] = {{130, 301}, {200, 1024}, {64, 2}};
+  uint32_t seed = 400;
+  for (auto nk : nks) {
+    const int64_t n = nk[0], k = nk[1];
+    auto w = rand_vec(k * n, seed++);
+    auto wb = store(DType::kBF16, w);
+    auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data());
+    ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+    auto a = rand_vec(8 * k, seed++);
+    auto ab = store(DType::kBF16, a);
+    for (DType ct : {DType::kF32, DType::kBF16}) {
+      const size_t row_bytes = size_t(n) * dtype_size(ct);
+      std::vector<std::vector<uint8_t>> alone(8, std::vector<uint8_t>(row_bytes));
+      {
+        kernels::ThreadLimit one(1);
+        for (int64_t i = 0; i < 8; ++i)
+          ASSERT_TRUE((*packed)->multiply(1, DType::kBF16, ab.data() + i * k * 2, ct, alone[size_t(i)].data()).ok());
+      }
+      for (int threads : {1, 0})
+        for (int64_t m = 1; m <= 8; ++m)
+          for (int64_t first = 0; first + m <= 8; first += std::max<int64_t>(1, 8 - m)) {
+            kernels::ThreadLimit limit(threads);
+            std::vector<uint8_t> c(row_bytes * size_t(m));
+            ASSERT_TRUE((*packed)->multiply(m, DType::kBF16, ab.data() + first * k * 2, ct, c.data()).ok());
+            for (int64_t i = 0; i < m; ++i)
+              EXPECT_EQ(0, std::memcmp(c.data() + size_t(i) * row_bytes, alone[size_t(first + i)].data(), row_bytes))
+                  << "n" << n << " k" << k << " c " << dtype_name(ct) << " threads " << threads << " m" << m
+                  << ": row " << first + i << " differs from the row alone";
+          }
+    }
+  }
 }
 
 // ---- native stablehlo.dot_general ----
