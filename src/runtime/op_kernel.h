@@ -19,7 +19,8 @@ class OpKernel {
   // `outputs` are preallocated with the op's result types. They may alias an input only where
   // can_run_in_place(input) said so.
   virtual Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) = 0;
-  // True when output 0 may share input `index`'s buffer (elementwise ops, dynamic_update_slice, scatter).
+  // True when output 0 may share input `index`'s buffer (elementwise ops, dynamic_update_slice, scatter,
+  // reshape: the planner shares buffers of the same dtype and element count).
   virtual bool can_run_in_place(int index) const { return false; }
   // Called once for each input that stays fixed for the program's life (a bound weight or a
   // constant) before the first run, so the kernel may pre-pack it (e.g. matmul weights).
