@@ -2,9 +2,8 @@
 // (llama.cc, gemma3.cc), final norm and logits, identity. Every shape comes from the spec and the
 // EngineShape; nothing here knows a capacity, slot count or bucket of its own.
 #include <cmath>
-#include <cstdio>
 
-#include "core/sha256.h"
+#include "models/identity.h"
 #include "models/decoder_common.h"
 
 namespace hlx::models {
@@ -19,15 +18,10 @@ namespace {
 // Bump when the graph or the signature changes in a way that makes old modules incompatible.
 constexpr const char* kSchema = "hlx.text_decoder/1";
 
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
-
 void describe_rope(std::string& out, const char* key, const RopeSpec& r) {
-  out += str_cat(key, "=", r.type, " theta=", num(r.theta), " factor=", num(r.factor), " low_freq_factor=",
-                 num(r.low_freq_factor), " high_freq_factor=", num(r.high_freq_factor),
+  out += str_cat(key, "=", r.type, " theta=", identity_number(r.theta), " factor=", identity_number(r.factor),
+                 " low_freq_factor=", identity_number(r.low_freq_factor),
+                 " high_freq_factor=", identity_number(r.high_freq_factor),
                  " original_max_position=", r.original_max_position, "\n");
 }
 
@@ -105,12 +99,15 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
   d += str_cat("vocab_size=", s.vocab_size, "\nhidden_size=", s.hidden_size, "\nintermediate_size=",
                s.intermediate_size, "\nnum_layers=", s.num_layers, "\nnum_heads=", s.num_heads,
                "\nnum_kv_heads=", s.num_kv_heads, "\nhead_dim=", s.head_dim, "\n");
-  d += str_cat("rms_norm_eps=", num(s.rms_norm_eps), "\nnorm_weight_offset=", num(s.norm_weight_offset), "\n");
+  d += str_cat("rms_norm_eps=", identity_number(s.rms_norm_eps),
+               "\nnorm_weight_offset=", identity_number(s.norm_weight_offset), "\n");
   d += str_cat("activation=", s.activation == Activation::kSilu ? "silu" : "gelu_tanh", "\n");
   d += str_cat("attention_bias=", s.attention_bias, "\nqk_norm=", s.qk_norm, "\nsandwich_norms=", s.sandwich_norms,
                "\ntie_word_embeddings=", s.tie_word_embeddings, "\n");
-  d += str_cat("embedding_scale=", num(s.embedding_scale), "\nattention_scale=", num(s.attention_scale),
-               "\nattn_logit_softcap=", num(s.attn_logit_softcap), "\nfinal_logit_softcap=", num(s.final_logit_softcap),
+  d += str_cat("embedding_scale=", identity_number(s.embedding_scale),
+               "\nattention_scale=", identity_number(s.attention_scale),
+               "\nattn_logit_softcap=", identity_number(s.attn_logit_softcap),
+               "\nfinal_logit_softcap=", identity_number(s.final_logit_softcap),
                "\n");
   describe_rope(d, "rope", s.rope);
   describe_rope(d, "rope_local", s.rope_local);
@@ -237,7 +234,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   HLX_RETURN_IF_ERROR(c.status);
 
   // Identity and the shape facts a loader checks before running anything.
-  mb.set_attr(shlo::kIdentityAttr, Attr::string(sha256_hex(text_entry_description(spec, shape, req))));
+  set_identity(mb, text_entry_description(spec, shape, req));
   mb.set_attr("hlx.entry", Attr::string(entry));
   mb.set_attr("hlx.context_capacity", Attr::integer(S));
   mb.set_attr("hlx.slots", Attr::integer(shape.slots));

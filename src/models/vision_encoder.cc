@@ -4,10 +4,9 @@
 // f32; weights stay in their stored dtype (16-bit weights meet activations rounded to their dtype,
 // as in the text entries).
 #include <cmath>
-#include <cstdio>
 #include <map>
 
-#include "core/sha256.h"
+#include "models/identity.h"
 #include "models/vision_spec.h"
 #include "stablehlo/builder.h"
 #include "stablehlo/composites.h"
@@ -25,12 +24,6 @@ namespace {
 
 // Bump when the graph or the signature changes incompatibly.
 constexpr const char* kSchema = "hlx.vision_encoder/1";
-
-std::string num(double v) {
-  char buf[40];
-  std::snprintf(buf, sizeof buf, "%.17g", v);
-  return buf;
-}
 
 struct VisionContext {
   FunctionBuilder& f;
@@ -174,7 +167,8 @@ std::string vision_entry_description(const LlavaSpec& s) {
   d += str_cat("image_size=", v.image_size, "\npatch_size=", v.patch_size, "\nnum_channels=", v.num_channels,
                "\nhidden_size=", v.hidden_size, "\nintermediate_size=", v.intermediate_size, "\nnum_layers=",
                v.num_layers, "\nnum_heads=", v.num_heads, "\n");
-  d += str_cat("layer_norm_eps=", num(v.layer_norm_eps), "\nactivation=", vision_activation_name(v.activation), "\n");
+  d += str_cat("layer_norm_eps=", identity_number(v.layer_norm_eps),
+               "\nactivation=", vision_activation_name(v.activation), "\n");
   d += str_cat("feature_layer=", v.feature_layer, "\nselect_strategy=", v.select_strategy,
                "\nuse_post_layernorm=", v.use_post_layernorm, "\n");
   d += str_cat("vision_weight_prefix=", v.weight_prefix, "\nvision_weight_dtype=", dtype_name(v.weight_dtype), "\n");
@@ -234,7 +228,7 @@ Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec) {
 
   f.ret({out}, {{{shlo::kArgNameAttr, Attr::string("features")}}});
   HLX_RETURN_IF_ERROR(c.status);
-  mb.set_attr(shlo::kIdentityAttr, Attr::string(sha256_hex(vision_entry_description(spec))));
+  set_identity(mb, vision_entry_description(spec));
   mb.set_attr("hlx.entry", Attr::string("vision_encode"));
   mb.set_attr("hlx.tokens_per_image", Attr::integer(v.tokens_per_image()));
   HLX_ASSIGN_OR_RETURN(shlo::Module m, mb.finish());
