@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -89,12 +90,14 @@ class Int8PackedWeight final : public PackedWeight {
     int8_t* q = static_cast<int8_t*>(w->q_.get());
     float* scale = static_cast<float*>(w->scale_.get());
     std::atomic<int64_t> bad_col{-1};
+    const bool avx = use_avx512();
     parallel_for(w->nblocks_, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> col(static_cast<size_t>(k));
+      std::vector<int8_t> rows(static_cast<size_t>(kBlock * k));  // the block as [64][K], then transposed
       for (int64_t b = b0; b < b1; ++b) {
         int8_t* blk = q + b * k * kBlock;
         const int64_t n0 = b * kBlock, cols = std::min(kBlock, n - n0);
-        if (cols < kBlock) std::memset(blk, 0, size_t(k * kBlock));
+        if (cols < kBlock) std::memset(rows.data(), 0, rows.size());
         for (int64_t j = cols; j < kBlock; ++j) scale[n0 + j] = 0.f;
         for (int64_t j = 0; j < cols; ++j) {
           // Column n0 + j as f32 (a contiguous row of the Hugging Face [N, K] layout).
@@ -104,11 +107,19 @@ class Int8PackedWeight final : public PackedWeight {
           } else {
             for (int64_t kk = 0; kk < k; ++kk) col[size_t(kk)] = internal::load_f32(type, data, kk * n + n0 + j);
           }
+          // max |w| and whether every value is finite (|w| <= FLT_MAX is false for NaN and Inf),
+          // in a form the compiler vectorizes.
           float maxabs = 0.f;
-          bool finite = true;
-          for (int64_t kk = 0; kk < k; ++kk) {
-            finite = finite && std::isfinite(col[size_t(kk)]);
-            maxabs = std::max(maxabs, std::fabs(col[size_t(kk)]));
+          int finite = 1;
+          if (avx) {
+            maxabs = maxabs_avx512(col.data(), k);
+            finite = std::isfinite(maxabs);
+          } else {
+            for (int64_t kk = 0; kk < k; ++kk) {
+              const float v = std::fabs(col[size_t(kk)]);
+              finite &= int(v <= std::numeric_limits<float>::max());
+              maxabs = maxabs < v ? v : maxabs;
+            }
           }
           if (!finite) {
             bad_col.store(n0 + j);
@@ -116,12 +127,23 @@ class Int8PackedWeight final : public PackedWeight {
           }
           const float s = maxabs / 127.f;
           scale[n0 + j] = s;
-          for (int64_t kk = 0; kk < k; ++kk) {
+          int8_t* qr = rows.data() + j * k;
+          if (s == 0.f) {
+            std::memset(qr, 0, size_t(k));
+          } else if (avx) {
+            quantize_row_avx512(col.data(), k, s, qr);
+          } else {
             // Round half to even (the default rounding mode), as numpy's rint; |w / s| <= 127
             // up to rounding, so the clamp only guards the last ulp.
-            const float r = s > 0.f ? std::nearbyint(col[size_t(kk)] / s) : 0.f;
-            blk[kk * kBlock + j] = int8_t(std::clamp(r, -127.f, 127.f));
+            for (int64_t kk = 0; kk < k; ++kk)
+              qr[kk] = int8_t(std::clamp(std::nearbyint(col[size_t(kk)] / s), -127.f, 127.f));
           }
+        }
+        // Transposed in 64 x 64 tiles, so reads and writes both stay in L1.
+        for (int64_t k0 = 0; k0 < k; k0 += 64) {
+          const int64_t k1 = std::min(k, k0 + 64);
+          for (int64_t j = 0; j < kBlock; ++j)
+            for (int64_t kk = k0; kk < k1; ++kk) blk[kk * kBlock + j] = rows[size_t(j * k + kk)];
         }
       }
     });

@@ -31,4 +31,10 @@ void stream_avx512(int64_t m, int64_t k, int64_t n, const float* a, const int8_t
 void tile_avx512(int64_t rows, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
                  int64_t b, float* scratch, DType c_type, void* c);
 
+// q[i] = round-half-even(x[i] / s) clamped to [-127, 127] for i < k (s > 0); the same values as the
+// portable loop in matmul_int8.cc.
+void quantize_row_avx512(const float* x, int64_t k, float s, int8_t* q);
+// max_i |x[i]| over i < k; NaN when some x[i] is NaN or infinite.
+float maxabs_avx512(const float* x, int64_t k);
+
 }  // namespace hlx::kernels::int8

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <limits>
 
 #include "runtime/kernels/matmul_int8.h"
 
@@ -104,6 +105,29 @@ void stream_avx512(int64_t m, int64_t k, int64_t n, const float* a, const int8_t
       case 3: stream_block<3>(k, n, a, q, scale, b, c_type, c, r); break;
       default: break;
     }
+  }
+}
+
+float maxabs_avx512(const float* x, int64_t k) {
+  __m512 m = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < k; i += 16) {
+    const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
+    const __m512 v = _mm512_abs_ps(_mm512_maskz_loadu_ps(mask, x + i));
+    bad |= _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x80);  // QNaN, +Inf, SNaN (after abs)
+    m = _mm512_max_ps(m, v);
+  }
+  return bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
+}
+
+void quantize_row_avx512(const float* x, int64_t k, float s, int8_t* q) {
+  const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
+  for (int64_t i = 0; i < k; i += 16) {
+    const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
+    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), sv);
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    _mm_mask_storeu_epi8(q + i, mask, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
   }
 }
 
