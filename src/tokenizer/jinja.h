@@ -36,7 +36,7 @@ struct Options {
 inline constexpr const char* kRaisedPrefix = "template raised exception: ";
 bool is_raised_exception(const Status& status);
 
-struct Node;  // parsed statement tree (jinja.cc)
+struct Node;  // parsed statement tree (jinja_internal.h)
 
 class Template {
  public:
