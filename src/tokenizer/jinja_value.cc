@@ -151,7 +151,10 @@ std::string py_float(double x) {
   }
 sci:
   out = digits.substr(0, 1);
-  if (digits.size() > 1) out += "." + digits.substr(1);
+  if (digits.size() > 1) {
+    out += '.';
+    out += digits.substr(1);
+  }
   char eb[16];
   std::snprintf(eb, sizeof eb, "e%c%02d", exp < 0 ? '-' : '+', std::abs(exp));
   out += eb;
