@@ -6,9 +6,10 @@
 // two; outputs are convex combinations of values in [-1, 1], and the f32 dot products over
 // head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
 //
-// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0, AVX512-BF16): Q and the softmax
-// weights P are also rounded to bf16 (unit roundoff u = 2^-9). Rounding Q moves each score by at
-// most D = u * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
+// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0, AVX512-BF16): f32 Q is carried as a
+// sum of two bf16 (hi + lo, relative error <= 2^-16), and the softmax weights P are rounded to
+// bf16 (unit roundoff u = 2^-9). Q's residue moves each score by at most
+// D = 2^-16 * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
 // e^(+-2D), so the output by at most (e^(2D) - 1) max|v|; rounding P (and normalising by the sum
 // of the rounded weights) moves them by a factor within (1 +- u) / (1 -+ u), i.e. the output by
 // 2.01 u max|v|. The tolerance is that bound per query row, plus the f32 2e-5.
@@ -119,7 +120,7 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
           double sc = d.scale * dot;
           if (d.logit_softcap > 0) sc = d.logit_softcap * std::tanh(sc / d.logit_softcap);
           if (d.has_bias) sc += in.bias[size_t((b * d.q_len + t) * d.capacity + j)];
-          dmax = std::max(dmax, (d.q_type == DType::kBF16 ? 0.0 : u) * std::fabs(d.scale) * absdot);
+          dmax = std::max(dmax, (d.q_type == DType::kBF16 ? 0.0 : std::ldexp(1.0, -16)) * std::fabs(d.scale) * absdot);
           keys.push_back(j);
           s.push_back(sc);
         }

@@ -2,19 +2,21 @@
 // attention.cc calls it when cpu_features().avx512bf16, kv_type is bf16, q_len > 1 (decode keeps
 // the f32 kernel of attention_impl.h) and head_dim % 16 == 0.
 //
-// Numerics: Q (times nothing: the softmax scale is applied to the f32 scores) and the softmax
-// weights P are rounded to bf16 (round to nearest even) so that both products run on bf16 pairs
-// with f32 accumulation; K and V are bf16 already. Softmax statistics (running max, sum) stay f32,
-// and the sum is taken over the bf16-rounded weights, so each output row is exactly a convex
-// combination of V rows with the weights the P.V product used. Relative error per output element
-// is about 2^-8 (|q| |k| / |s| larger for cancelling dot products); see
-// tests/runtime/attention_test.cc for the bound checked against a double-precision reference.
+// Numerics: K and V are bf16 already. Q (f32 in the models) is split as hi + lo, two bf16 whose
+// sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T takes two vdpbf16ps per
+// pair: rounding Q to one bf16 moved the scores enough to flip greedy tokens of the bf16 fixtures
+// of tests/models/test_text_families.py at top-2 gaps of 0.02. The softmax weights P are rounded
+// to bf16 (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied to
+// the f32 scores; statistics (running max, sum) stay f32, and the sum is taken over the
+// bf16-rounded weights, so each output row is exactly a convex combination of V rows with the
+// weights the P.V product used. tests/runtime/attention_test.cc checks the resulting error bound
+// against a double-precision reference.
 //
 // Layout: a work item is (batch row, kv head, tile of query tokens); its query rows (G heads x
 // tokens) are split into groups of 16 that sit in the 16 f32 lanes of a zmm:
 //   S^T = Q K^T: per key, lanes = 16 query rows, reduction over head_dim pairs: Q is packed once per
-//                item as [pair][16 rows] dwords and each K dword (a pair of bf16 along head_dim)
-//                is broadcast straight from the cache row, so K needs no repacking;
+//                item as [pair][hi/lo][16 rows] dwords, each key block once as [pair][key]
+//                dwords, and each K dword (a pair of bf16 along head_dim) is broadcast;
 //   softmax:     lanes = rows again, so max/exp/sum over a key block are plain vertical ops;
 //   O += P V:    lanes = 16 head_dim columns; V of each key block is repacked once per item as
 //                [key pair][head_dim][2] and each P dword (a pair of keys' weights) is broadcast.
@@ -62,18 +64,27 @@ inline __m512 exp_nonpos16(__m512 x) {
 
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 
+// acc + dot(a, broadcast *p): GCC does not fold _mm512_set1_epi32 of a load into vdpbf16ps's
+// embedded broadcast ({1to16}) and spends a separate vpbroadcastd per product, so spell it out.
+inline __m512 dp_bcast(__m512 acc, __m512bh a, const uint32_t* p) {
+  __asm__("vdpbf16ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*p), "v"(a));
+  return acc;
+}
+
 // Scores of one 16-row group against 16 keys: out[j][lane] = sum_p dot(qt[p][lane], kt[p][j]) over
-// P head_dim pairs, kt = the block's keys packed as [pair][kKeyBlock] dwords (so the 16 broadcast
-// sources sit at fixed offsets from one pointer).
+// P head_dim pairs, with qt = [pair][hi, lo][16 lanes] (Q = hi + lo, both bf16) and kt = the
+// block's keys packed as [pair][kKeyBlock] dwords (so the 16 broadcast sources sit at fixed
+// offsets from one pointer). Both halves go into the same accumulator, hi first.
 inline void qk16(const uint32_t* qt, const uint32_t* kt, int64_t P, float* out) {
   __m512 acc[16];
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
   for (int64_t p = 0; p < P; ++p) {
-    const __m512bh qv = as_bh(_mm512_loadu_si512(qt + p * kLanes));
+    const __m512bh qh = as_bh(_mm512_loadu_si512(qt + p * 2 * kLanes));
+    const __m512bh ql = as_bh(_mm512_loadu_si512(qt + p * 2 * kLanes + kLanes));
     const uint32_t* kp = kt + p * kKeyBlock;
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) acc[j] = _mm512_dpbf16_ps(acc[j], qv, as_bh(_mm512_set1_epi32(int(kp[j]))));
+    for (int j = 0; j < 16; ++j) acc[j] = dp_bcast(dp_bcast(acc[j], qh, kp + j), ql, kp + j);
   }
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
@@ -172,7 +183,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
     auto fit = [](auto& v, int64_t size) {
       if (int64_t(v.size()) < size) v.resize(size_t(size));
     };
-    fit(qt, max_groups * P * kLanes);
+    fit(qt, max_groups * P * 2 * kLanes);
     fit(acc, max_groups * kLanes * Dh);
     fit(mrow, max_groups * kLanes);
     fit(lrow, max_groups * kLanes);
@@ -198,13 +209,13 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
       // Row r = (t - t0) * G + g  <->  query head kvh * G + g at token t; lane r % 16 of group r / 16.
       int64_t jmin = len, jmax = 0;
       for (int64_t r = 0; r < groups * kLanes; ++r) {
-        uint32_t* qrow = &qt[(r / kLanes) * P * kLanes + r % kLanes];
+        uint32_t* qrow = &qt[(r / kLanes) * P * 2 * kLanes + r % kLanes];  // hi of pair p at qrow[p * 32]
         mrow[r] = neg_inf;
         lrow[r] = 0.f;
         std::fill(&acc[r * Dh], &acc[r * Dh] + Dh, 0.f);
         if (r >= rows) {  // padding lane: sees nothing
           lo[r] = hi[r] = 0;
-          for (int64_t p = 0; p < P; ++p) qrow[p * kLanes] = 0;
+          for (int64_t p = 0; p < P; ++p) qrow[p * 2 * kLanes] = qrow[p * 2 * kLanes + kLanes] = 0;
           continue;
         }
         const int64_t t = t0 + r / G, h = kvh * G + r % G;
@@ -219,18 +230,30 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           jmax = std::max<int64_t>(jmax, hi[r]);
         }
         const int64_t qoff = ((b * T + t) * Hq + h) * Dh;
-        for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 bf16) at a time; Dh % 16 == 0
-          alignas(64) uint32_t pairs[16];
+        for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 values) at a time; Dh % 16 == 0
+          alignas(64) uint32_t hi[16], lo[16];
           const __mmask16 hi_m = Dh - d0 >= 32 ? __mmask16(0xffff) : __mmask16(0);
+          __m512 x0, x1;
           if (d.q_type == DType::kBF16) {
-            const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + d0;
-            _mm512_store_si512(pairs, _mm512_maskz_loadu_epi32(__mmask16(0x00ff) | __mmask16(hi_m & 0xff00), qb));
+            const __m512i raw = _mm512_maskz_loadu_epi32(__mmask16(0x00ff) | __mmask16(hi_m & 0xff00),
+                                                         static_cast<const uint16_t*>(q) + qoff + d0);
+            x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
+            x1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
           } else {
             const float* qf = static_cast<const float*>(q) + qoff + d0;
-            _mm512_store_si512(pairs, (__m512i)_mm512_cvtne2ps_pbh(_mm512_maskz_loadu_ps(hi_m, qf + 16),
-                                                                   _mm512_loadu_ps(qf)));
+            x0 = _mm512_loadu_ps(qf);
+            x1 = _mm512_maskz_loadu_ps(hi_m, qf + 16);
           }
-          for (int64_t i = 0; i < 16 && d0 / 2 + i < P; ++i) qrow[(d0 / 2 + i) * kLanes] = pairs[i];
+          // hi = bf16(x), lo = bf16(x - hi) (x - hi is exact): Q to ~16 significant bits.
+          const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
+          const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+          const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+          _mm512_store_si512(hi, h);
+          _mm512_store_si512(lo, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
+          for (int64_t i = 0; i < 16 && d0 / 2 + i < P; ++i) {
+            qrow[(d0 / 2 + i) * 2 * kLanes] = hi[i];
+            qrow[(d0 / 2 + i) * 2 * kLanes + kLanes] = lo[i];
+          }
         }
       }
       for (int64_t j0 = jmin / kKeyBlock * kKeyBlock; j0 < jmax; j0 += kKeyBlock) {
@@ -257,7 +280,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           float* s = sc.data();
           for (int64_t kc = 0; kc < kKeyBlock; kc += 16) {
             if (kc >= ke || kc + 16 <= ka) continue;  // never read below: masked as invisible
-            qk16(&qt[g * P * kLanes], kt.data() + kc, P, s + kc * kLanes);
+            qk16(&qt[g * P * 2 * kLanes], kt.data() + kc, P, s + kc * kLanes);
           }
           // Scale, softcap, bias, mask; block max per lane.
           const __m512 scale = _mm512_set1_ps(d.scale), ninf = _mm512_set1_ps(neg_inf);
