@@ -1,5 +1,6 @@
 // hlx.attention at Qwen3-0.6B-like shapes (16 q heads, 8 kv heads, head_dim 128, bf16 KV cache of
-// capacity 8192): decode (T = 1) at several cache lengths, and causal prefill chunks.
+// capacity 8192): decode (T = 1) at several cache lengths, and causal prefill chunks, with bf16
+// queries and (4th argument 1) with f32 queries as the models emit them.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -16,11 +17,12 @@ using namespace hlx;
 struct Setup {
   kernels::AttentionDesc d;
   std::vector<bf16> q, k, v;
+  std::vector<float> qf;
   std::vector<int32_t> slot, q_pos, kv_len;
   std::vector<float> out;
 };
 
-Setup make(int64_t batch, int64_t T, int64_t len) {
+Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32) {
   Setup s;
   auto& d = s.d;
   d.batch = batch;
@@ -30,7 +32,7 @@ Setup make(int64_t batch, int64_t T, int64_t len) {
   d.head_dim = 128;
   d.num_slots = batch;
   d.capacity = 8192;
-  d.q_type = DType::kBF16;
+  d.q_type = q_f32 ? DType::kF32 : DType::kBF16;
   d.kv_type = DType::kBF16;
   d.scale = 1.f / std::sqrt(128.f);
   d.causal = true;
@@ -38,6 +40,10 @@ Setup make(int64_t batch, int64_t T, int64_t len) {
   std::uniform_real_distribution<float> u(-1.f, 1.f);
   s.q.resize(static_cast<size_t>(batch * T * 16 * 128));
   for (auto& x : s.q) x = f32_to_bf16(u(rng));
+  if (q_f32) {
+    s.qf.resize(s.q.size());
+    for (auto& x : s.qf) x = u(rng);
+  }
   const size_t cache = static_cast<size_t>(batch * 8192 * 8 * 128);
   s.k.resize(cache);
   s.v.resize(cache);
@@ -54,13 +60,14 @@ Setup make(int64_t batch, int64_t T, int64_t len) {
   return s;
 }
 
-// Args: batch, T, kv_len. Counters: KV GB/s (K+V bytes actually attended) and GFLOP/s (2 matmuls,
+// Args: batch, T, kv_len, q f32. Counters: KV GB/s (K+V bytes actually attended) and GFLOP/s (2 matmuls,
 // causal mask counted as the visible half of the T x kv_len rectangle for prefill).
 void BM_Attention(benchmark::State& state) {
   const int64_t B = state.range(0), T = state.range(1), len = state.range(2);
-  Setup s = make(B, T, len);
+  Setup s = make(B, T, len, state.range(3) != 0);
+  const void* q = s.qf.empty() ? static_cast<const void*>(s.q.data()) : s.qf.data();
   for (auto _ : state) {
-    Status st = kernels::attention(s.d, s.q.data(), s.k.data(), s.v.data(), s.slot.data(), s.q_pos.data(),
+    Status st = kernels::attention(s.d, q, s.k.data(), s.v.data(), s.slot.data(), s.q_pos.data(),
                                    s.kv_len.data(), nullptr, s.out.data());
     if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
     benchmark::DoNotOptimize(s.out.data());
@@ -74,8 +81,8 @@ void BM_Attention(benchmark::State& state) {
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_Attention)
-    ->Args({1, 1, 512})->Args({1, 1, 2048})->Args({1, 1, 8192})->Args({4, 1, 2048})
-    ->Args({1, 128, 128})->Args({1, 512, 512})->Args({1, 512, 2048})
+    ->Args({1, 1, 512, 0})->Args({1, 1, 2048, 0})->Args({1, 1, 8192, 0})->Args({4, 1, 2048, 0})
+    ->Args({1, 128, 128, 0})->Args({1, 512, 512, 0})->Args({1, 512, 2048, 0})->Args({1, 512, 512, 1})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
