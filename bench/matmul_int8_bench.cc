@@ -59,7 +59,7 @@ BENCHMARK(BM_Stream)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({
     ->Args({1, 1024, 3072, 1})->Args({4, 2048, 1024, 1})->Args({8, 2048, 1024, 1})
     ->Args({1, 151936, 1024, 0})->Args({1, 151936, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Args: M, N, K, format. One weight re-used (compute bound, prefill-sized M).
+// Args: M, N, K, format. One weight re-used (cache resident: compute bound).
 void BM_Prefill(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   auto ws = make(k, n, 0, WeightFormat(state.range(3)));
@@ -72,7 +72,8 @@ void BM_Prefill(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Prefill)->Args({128, 3072, 1024, 0})->Args({128, 3072, 1024, 1})->Args({512, 2048, 1024, 0})
+BENCHMARK(BM_Prefill)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({4, 2048, 1024, 0})
+    ->Args({4, 2048, 1024, 1})->Args({8, 2048, 1024, 0})->Args({8, 2048, 1024, 1})->Args({128, 3072, 1024, 0})->Args({128, 3072, 1024, 1})->Args({512, 2048, 1024, 0})
     ->Args({512, 2048, 1024, 1})->Args({16, 2048, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Args: N, K, format: packing one [N, K] bf16 weight.

@@ -38,6 +38,7 @@ struct BenchArgs {
   std::string model;
   std::string json_out;
   int threads = 0;
+  std::string weights;  // "int8", or empty: the checkpoint's own type
   int64_t capacity = 4096;
   int64_t small_capacity = 512;
   int64_t context = 64;        // context the decode runs start from
@@ -80,14 +81,19 @@ int64_t argmax(const float* row, int64_t n) {
 }
 
 // Bytes one decode step streams from the checkpoint: every tensor except an untied embedding table
-// (only one row of it is gathered).
-size_t weight_bytes_per_token(const models::TextModelSpec& spec) {
+// (only one row of it is gathered). With int8 weights, each matmul weight (rank 2) counts its
+// packed int8 values and f32 scales.
+size_t weight_bytes_per_token(const models::TextModelSpec& spec, kernels::WeightFormat format) {
   const std::string embed = spec.weight_prefix + "embed_tokens.weight";
   const size_t elt = dtype_size(spec.weight_dtype);
   size_t total = 0;
   for (const auto& t : models::text_checkpoint_layout(spec)) {
     if (t.name == embed && spec.lm_head_name != embed) {
       total += size_t(spec.hidden_size) * elt;
+      continue;
+    }
+    if (format == kernels::WeightFormat::kInt8 && t.shape.size() == 2) {  // [N, K]
+      total += kernels::int8_packed_bytes(t.shape[1], t.shape[0]);
       continue;
     }
     total += size_t(num_elements(t.shape)) * elt;
@@ -240,6 +246,9 @@ Status run_bench(const BenchArgs& a) {
 
   engine::TextModelOptions base;
   base.threads = a.threads;
+  if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
+  else if (!a.weights.empty())
+    return make_error(ErrorKind::kInvalidArgument, "--weights '", a.weights, "' (expected int8)");
 
   // ---- the main model: large capacity, slots for the largest batch (the probe's buffer is freed:
   // the peak that counts starts here)
@@ -263,6 +272,7 @@ Status run_bench(const BenchArgs& a) {
                   {"hidden", spec.hidden_size},
                   {"vocab", spec.vocab_size},
                   {"weight_dtype", dtype_name(spec.weight_dtype)},
+                  {"weight_format", kernels::weight_format_name(o.weight_format)},
                   {"weight_bytes", st.weight_bytes},
                   {"kv_bytes", st.kv_bytes},
                   {"capacity", a.capacity},
@@ -275,9 +285,10 @@ Status run_bench(const BenchArgs& a) {
                      {"plan_compile_per_entry", st.compiled ? st.compile_ms / st.compiled : 0.0},
                      {"bind_pack_weights", st.bind_ms},
                      {"warm_up_total", warm_ms}};
-  std::printf("model: %s, %lld layers, weights %s (%s), KV %s (capacity %lld x %lld slots)\n", spec.model_type.c_str(),
-              static_cast<long long>(spec.num_layers), gb(double(st.weight_bytes)).c_str(),
-              dtype_name(spec.weight_dtype).data(), gb(double(st.kv_bytes)).c_str(),
+  std::printf("model: %s, %lld layers, weights %s (%s, matmuls %s), KV %s (capacity %lld x %lld slots)\n",
+              spec.model_type.c_str(), static_cast<long long>(spec.num_layers), gb(double(st.weight_bytes)).c_str(),
+              dtype_name(spec.weight_dtype).data(), kernels::weight_format_name(o.weight_format),
+              gb(double(st.kv_bytes)).c_str(),
               static_cast<long long>(a.capacity), static_cast<long long>(o.slots));
   std::printf("load %.0f ms: emit %d entries %.0f ms; plan/compile %d entries %.0f ms (%.0f ms each); "
               "bind+pack weights %.0f ms\n",
@@ -285,7 +296,7 @@ Status run_bench(const BenchArgs& a) {
               st.compiled ? st.compile_ms / st.compiled : 0.0, st.bind_ms);
 
   // ---- roofline
-  const size_t wbytes = weight_bytes_per_token(spec);
+  const size_t wbytes = weight_bytes_per_token(spec, o.weight_format);
   auto roofline = [&](int64_t batch, int64_t ctx) {
     const double per_step = double(wbytes) + double(batch) * double(kv_bytes_per_token(spec, o.kv_dtype, ctx));
     return double(batch) * bw / per_step;
@@ -389,6 +400,7 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_option("-m,--model", a->model, "checkpoint directory (config.json + safetensors)")->required();
   sub->add_option("--json", a->json_out, "also write the record as JSON to this file");
   sub->add_option("--threads", a->threads, "runtime threads (default: all cores)")->check(CLI::Range(0, 1024));
+  sub->add_option("--weights", a->weights, "int8: matmul weights quantized at load (default: the checkpoint's type)");
   sub->add_option("--capacity", a->capacity, "context capacity of the main model (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--small-capacity", a->small_capacity, "capacity of the comparison model (default 512)")

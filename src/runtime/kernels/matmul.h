@@ -78,6 +78,9 @@ class PackedWeight {
   int64_t k_ = 0, n_ = 0;
 };
 
+// Bytes of a [K, N] weight packed as int8 (what PackedWeight::packed_bytes() reports), for rooflines.
+size_t int8_packed_bytes(int64_t k, int64_t n);
+
 // Packs an int8 weight (matmul_int8.cc); PackedWeight::pack calls it for WeightFormat::kInt8.
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
                                                 const void* data);

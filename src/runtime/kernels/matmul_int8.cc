@@ -199,7 +199,7 @@ class Int8PackedWeight final : public PackedWeight {
     return ok_status();
   }
 
-  size_t packed_bytes() const override { return size_t(nblocks_ * k_ * kBlock) + size_t(nblocks_ * kBlock) * 4; }
+  size_t packed_bytes() const override { return int8_packed_bytes(k_, n_); }
 
  private:
   int64_t nblocks_ = 0;
@@ -209,6 +209,11 @@ class Int8PackedWeight final : public PackedWeight {
 
 }  // namespace
 }  // namespace int8
+
+size_t int8_packed_bytes(int64_t k, int64_t n) {
+  const int64_t cols = (n + int8::kBlock - 1) / int8::kBlock * int8::kBlock;
+  return size_t(cols * k) + size_t(cols) * 4;  // int8 values + f32 scales
+}
 
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
                                                 const void* data) {
