@@ -230,6 +230,11 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           jmax = std::max<int64_t>(jmax, hi[r]);
         }
         const int64_t qoff = ((b * T + t) * Hq + h) * Dh;
+        if (r + 1 < rows) {  // the next row: rows of one head are Hq * Dh apart, which the prefetchers miss
+          const int64_t t2 = t0 + (r + 1) / G, h2 = kvh * G + (r + 1) % G;
+          const char* nq = static_cast<const char*>(q) + ((b * T + t2) * Hq + h2) * Dh * ::hlx::dtype_size(d.q_type);
+          for (int64_t c = 0; c < Dh * int64_t(::hlx::dtype_size(d.q_type)); c += 64) _mm_prefetch(nq + c, _MM_HINT_T0);
+        }
         for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 values) at a time; Dh % 16 == 0
           alignas(64) uint32_t hi[16], lo[16];
           const __mmask16 hi_m = Dh - d0 >= 32 ? __mmask16(0xffff) : __mmask16(0);
