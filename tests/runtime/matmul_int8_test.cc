@@ -2,6 +2,7 @@
 // from its definition (scale = max|w| / 127 per output column, q = round half to even of w / scale,
 // with our own tie rule rather than the C library's), and the product in double precision. The only
 // error left is the kernel's f32 accumulation, bounded by 1e-5 * scale * sum_k |a_k q_k|.
+// The suite name starts with PackedWeight so cpu_test.cc also runs it under HLX_CPU=baseline.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -102,7 +103,7 @@ std::vector<float> weights(int64_t k, int64_t n, bool transposed, uint32_t seed)
   return w;
 }
 
-TEST(Int8Weight, MatchesQuantizedReference) {
+TEST(PackedWeightInt8, MatchesQuantizedReference) {
   const int64_t ms[] = {1, 2, 3, 4, 5, 8, 9, 13, 100};
   const int64_t ks[] = {1, 7, 64, 130};
   const int64_t ns[] = {1, 63, 64, 65, 200};
@@ -151,7 +152,7 @@ TEST(Int8Weight, MatchesQuantizedReference) {
 
 // Ties round to even and the scale is applied per column: with max |w| = 127 the scale is exactly 1,
 // so a one-hot activation reads back q itself.
-TEST(Int8Weight, RoundsHalfToEvenPerColumn) {
+TEST(PackedWeightInt8, RoundsHalfToEvenPerColumn) {
   const int64_t k = 6, n = 2;
   // [K, N]: column 0 has max 127 (scale 1); column 1 is column 0 times 2^-3 (scale 2^-3).
   const float col0[k] = {127.f, 2.5f, 3.5f, -2.5f, -0.5f, 126.5f};
@@ -173,7 +174,7 @@ TEST(Int8Weight, RoundsHalfToEvenPerColumn) {
 }
 
 // A row's bits do not depend on M (streaming vs tiled kernel), on the other rows or on threads.
-TEST(Int8Weight, RowsAreIndependentOfBatchAndThreads) {
+TEST(PackedWeightInt8, RowsAreIndependentOfBatchAndThreads) {
   const int64_t k = 300, n = 200, m = 131;
   std::vector<float> w = weights(k, n, true, 5);
   std::vector<uint8_t> wb = store(DType::kBF16, w);
@@ -195,7 +196,7 @@ TEST(Int8Weight, RowsAreIndependentOfBatchAndThreads) {
   }
 }
 
-TEST(Int8Weight, BadInputsAreTypedErrors) {
+TEST(PackedWeightInt8, BadInputsAreTypedErrors) {
   std::vector<float> w(64, 0.5f);
   EXPECT_EQ(PackedWeight::pack(DType::kI8, 8, 8, false, w.data(), WeightFormat::kInt8).status().kind(),
             ErrorKind::kUnsupported);
@@ -221,7 +222,7 @@ TEST(Int8Weight, BadInputsAreTypedErrors) {
 
 // ProgramOptions::weight_format reaches the dot_general of a bound weight: the program's result is
 // the quantized product, and the same weight bound as stored gives the unquantized one.
-TEST(Int8Weight, ProgramOptionQuantizesBoundWeights) {
+TEST(PackedWeightInt8, ProgramOptionQuantizesBoundWeights) {
   using namespace hlx::testing;
   const int64_t m = 3, k = 40, n = 24;
   IrBuilder b;
