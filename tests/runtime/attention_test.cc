@@ -252,15 +252,17 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
 }
 
 TEST(Attention, EmptyVisibleSetGivesZeros) {
-  AttentionDesc d;
-  d.batch = 1; d.q_len = 2; d.q_heads = 2; d.kv_heads = 1; d.head_dim = 16; d.num_slots = 1; d.capacity = 8;
-  d.q_type = DType::kF32; d.kv_type = DType::kF32; d.causal = true;
-  // kv_len 5 but the queries sit at negative positions: nothing visible under causal.
-  Inputs in = make_inputs(d, 3, {0}, {5}, {-1, -3});
-  std::vector<float> out(size_t(2 * 2 * 16), 7.f);
-  ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                 in.kv_len.data(), nullptr, out.data()).ok());
-  for (float x : out) EXPECT_EQ(x, 0.f);
+  for (DType kvt : {DType::kF32, DType::kBF16}) {  // the f32 and the bf16 (q_len 2, Dh 16) kernels
+    AttentionDesc d;
+    d.batch = 1; d.q_len = 2; d.q_heads = 2; d.kv_heads = 1; d.head_dim = 16; d.num_slots = 1; d.capacity = 8;
+    d.q_type = DType::kF32; d.kv_type = kvt; d.causal = true;
+    // kv_len 5 but the queries sit at negative positions: nothing visible under causal.
+    Inputs in = make_inputs(d, 3, {0}, {5}, {-1, -3});
+    std::vector<float> out(size_t(2 * 2 * 16), 7.f);
+    ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                   in.kv_len.data(), nullptr, out.data()).ok());
+    for (float x : out) EXPECT_EQ(x, 0.f) << dtype_name(kvt);
+  }
 }
 
 TEST(Attention, OutOfRangeSlotOrKvLenWritesNothing) {
