@@ -74,7 +74,7 @@ void BM_Prefill(benchmark::State& state) {
 }
 BENCHMARK(BM_Prefill)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({4, 2048, 1024, 0})
     ->Args({4, 2048, 1024, 1})->Args({8, 2048, 1024, 0})->Args({8, 2048, 1024, 1})->Args({128, 3072, 1024, 0})->Args({128, 3072, 1024, 1})->Args({512, 2048, 1024, 0})
-    ->Args({512, 2048, 1024, 1})->Args({16, 2048, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    ->Args({512, 2048, 1024, 1})->Args({128, 1024, 3072, 0})->Args({128, 1024, 3072, 1})->Args({16, 2048, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Args: N, K, format: packing one [N, K] bf16 weight.
 void BM_Pack(benchmark::State& state) {

@@ -105,7 +105,7 @@ std::vector<float> weights(int64_t k, int64_t n, bool transposed, uint32_t seed)
 
 TEST(PackedWeightInt8, MatchesQuantizedReference) {
   const int64_t ms[] = {1, 2, 3, 4, 5, 8, 9, 13, 100};
-  const int64_t ks[] = {1, 7, 64, 130};
+  const int64_t ks[] = {1, 7, 64, 130, 520};  // 520: several K chunks in the tiled kernel
   const int64_t ns[] = {1, 63, 64, 65, 200};
   int cases = 0;
   for (DType wt : {DType::kF32, DType::kBF16, DType::kF16})

@@ -179,17 +179,20 @@ class Int8PackedWeight final : public PackedWeight {
       });
       return ok_status();
     }
-    // Items: (row chunk, block); the tiled kernel converts its block once per item.
+    // Items: (row chunk, block); the tiled kernel converts its block once per item. Chunks of
+    // about equal size (multiples of its 6-row groups, at most kTileRows rows).
     const int64_t chunks = (m + kTileRows - 1) / kTileRows;
+    const int64_t chunk_rows = std::min(kTileRows, ((m + chunks - 1) / chunks + 5) / 6 * 6);
+    const int64_t row_chunks = (m + chunk_rows - 1) / chunk_rows;
     const bool avx = use_avx512();
-    parallel_for(chunks * nblocks_, 1, [&](int64_t i0, int64_t i1) {
+    parallel_for(row_chunks * nblocks_, 1, [&](int64_t i0, int64_t i1) {
       internal::FtzDazScope ftz;
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t r0 = (i / nblocks_) * kTileRows, b = i % nblocks_;
-        const int64_t rows = std::min(kTileRows, m - r0);
+        const int64_t r0 = (i / nblocks_) * chunk_rows, b = i % nblocks_;
+        const int64_t rows = std::min(chunk_rows, m - r0);
         void* cr = static_cast<char*>(c) + size_t(r0 * n) * c_size;
         if (avx) {
-          float* scratch = static_cast<float*>(tl_tile.get(size_t(k * kBlock) * 4));
+          float* scratch = static_cast<float*>(tl_tile.get(size_t(tile_scratch_floats()) * 4));
           tile_avx512(rows, k, n, af + r0 * k, q, scale, b, scratch, c_type, cr);
         } else {
           rows_portable(rows, k, n, af + r0 * k, q, scale, b, c_type, cr);

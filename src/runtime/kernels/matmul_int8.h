@@ -21,13 +21,16 @@ namespace hlx::kernels::int8 {
 constexpr int64_t kBlock = 64;       // output columns per block
 constexpr int64_t kStreamMaxM = 8;   // M <= this: streaming kernel, larger: dequantized tiles
 constexpr int64_t kTileRows = 96;    // rows per tiled work item
+constexpr int64_t kTileK = 256;      // k steps per chunk of a tiled work item
 
 // Streaming product for all `m` rows (m <= kStreamMaxM) over column blocks [b0, b1).
 // a: f32 [m, k] (row stride k); c: [m, n] of c_type (row stride n).
 void stream_avx512(int64_t m, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
                    int64_t b0, int64_t b1, DType c_type, void* c);
-// Tiled product of `rows` rows starting at `a` against block `b`: the block is converted to f32 in
-// `scratch` (k * 64 floats, 64-byte aligned) first. c points at row 0 of C (row stride n).
+// Tiled product of `rows` rows (<= kTileRows) starting at `a` against block `b`: the block is
+// converted to f32 chunk by chunk in `scratch` (tile_scratch_floats() floats, 64-byte aligned).
+// c points at row 0 of C (row stride n).
+constexpr int64_t tile_scratch_floats() { return (kTileK + kTileRows) * kBlock; }
 void tile_avx512(int64_t rows, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
                  int64_t b, float* scratch, DType c_type, void* c);
 

@@ -60,20 +60,24 @@ void stream_block(int64_t k, int64_t n, const float* a, const int8_t* q, const f
   stream_rows<R, 1>(k, n, a, q, scale, b, c_type, c, row0);
 }
 
-// R rows x 64 columns over a block already converted to f32 (`w`, [k][64]).
+// R rows x 64 columns over `kc` k steps of a block already converted to f32 (`w`, [kc][64]); `a`
+// points at (row0, first k of the chunk) with row stride lda. The running sums live in `acc_buf`
+// ([rows][64] f32) between chunks: stored and reloaded exactly, so the sequence of FMAs per output
+// is the same as one pass over all of K. The last chunk applies the scale and writes C.
 template <int R>
-void tile_rows(int64_t k, int64_t n, const float* a, const float* w, const float* scale, int64_t b,
-               DType c_type, void* c, int64_t row0) {
+void tile_rows(int64_t kc, const float* a, int64_t lda, const float* w, float* acc_buf, bool first, bool last,
+               const float* scale, int64_t b, int64_t n, DType c_type, void* c, int64_t row0) {
   __m512 acc[R][4];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
-  const float* ar = a + row0 * k;
-  for (int64_t kk = 0; kk < k; ++kk) {
+    for (int j = 0; j < 4; ++j)
+      acc[r][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_buf + (row0 + r) * kBlock + j * 16);
+  const float* ar = a + row0 * lda;
+  for (int64_t kk = 0; kk < kc; ++kk) {
     const float* wp = w + kk * kBlock;
     const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
     const __m512 w2 = _mm512_load_ps(wp + 32), w3 = _mm512_load_ps(wp + 48);
     for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(ar[r * k + kk]);
+      const __m512 x = _mm512_set1_ps(ar[r * lda + kk]);
       acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]);
       acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
       acc[r][2] = _mm512_fmadd_ps(x, w2, acc[r][2]);
@@ -81,7 +85,10 @@ void tile_rows(int64_t k, int64_t n, const float* a, const float* w, const float
     }
   }
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) store16(acc[r][j], scale, b * kBlock + j * 16, n, c_type, c, row0 + r);
+    for (int j = 0; j < 4; ++j) {
+      if (last) store16(acc[r][j], scale, b * kBlock + j * 16, n, c_type, c, row0 + r);
+      else _mm512_store_ps(acc_buf + (row0 + r) * kBlock + j * 16, acc[r][j]);
+    }
 }
 
 }  // namespace
@@ -133,18 +140,27 @@ void quantize_row_avx512(const float* x, int64_t k, float s, int8_t* q) {
 
 void tile_avx512(int64_t rows, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
                  int64_t b, float* scratch, DType c_type, void* c) {
+  // K in chunks of kTileK: the chunk's f32 weights (kTileK x 64) and activations (rows x kTileK)
+  // stay in L2 while every row group passes over them, instead of streaming all of K from L3.
   const int8_t* src = q + b * k * kBlock;
-  for (int64_t kk = 0; kk < k; ++kk)
-    for (int j = 0; j < 4; ++j) _mm512_store_ps(scratch + kk * kBlock + j * 16, load_q16(src + kk * kBlock + j * 16));
-  int64_t r = 0;
-  for (; r + 6 <= rows; r += 6) tile_rows<6>(k, n, a, scratch, scale, b, c_type, c, r);
-  switch (rows - r) {
-    case 1: tile_rows<1>(k, n, a, scratch, scale, b, c_type, c, r); break;
-    case 2: tile_rows<2>(k, n, a, scratch, scale, b, c_type, c, r); break;
-    case 3: tile_rows<3>(k, n, a, scratch, scale, b, c_type, c, r); break;
-    case 4: tile_rows<4>(k, n, a, scratch, scale, b, c_type, c, r); break;
-    case 5: tile_rows<5>(k, n, a, scratch, scale, b, c_type, c, r); break;
-    default: break;
+  float* acc_buf = scratch + kTileK * kBlock;
+  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
+    const int64_t kc = std::min(kTileK, k - k0);
+    const bool first = k0 == 0, last = k0 + kc == k;
+    for (int64_t kk = 0; kk < kc; ++kk)
+      for (int j = 0; j < 4; ++j)
+        _mm512_store_ps(scratch + kk * kBlock + j * 16, load_q16(src + (k0 + kk) * kBlock + j * 16));
+    const float* ak = a + k0;
+    int64_t r = 0;
+    for (; r + 6 <= rows; r += 6) tile_rows<6>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r);
+    switch (rows - r) {
+      case 1: tile_rows<1>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
+      case 2: tile_rows<2>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
+      case 3: tile_rows<3>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
+      case 4: tile_rows<4>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
+      case 5: tile_rows<5>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
+      default: break;
+    }
   }
 }
 
