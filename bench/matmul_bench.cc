@@ -83,8 +83,48 @@ void BM_StreamBf16(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamBf16)->Args({1, 2048, 2048})->Args({1, 4096, 4096})->Args({1, 3072, 1024})
     ->Args({1, 1024, 3072})->Args({4, 2048, 2048})->Args({5, 2048, 2048})->Args({8, 2048, 2048})
-    ->Args({16, 2048, 2048})->Args({1, 151936, 1024})
+    ->Args({8, 3072, 1024})->Args({8, 1024, 3072})->Args({16, 2048, 2048})->Args({1, 151936, 1024})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// Arg: M. One decode step's products for Qwen3-0.6B shapes in model order (28 x q, k, v, o,
+// gate, up, down, then the 151936-row lm_head; 1.19 GB of bf16 weights): the per-product pool
+// job start/finish and the wait for the last thread's blocks count here, unlike in BM_StreamBf16.
+void BM_DecodeStepWeights(benchmark::State& state) {
+  const int64_t m = state.range(0);
+  const int64_t layer[][2] = {{1024, 2048}, {1024, 1024}, {1024, 1024}, {2048, 1024},
+                              {1024, 3072}, {1024, 3072}, {3072, 1024}};  // {K, N}
+  std::vector<std::unique_ptr<kernels::PackedWeight>> ws;
+  std::vector<std::vector<bf16>> src;
+  for (const auto& kn : layer) src.push_back(random_bf16(kn[0] * kn[1], uint32_t(kn[0] + kn[1])));
+  double bytes = 0;
+  for (int l = 0; l < 28; ++l)
+    for (size_t i = 0; i < 7; ++i) {
+      auto p = kernels::PackedWeight::pack(DType::kBF16, layer[i][0], layer[i][1], true, src[i].data());
+      if (!p.ok()) return state.SkipWithError("pack failed");
+      ws.push_back(std::move(p).value());
+      bytes += 2.0 * double(layer[i][0] * layer[i][1]);
+    }
+  {
+    auto head = random_bf16(int64_t(151936) * 1024, 11);
+    auto p = kernels::PackedWeight::pack(DType::kBF16, 1024, 151936, true, head.data());
+    if (!p.ok()) return state.SkipWithError("pack failed");
+    ws.push_back(std::move(p).value());
+    bytes += 2.0 * 151936 * 1024;
+  }
+  auto a = random_bf16(m * 3072, 1);
+  std::vector<float> c(static_cast<size_t>(m * 151936));
+  for (auto _ : state) {
+    for (auto& w : ws) {
+      Status s = w->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
+      if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+    }
+    benchmark::DoNotOptimize(c.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+  state.counters["threads"] = omp_get_max_threads();
+}
+BENCHMARK(BM_DecodeStepWeights)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 // Sums [begin, end) 64-byte lines with 512-bit loads (4 independent accumulators).
 __attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint64_t* p, int64_t begin, int64_t end) {

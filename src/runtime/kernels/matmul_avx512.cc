@@ -140,13 +140,16 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
 void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
                            const bf16* w_packed, DType c_type, void* c) {
   const int64_t nblocks = (n + 63) / 64;
-  // Pieces of consecutive column blocks, claimed dynamically (parallel.h), largest first: each is
-  // 1/(2T) of the blocks still unassigned, so every thread's first pieces are long contiguous
-  // streams and the last ones single blocks, which bounds how long one thread idles at the end
-  // waiting for the other (with equal pieces of 1/(4T) that was half a piece on average, ~6%).
+  // Pieces of consecutive column blocks, claimed dynamically (parallel.h): 1/(4T) of the blocks
+  // while more than half are left (long contiguous streams per thread, and a thread descheduled
+  // on a busy machine holds up at most that much), then 1/(2T) of what is left, down to single
+  // blocks, which bounds how long one thread idles at the end waiting for the other (with
+  // 1/(4T) pieces to the end that was half a piece on average, ~6% of the product's time).
   const int64_t threads = max_threads();
+  const int64_t largest = std::max<int64_t>(1, nblocks / (4 * threads));
   std::vector<int64_t> bounds{0};
-  for (int64_t b = 0; b < nblocks;) bounds.push_back(b += std::max<int64_t>(1, (nblocks - b) / (2 * threads)));
+  for (int64_t b = 0; b < nblocks;)
+    bounds.push_back(b += std::clamp<int64_t>((nblocks - b) / (2 * threads), 1, largest));
   parallel_for(int64_t(bounds.size()) - 1, 1, [&](int64_t i0, int64_t i1) {
     FtzDazScope ftz_daz;
     for (int64_t nb = bounds[size_t(i0)]; nb < bounds[size_t(i1)]; ++nb) {
