@@ -8,7 +8,7 @@
 
 namespace hlx::kernels {
 
-namespace attention_bf16 {  // attention_bf16_avx512.cc: prefill over a bf16 cache with vdpbf16ps
+namespace attention_prefill {  // attention_prefill_avx512.cc: q_len > 1, query rows in zmm lanes
 void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
 }
@@ -50,11 +50,13 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
                         d.capacity, "]");
   }
   if (d.batch == 0 || d.q_len == 0) return ok_status();
-  // bf16 cache, more than one query token: Q.K^T and P.V as bf16 dot products (Q and P rounded
-  // to bf16, f32 softmax; attention_bf16_avx512.cc). Decode (q_len 1) and f32 caches keep the f32
-  // kernel. The choice depends only on the entry's shapes, never on the batch or the data.
-  if (cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 16 == 0)
-    attention_bf16::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  // More than one query token (prefill, vision): the query-rows-in-lanes kernel of
+  // attention_prefill_avx512.cc; over a bf16 cache Q.K^T and P.V are bf16 dot products (Q as hi + lo
+  // bf16, P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) keeps
+  // attention_impl.h. The choice depends only on the entry's shapes, never on the batch or the data.
+  if (d.q_len > 1 && d.head_dim % 16 == 0 &&
+      ((d.kv_type == DType::kBF16 && cpu_features().avx512bf16) || (d.kv_type == DType::kF32 && cpu_features().avx512f)))
+    attention_prefill::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else if (cpu_features().avx512f)
     attention_avx512::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else

@@ -1,8 +1,12 @@
-// hlx.attention for prefill over a bf16 KV cache with AVX512-BF16 dot products (vdpbf16ps).
-// attention.cc calls it when cpu_features().avx512bf16, kv_type is bf16, q_len > 1 (decode keeps
-// the f32 kernel of attention_impl.h) and head_dim % 16 == 0.
+// hlx.attention for more than one query token (prefill chunks, the vision tower), query rows in
+// the lanes of a zmm. attention.cc calls it when q_len > 1 (decode keeps the kernel of
+// attention_impl.h), head_dim % 16 == 0, and the cache is bf16 on a CPU with AVX512-BF16 or f32 on
+// one with AVX-512F.
 //
-// Numerics: K and V are bf16 already. Q (f32 in the models) is split as hi + lo, two bf16 whose
+// f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
+// differs from attention_impl.h.
+//
+// bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. Q (f32 in the models) is split as hi + lo, two bf16 whose
 // sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T takes two vdpbf16ps per
 // pair: rounding Q to one bf16 moved the scores enough to flip greedy tokens of the bf16 fixtures
 // of tests/models/test_text_families.py at top-2 gaps of 0.02. The softmax weights P are rounded
@@ -20,6 +24,7 @@
 //   softmax:     lanes = rows again, so max/exp/sum over a key block are plain vertical ops;
 //   O += P V:    lanes = 16 head_dim columns; V of each key block is repacked once per item as
 //                [key pair][head_dim][2] and each P dword (a pair of keys' weights) is broadcast.
+// (f32 caches: the same with single f32 values in place of bf16 pairs.)
 // Every row's arithmetic depends only on its own visible key range (key blocks start at
 // multiples of kKeyBlock, key pairs at even positions, fixed accumulation orders; blocks or
 // pairs outside a row's range contribute exact zeros), never on which rows share its item or
@@ -37,7 +42,7 @@
 #include "runtime/kernels/internal.h"
 #include "runtime/kernels/parallel.h"
 
-namespace hlx::kernels::attention_bf16 {
+namespace hlx::kernels::attention_prefill {
 namespace {
 
 constexpr int64_t kKeyBlock = 32;    // keys per online-softmax step (an even number)
@@ -88,6 +93,70 @@ inline void qk16(const uint32_t* qt, const uint32_t* kt, int64_t P, float* out) 
   }
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
+}
+
+// ---- f32 caches (the same structure with f32 FMAs: no rounding of Q, K, V or P) ----
+
+// out[j][lane] = sum_d qt[d][lane] * kt[d][j], qt = [Dh][16 lanes], kt = [Dh][kKeyBlock] (f32).
+inline void qk16_f32(const float* qt, const float* kt, int64_t Dh, float* out) {
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) acc[j] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < Dh; ++i) {
+    const __m512 qv = _mm512_loadu_ps(qt + i * kLanes);
+    const float* kp = kt + i * kKeyBlock;
+#pragma GCC unroll 16
+    for (int j = 0; j < 16; ++j) acc[j] = _mm512_fmadd_ps(qv, _mm512_set1_ps(kp[j]), acc[j]);
+  }
+#pragma GCC unroll 16
+  for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
+}
+
+// pv2 for f32: keys [j0, j1) of vt = [kKeyBlock][Dh] f32, weights pp = [key][16 lanes] f32.
+template <int NV>
+inline void pv2_f32(float* acc0, float* acc1, float a0, float a1, const float* pp, int l0, int l1, const float* vt,
+                    int64_t Dh, int64_t c0, int64_t j0, int64_t j1) {
+  __m512 r0[NV], r1[NV];
+  const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
+#pragma GCC unroll 8
+  for (int i = 0; i < NV; ++i) {
+    r0[i] = _mm512_mul_ps(_mm512_loadu_ps(acc0 + c0 + 16 * i), al0);
+    r1[i] = _mm512_mul_ps(_mm512_loadu_ps(acc1 + c0 + 16 * i), al1);
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    const __m512 b0 = _mm512_set1_ps(pp[j * kLanes + l0]), b1 = _mm512_set1_ps(pp[j * kLanes + l1]);
+    const float* vr = vt + j * Dh + c0;
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) {
+      const __m512 vv = _mm512_loadu_ps(vr + 16 * i);
+      r0[i] = _mm512_fmadd_ps(b0, vv, r0[i]);
+      r1[i] = _mm512_fmadd_ps(b1, vv, r1[i]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int i = 0; i < NV; ++i) {
+    _mm512_storeu_ps(acc0 + c0 + 16 * i, r0[i]);
+    _mm512_storeu_ps(acc1 + c0 + 16 * i, r1[i]);
+  }
+}
+
+using Pv2F32Fn = void (*)(float*, float*, float, float, const float*, int, int, const float*, int64_t, int64_t,
+                          int64_t, int64_t);
+constexpr Pv2F32Fn kPv2F32[9] = {nullptr,          &pv2_f32<1>, &pv2_f32<2>, &pv2_f32<3>, &pv2_f32<4>,
+                                 &pv2_f32<5>,      &pv2_f32<6>, &pv2_f32<7>, &pv2_f32<8>};
+
+// Keys [0, nk) of f32 rows as [Dh][kKeyBlock] (kt) and [kKeyBlock][Dh] (vt); keys past nk are zeros.
+void pack_kv_f32(const float* k, const float* v, int64_t stride, int64_t nk, int64_t Dh, float* kt, float* vt) {
+  for (int64_t j = 0; j < kKeyBlock; ++j) {
+    if (j < nk) {
+      const float* kr = k + j * stride;
+      for (int64_t i = 0; i < Dh; ++i) kt[i * kKeyBlock + j] = kr[i];
+      std::memcpy(vt + j * Dh, v + j * stride, size_t(Dh) * 4);
+    } else {
+      for (int64_t i = 0; i < Dh; ++i) kt[i * kKeyBlock + j] = 0.f;
+      std::memset(vt + j * Dh, 0, size_t(Dh) * 4);
+    }
+  }
 }
 
 // Keys [0, nk) (row j at k + j * stride) as [pair][kKeyBlock] dwords; keys past nk are zeros.
@@ -159,8 +228,9 @@ void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t*
 
 }  // namespace
 
-void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
-         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
+template <bool F32>
+void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+              const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
   const int64_t B = d.batch, T = d.q_len, Hq = d.q_heads, Hkv = d.kv_heads, Dh = d.head_dim, S = d.capacity;
   const int64_t G = Hq / Hkv, P = Dh / 2;
   const int64_t t_tile = std::max<int64_t>(1, kQueryRows / G);
@@ -171,7 +241,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
   const int64_t W = d.sliding_window;
   const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
+  const float* k32 = static_cast<const float*>(k_cache);
+  const float* v32 = static_cast<const float*>(v_cache);
   const int64_t kv_stride = Hkv * Dh;  // elements between consecutive keys of one kv head
+  constexpr int64_t kEsz = F32 ? 4 : 2;  // bytes per cache element
 
   parallel_for(items, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
@@ -180,10 +253,11 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
     thread_local std::vector<float> acc, mrow, lrow, sc;
     thread_local std::vector<int32_t> lo, hi;
     thread_local std::vector<uint16_t> vt;
+    thread_local std::vector<float> ktf, vtf, ppf;
     auto fit = [](auto& v, int64_t size) {
       if (int64_t(v.size()) < size) v.resize(size_t(size));
     };
-    fit(qt, max_groups * P * 2 * kLanes);
+    fit(qt, max_groups * Dh * kLanes);  // bf16: [P][hi, lo][16]; f32: [Dh][16] (f32 bits)
     fit(acc, max_groups * kLanes * Dh);
     fit(mrow, max_groups * kLanes);
     fit(lrow, max_groups * kLanes);
@@ -191,8 +265,14 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
     fit(hi, max_groups * kLanes);
     fit(sc, kKeyBlock * kLanes);
     fit(pp, kKeyBlock / 2 * kLanes);
-    fit(vt, kKeyBlock * Dh);
-    fit(kt, kKeyBlock * P);
+    if constexpr (F32) {
+      fit(ktf, kKeyBlock * Dh);
+      fit(vtf, kKeyBlock * Dh);
+      fit(ppf, kKeyBlock * kLanes);
+    } else {
+      fit(vt, kKeyBlock * Dh);
+      fit(kt, kKeyBlock * P);
+    }
 
     for (int64_t item = item_begin; item < item_end; ++item) {
       // The last query tiles see the most keys under a causal mask: hand them out first so the
@@ -206,6 +286,8 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
       const int64_t sl = slot[b], len = kv_len[b];
       const uint16_t* kbase = k16 + (sl * S * Hkv + kvh) * Dh;  // key j of this head at kbase + j * kv_stride
       const uint16_t* vbase = v16 + (sl * S * Hkv + kvh) * Dh;
+      const float* kf32 = k32 + (sl * S * Hkv + kvh) * Dh;
+      const float* vf32 = v32 + (sl * S * Hkv + kvh) * Dh;
       // Row r = (t - t0) * G + g  <->  query head kvh * G + g at token t; lane r % 16 of group r / 16.
       int64_t jmin = len, jmax = 0;
       for (int64_t r = 0; r < groups * kLanes; ++r) {
@@ -234,6 +316,14 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           const int64_t t2 = t0 + (r + 1) / G, h2 = kvh * G + (r + 1) % G;
           const char* nq = static_cast<const char*>(q) + ((b * T + t2) * Hq + h2) * Dh * ::hlx::dtype_size(d.q_type);
           for (int64_t c = 0; c < Dh * int64_t(::hlx::dtype_size(d.q_type)); c += 64) _mm_prefetch(nq + c, _MM_HINT_T0);
+        }
+        if constexpr (F32) {  // [Dh][16 lanes], exact
+          for (int64_t i = 0; i < Dh; ++i) {
+            const float x = d.q_type == DType::kF32 ? static_cast<const float*>(q)[qoff + i]
+                                                    : bf16_to_f32(static_cast<const bf16*>(q)[qoff + i]);
+            std::memcpy(&qrow[i * kLanes], &x, 4);
+          }
+          continue;
         }
         for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 values) at a time; Dh % 16 == 0
           alignas(64) uint32_t hi[16], lo[16];
@@ -265,12 +355,17 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
         const int64_t nk = std::min(kKeyBlock, jmax - j0);
         if (j0 + kKeyBlock < jmax)  // next block's rows: a strided stream the prefetchers follow poorly
           for (int64_t jj = 0; jj < std::min(kKeyBlock, jmax - j0 - kKeyBlock); ++jj)
-            for (int64_t c = 0; c < Dh * 2; c += 64) {
-              _mm_prefetch(reinterpret_cast<const char*>(kbase + (j0 + kKeyBlock + jj) * kv_stride) + c, _MM_HINT_T0);
-              _mm_prefetch(reinterpret_cast<const char*>(vbase + (j0 + kKeyBlock + jj) * kv_stride) + c, _MM_HINT_T0);
+            for (int64_t c = 0; c < Dh * kEsz; c += 64) {
+              const int64_t off = (j0 + kKeyBlock + jj) * kv_stride * kEsz + c;
+              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(kf32) : kbase) + off, _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(vf32) : vbase) + off, _MM_HINT_T0);
             }
-        pack_k(kbase + j0 * kv_stride, kv_stride, nk, P, kt.data());
-        pack_v(vbase + j0 * kv_stride, kv_stride, nk, Dh, vt.data());
+        if constexpr (F32) {
+          pack_kv_f32(kf32 + j0 * kv_stride, vf32 + j0 * kv_stride, kv_stride, nk, Dh, ktf.data(), vtf.data());
+        } else {
+          pack_k(kbase + j0 * kv_stride, kv_stride, nk, P, kt.data());
+          pack_v(vbase + j0 * kv_stride, kv_stride, nk, Dh, vt.data());
+        }
         for (int64_t g = 0; g < groups; ++g) {
           const int32_t* glo = &lo[g * kLanes];
           const int32_t* ghi = &hi[g * kLanes];
@@ -285,7 +380,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           float* s = sc.data();
           for (int64_t kc = 0; kc < kKeyBlock; kc += 16) {
             if (kc >= ke || kc + 16 <= ka) continue;  // never read below: masked as invisible
-            qk16(&qt[g * P * 2 * kLanes], kt.data() + kc, P, s + kc * kLanes);
+            if constexpr (F32)
+              qk16_f32(reinterpret_cast<const float*>(&qt[g * Dh * kLanes]), ktf.data() + kc, Dh, s + kc * kLanes);
+            else
+              qk16(&qt[g * P * 2 * kLanes], kt.data() + kc, P, s + kc * kLanes);
           }
           // Scale, softcap, bias, mask; block max per lane.
           const __m512 scale = _mm512_set1_ps(d.scale), ninf = _mm512_set1_ps(neg_inf);
@@ -330,7 +428,15 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
                                                        0x001f000f);
           __m512 psum = _mm512_setzero_ps();
           const int64_t jp0 = ka / 2, jp1 = (ke + 1) / 2;
-          for (int64_t jp = jp0; jp < jp1; ++jp) {
+          if constexpr (F32) {  // f32 weights, summed key by key
+            for (int64_t jj = ka; jj < ke; ++jj) {
+              const __m512 pv = _mm512_maskz_mov_ps(
+                  vis[jj], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + jj * kLanes), m_new)));
+              _mm512_storeu_ps(&ppf[jj * kLanes], pv);
+              psum = _mm512_add_ps(psum, pv);
+            }
+          }
+          for (int64_t jp = F32 ? jp1 : jp0; jp < jp1; ++jp) {
             const __m512 pe = _mm512_maskz_mov_ps(
                 vis[2 * jp], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + 2 * jp * kLanes), m_new)));
             const __m512 po = _mm512_maskz_mov_ps(
@@ -355,7 +461,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             float* a1 = a0 + Dh;
             for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
               const int nv = int(std::min<int64_t>(8, (Dh - c0) / 16));
-              kPv2[nv](a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0, jp1);
+              if constexpr (F32)
+                kPv2F32[nv](a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(), Dh, c0, ka, ke);
+              else
+                kPv2[nv](a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0, jp1);
             }
           }
         }
@@ -371,4 +480,12 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
   });
 }
 
-}  // namespace hlx::kernels::attention_bf16
+void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
+  if (d.kv_type == DType::kF32)
+    run_impl<true>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  else
+    run_impl<false>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+}
+
+}  // namespace hlx::kernels::attention_prefill
