@@ -54,6 +54,28 @@ void stream_rows(int64_t k, int64_t n, const float* a, const int8_t* q, const fl
     for (int j = 0; j < NB * 4; ++j) store16(acc[r][j], scale, b * kBlock + j * 16, n, c_type, c, row0 + r);
 }
 
+// R rows (5..8) x one half (32 columns) of block b: all rows in one pass, so each int8 value is
+// converted once per product instead of once per 4-row group.
+template <int R>
+void stream_half(int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale, int64_t b, int half,
+                 DType c_type, void* c) {
+  __m512 acc[R][2];
+  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
+  const int8_t* base = q + b * k * kBlock + half * 32;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const int8_t* p = base + kk * kBlock;
+    if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 2048), _MM_HINT_T0);
+    const __m512 w0 = load_q16(p), w1 = load_q16(p + 16);
+    for (int r = 0; r < R; ++r) {
+      const __m512 x = _mm512_set1_ps(a[r * k + kk]);
+      acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]);
+      acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
+    }
+  }
+  for (int r = 0; r < R; ++r)
+    for (int j = 0; j < 2; ++j) store16(acc[r][j], scale, b * kBlock + half * 32 + j * 16, n, c_type, c, r);
+}
+
 template <int R>
 void stream_block(int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale, int64_t b,
                   DType c_type, void* c, int64_t row0) {
@@ -102,6 +124,16 @@ void stream_avx512(int64_t m, int64_t k, int64_t n, const float* a, const int8_t
       if (m == 1) stream_rows<1, 2>(k, n, a, q, scale, b, c_type, c, 0);
       else stream_rows<2, 2>(k, n, a, q, scale, b, c_type, c, 0);
     }
+  }
+  if (m >= 5) {
+    for (; b < b1; ++b)
+      for (int half = 0; half < 2; ++half) switch (m) {
+          case 5: stream_half<5>(k, n, a, q, scale, b, half, c_type, c); break;
+          case 6: stream_half<6>(k, n, a, q, scale, b, half, c_type, c); break;
+          case 7: stream_half<7>(k, n, a, q, scale, b, half, c_type, c); break;
+          default: stream_half<8>(k, n, a, q, scale, b, half, c_type, c); break;
+        }
+    return;
   }
   for (; b < b1; ++b) {
     int64_t r = 0;
