@@ -251,6 +251,25 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
     }
 }
 
+// head_dim 256 (Gemma): two 128-column passes of the prefill kernel's P.V; 16 and 48: one
+// partial pass; both cache types, causal with and without a window.
+TEST(Attention, PrefillWideAndNarrowHeads) {
+  uint32_t seed = 500;
+  for (int64_t dh : {256, 48, 16})
+    for (DType kvt : {DType::kF32, DType::kBF16})
+      for (int64_t window : {0, 9}) {
+        AttentionDesc d;
+        d.batch = 2; d.q_len = 20; d.q_heads = 4; d.kv_heads = 2; d.head_dim = dh; d.num_slots = 2; d.capacity = 70;
+        d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 1.f / std::sqrt(float(dh)); d.causal = true;
+        d.sliding_window = window;
+        std::vector<int32_t> slot = {1, 0}, kv_len = {70, 20}, q_pos;
+        for (int64_t b = 0; b < 2; ++b)
+          for (int64_t t = 0; t < 20; ++t) q_pos.push_back(int32_t(kv_len[size_t(b)] - 20 + t));
+        Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+        run_and_compare(d, in, str_cat("Dh=", dh, " kv=", dtype_name(kvt), " window=", window));
+      }
+}
+
 TEST(Attention, EmptyVisibleSetGivesZeros) {
   for (DType kvt : {DType::kF32, DType::kBF16}) {  // the f32 and the bf16 (q_len 2, Dh 16) kernels
     AttentionDesc d;
