@@ -2,6 +2,7 @@
 // cpu_features().avx512bf16. Uses AVX512F/BW/BF16 only (no FP16/AMX: AMD Zen 4/5 lack them).
 #include <immintrin.h>
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -92,29 +93,34 @@ void zero(__m512 (&acc)[M][4]) {
 
 // C rows [0, M) (M <= 8) for one 64-column block of W.
 //
-// M <= 4: one pass, 4M accumulators in registers; each k-pair prefetches its 4 lines 2 KiB ahead,
-// which helps the L2 streamer keep up when the other core competes for DRAM (measured: no
-// prefetch -15%, 2 of the 4 lines -5%, 1 or 4 KiB ahead no better).
+// M <= 4: one pass, 4M accumulators in registers, no software prefetch: measured at load ~3
+// (interleaved A/B, BM_StreamBf16 and BM_DecodeStepWeights, 2 threads), prefetching the k-pair
+// 2 KiB ahead made M = 1 slower on the decode shapes (4096x4096 -29..41%, 1024x3072 -21..37%,
+// the whole decode step -13..23%; N = K = 2048 alone +15%). An earlier quiet-machine run found
+// it helped when both cores compete for DRAM, so HLX_GEMV_PREFETCH=1 turns it back on for
+// A/B runs on a quiet machine.
 //
 // M > 4: rows 4.. need another 16 accumulators, so K is walked in chunks of kChunkPairs k-pairs
-// (16 KiB of the block): rows 0-3 stream a chunk in (prefetching as above), rows 4.. re-read it
-// from L1, with the accumulators kept on the stack between chunks. One DRAM pass per block for
+// (16 KiB of the block): rows 0-3 stream a chunk in, prefetching the 4 lines of the k-pair 2 KiB
+// ahead (+25-40% over none at M = 8), and rows 4.. re-read it from L1, with the accumulators
+// kept on the stack between chunks. One DRAM pass per block for
 // any M <= 8; it was two 4-row passes, the second from L2 with no DRAM reads in flight
 // (measured at M = 8, N = K = 2048, 2 threads: +35-40%). Prefetching from rows 4.. as well, so
 // that reads stay in flight during both halves, measured no better (4-16 KiB chunks, 6-18 KiB
 // ahead: -15% on 2 threads, +-5% on 1).
 constexpr int64_t kChunkPairs = 64;
 
-template <int M>
+template <int M, bool kPrefetch>
 void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc, void* c,
                 int64_t n0) {
+  constexpr int kLines = kPrefetch ? 4 : 0;
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(a);
   const int64_t pairs = k / 2;
   constexpr int M0 = M < 4 ? M : 4;
   __m512 acc0[M0][4];
   zero(acc0);
   if constexpr (M <= 4) {
-    accumulate<M, 0, 4, 2048>(a16, k, w, 0, pairs, acc0);
+    accumulate<M, 0, kLines, 2048>(a16, k, w, 0, pairs, acc0);
     if (k & 1) accumulate_last(a16, k, k, w, acc0);
     store_rows(acc0, nv, c_type, ldc, c, n0);
   } else {
@@ -123,7 +129,7 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
     zero(acc1);
     for (int64_t p0 = 0; p0 < pairs; p0 += kChunkPairs) {
       const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
-      accumulate<4, 0, 4, 2048>(a16, k, w, p0, p1, acc0);
+      accumulate<4, 0, kLines, 2048>(a16, k, w, p0, p1, acc0);
       accumulate<M1, 0, 0, 0>(a16 + 4 * k, k, w, p0, p1, acc1);
     }
     if (k & 1) {
@@ -133,6 +139,30 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
     store_rows(acc0, nv, c_type, ldc, c, n0);
     store_rows(acc1, nv, c_type, ldc, static_cast<char*>(c) + 4 * ldc * int64_t(dtype_size(c_type)), n0);
   }
+}
+
+template <bool kPrefetch>
+void run_block(int64_t rows, int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc,
+               void* c, int64_t n0) {
+  switch (rows) {
+    case 1: return gemv_block<1, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 2: return gemv_block<2, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 3: return gemv_block<3, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 4: return gemv_block<4, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 5: return gemv_block<5, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 6: return gemv_block<6, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 7: return gemv_block<7, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    default: return gemv_block<8, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+  }
+}
+
+// HLX_GEMV_PREFETCH=1 prefetches for M <= 4 too (A/B runs; see gemv_block).
+bool small_m_prefetch() {
+  static const bool on = [] {
+    const char* e = std::getenv("HLX_GEMV_PREFETCH");
+    return e && std::strcmp(e, "1") == 0;
+  }();
+  return on;
 }
 
 }  // namespace
@@ -150,6 +180,7 @@ void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf
   std::vector<int64_t> bounds{0};
   for (int64_t b = 0; b < nblocks;)
     bounds.push_back(b += std::clamp<int64_t>((nblocks - b) / (2 * threads), 1, largest));
+  const bool prefetch_small = small_m_prefetch();
   parallel_for(int64_t(bounds.size()) - 1, 1, [&](int64_t i0, int64_t i1) {
     FtzDazScope ftz_daz;
     for (int64_t nb = bounds[size_t(i0)]; nb < bounds[size_t(i1)]; ++nb) {
@@ -159,16 +190,9 @@ void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf
       for (int64_t m0 = 0; m0 < m; m0 += 8) {  // m <= 8 in practice (stream_max_m())
         const bf16* am = a + m0 * k;
         void* cm = static_cast<char*>(c) + m0 * n * int64_t(dtype_size(c_type));
-        switch (std::min<int64_t>(8, m - m0)) {
-          case 1: gemv_block<1>(k, am, w, nv, c_type, n, cm, n0); break;
-          case 2: gemv_block<2>(k, am, w, nv, c_type, n, cm, n0); break;
-          case 3: gemv_block<3>(k, am, w, nv, c_type, n, cm, n0); break;
-          case 4: gemv_block<4>(k, am, w, nv, c_type, n, cm, n0); break;
-          case 5: gemv_block<5>(k, am, w, nv, c_type, n, cm, n0); break;
-          case 6: gemv_block<6>(k, am, w, nv, c_type, n, cm, n0); break;
-          case 7: gemv_block<7>(k, am, w, nv, c_type, n, cm, n0); break;
-          default: gemv_block<8>(k, am, w, nv, c_type, n, cm, n0); break;
-        }
+        const int64_t rows = std::min<int64_t>(8, m - m0);
+        if (prefetch_small || rows > 4) run_block<true>(rows, k, am, w, nv, c_type, n, cm, n0);
+        else run_block<false>(rows, k, am, w, nv, c_type, n, cm, n0);
       }
     }
   });
