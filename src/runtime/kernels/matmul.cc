@@ -227,8 +227,8 @@ constexpr int64_t kDefaultStreamMaxM = 8;
 // Measured (bench BM_StreamBf16, 1 thread, bf16 N=K=2048, cycling 1 GiB of weights, machine load
 // ~3): M=1 35.5 GB/s ours vs 31.7 GB/s oneDNN; M=4 33.7 vs 29.1 GB/s. Decode at 8 slots (M=8,
 // `hlx bench`, load ~8): 117.9 ms/step here vs 207.1 ms/step on oneDNN tiles, so the default
-// covers batches up to 8 (two 4-row passes over each L2-resident weight block). HLX_MATMUL_STREAM=0 turns
-// the kernel off and HLX_MATMUL_STREAM_MAX_M=<m> moves the crossover, for A/B runs.
+// covers batches up to 8 (one DRAM pass: rows 4.. re-read each K chunk from L1). HLX_MATMUL_STREAM=0
+// turns the kernel off and HLX_MATMUL_STREAM_MAX_M=<m> moves the crossover, for A/B runs.
 int64_t stream_max_m() {
   static const int64_t m = [] {
     const char* e = std::getenv("HLX_MATMUL_STREAM_MAX_M");
