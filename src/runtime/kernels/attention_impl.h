@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "runtime/kernels/attention.h"
+#include "runtime/kernels/exp_nonpos16_avx512.h"
 #include "runtime/kernels/internal.h"
 #include "runtime/kernels/parallel.h"
 
@@ -147,23 +148,8 @@ inline void dot16(const float* q, const K* k, int64_t kstride, int64_t Dh, float
   _mm512_storeu_ps(out, _mm512_permutexvar_ps(order, w));
 }
 
-// exp_nonpos on 16 lanes (same polynomial and range reduction).
-inline __m512 exp_nonpos16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+// exp_nonpos on 16 lanes (exp_nonpos16_avx512.h: the same polynomial and range reduction).
+using internal::exp_nonpos16;
 #endif
 
 // acc[0, Dh) = acc * alpha + sum_{jj in [a, e)} p[jj] * v[jj, :]. With AVX-512 the accumulator

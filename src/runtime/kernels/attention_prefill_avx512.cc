@@ -39,6 +39,7 @@
 #include <vector>
 
 #include "runtime/kernels/attention.h"
+#include "runtime/kernels/exp_nonpos16_avx512.h"
 #include "runtime/kernels/internal.h"
 #include "runtime/kernels/parallel.h"
 
@@ -49,23 +50,7 @@ constexpr int64_t kKeyBlock = 32;    // keys per online-softmax step (an even nu
 constexpr int64_t kQueryRows = 128;  // query rows (heads x tokens) per work item
 constexpr int kLanes = 16;
 
-// e^x for x <= 0 (scores minus their running max); Cephes polynomial as in attention_impl.h.
-inline __m512 exp_nonpos16(__m512 x) {
-  x = _mm512_max_ps(x, _mm512_set1_ps(-87.0f));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_add_ps(_mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r), _mm512_set1_ps(1.0f));
-  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
-  return _mm512_mul_ps(p, _mm512_castsi512_ps(e));
-}
+using internal::exp_nonpos16;  // e^x for x <= 0 (scores minus their running max)
 
 inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
 

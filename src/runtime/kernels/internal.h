@@ -1,7 +1,9 @@
 // Helpers shared by the kernel files (not a public API).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 
 #include "core/dtype.h"
 
@@ -33,6 +35,14 @@ inline float load_f32(DType t, const void* p, int64_t i) {
   }
 }
 
+// A growable scratch buffer (64-byte aligned) that keeps its largest allocation; kernels hold
+// them thread_local for operand conversions and tiles (get() is in matmul.cc).
+struct ScratchBuffer {
+  std::shared_ptr<void> buf;
+  size_t size = 0;
+  void* get(size_t bytes);
+};
+
 // Converts n elements of `t` (f32, bf16, f16) to f32.
 void to_f32(DType t, const void* src, int64_t n, float* dst);
 // Converts n f32 values to bf16 (round to nearest even).
@@ -44,7 +54,7 @@ void f32_to_bf16_n(const float* src, int64_t n, bf16* dst);
 // BA16a64b2a: blocks of 64 output columns, each [Kp/2][64][2] bf16 with Kp = K padded (with
 // zeros) to a multiple of 32, block stride Kp * 64 elements, 64-byte aligned.
 // C[m, n] (f32 or bf16, row stride N) = sum_k A[m, k] * W[k, n]; A bf16 [M, K] contiguous.
-// Parallel over column blocks with OpenMP.
+// Parallel over column blocks on the hlx pool (parallel.h).
 void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
                            const bf16* w_packed, DType c_type, void* c);
 

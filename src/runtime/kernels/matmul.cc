@@ -40,6 +40,14 @@ void to_f32(DType t, const void* src, int64_t n, float* dst) {
   }
 }
 
+void* ScratchBuffer::get(size_t bytes) {
+  if (bytes > size) {
+    buf = allocate_aligned(bytes);
+    size = bytes;
+  }
+  return buf.get();
+}
+
 void f32_to_bf16_n(const float* src, int64_t n, bf16* dst) {
   if (cpu_features().avx512bf16) return f32_to_bf16_avx512(src, n, dst);
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
@@ -61,18 +69,7 @@ dnnl::engine& engine() {
 dt to_dnnl(DType t) { return t == DType::kBF16 ? dt::bf16 : dt::f32; }
 
 // Per-thread scratch buffers (operand conversions and oneDNN's user-mode scratchpad).
-struct Scratch {
-  std::shared_ptr<void> buf;
-  size_t size = 0;
-  void* get(size_t bytes) {
-    if (bytes > size) {
-      buf = allocate_aligned(bytes);
-      size = bytes;
-    }
-    return buf.get();
-  }
-};
-thread_local Scratch tl_scratchpad, tl_a, tl_b, tl_c, tl_tile;
+thread_local internal::ScratchBuffer tl_scratchpad, tl_a, tl_b, tl_c, tl_tile;
 
 // Converts `n` elements of `from` to `to` (f32 or bf16) into `dst`.
 void convert(DType from, const void* src, int64_t n, DType to, void* dst) {

@@ -59,18 +59,7 @@ void rows_portable(int64_t rows, int64_t k, int64_t n, const float* a, const int
   }
 }
 
-struct Scratch {
-  std::shared_ptr<void> buf;
-  size_t size = 0;
-  void* get(size_t bytes) {
-    if (bytes > size) {
-      buf = allocate_aligned(bytes);
-      size = bytes;
-    }
-    return buf.get();
-  }
-};
-thread_local Scratch tl_act, tl_tile;
+thread_local internal::ScratchBuffer tl_act, tl_tile;
 
 bool use_avx512() {
   static const bool ok = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512bf16;
