@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "matmul_test_util.h"
 #include "runtime/kernels/matmul.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/program.h"
@@ -19,6 +20,9 @@
 namespace hlx {
 namespace {
 
+using matmul_test::load;
+using matmul_test::rand_vec;
+using matmul_test::store;
 using kernels::PackedWeight;
 using kernels::WeightFormat;
 
@@ -52,44 +56,6 @@ Quantized quantize_ref(const std::vector<float>& w, int64_t k, int64_t n, bool t
     }
   }
   return r;
-}
-
-std::vector<float> rand_vec(int64_t n, uint32_t seed, float lo = -1.f, float hi = 1.f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// Stores `v` as `t` and rounds `v` in place to what `t` holds.
-std::vector<uint8_t> store(DType t, std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::kF32) {
-      std::memcpy(&out[i * 4], &v[i], 4);
-    } else if (t == DType::kBF16) {
-      bf16 h = f32_to_bf16(v[i]);
-      std::memcpy(&out[i * 2], &h, 2);
-      v[i] = bf16_to_f32(h);
-    } else {
-      f16 h = f32_to_f16(v[i]);
-      std::memcpy(&out[i * 2], &h, 2);
-      v[i] = f16_to_f32(h);
-    }
-  }
-  return out;
-}
-
-float load(DType t, const std::vector<uint8_t>& bytes, size_t i) {
-  if (t == DType::kF32) {
-    float f;
-    std::memcpy(&f, &bytes[i * 4], 4);
-    return f;
-  }
-  bf16 h;
-  std::memcpy(&h, &bytes[i * 2], 2);
-  return bf16_to_f32(h);
 }
 
 // Weights with a different magnitude per column (per-channel scales matter) and a zero column.

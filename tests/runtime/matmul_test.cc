@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "matmul_test_util.h"
 #include "runtime/kernels/matmul.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/op_kernel.h"
@@ -16,40 +17,11 @@
 namespace hlx {
 namespace {
 
+using matmul_test::load;
+using matmul_test::rand_vec;
+using matmul_test::store;
 using kernels::MatmulDesc;
 using kernels::PackedWeight;
-
-std::vector<float> rand_vec(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<float> v(static_cast<size_t>(n));
-  for (auto& x : v) x = d(rng);
-  return v;
-}
-
-// Stores `v` as `t`, and rounds `v` in place to what `t` can hold.
-std::vector<uint8_t> store(DType t, std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::kF32) {
-      std::memcpy(&out[i * 4], &v[i], 4);
-    } else if (t == DType::kBF16) {
-      bf16 h = f32_to_bf16(v[i]);
-      std::memcpy(&out[i * 2], &h, 2);
-      v[i] = bf16_to_f32(h);
-    } else {
-      f16 h = f32_to_f16(v[i]);
-      std::memcpy(&out[i * 2], &h, 2);
-      v[i] = f16_to_f32(h);
-    }
-  }
-  return out;
-}
-
-float load(DType t, const std::vector<uint8_t>& bytes, size_t i) {
-  if (t == DType::kF32) { float f; std::memcpy(&f, &bytes[i * 4], 4); return f; }
-  bf16 h; std::memcpy(&h, &bytes[i * 2], 2); return bf16_to_f32(h);
-}
 
 // Reference: C[b,m,n] = sum_k A[b,m,k] * B[b,k,n] (B given as [N,K] when bt), in double.
 // Returns (value, sum |a b|) pairs.
