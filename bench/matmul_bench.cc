@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/tensor.h"
 #include "runtime/kernels/cpu.h"
 #include "runtime/kernels/matmul.h"
@@ -18,13 +19,7 @@ namespace {
 
 using namespace hlx;
 
-std::vector<bf16> random_bf16(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<bf16> v(static_cast<size_t>(n));
-  for (auto& x : v) x = f32_to_bf16(d(rng));
-  return v;
-}
+using bench::random_bf16;
 
 // Weights totalling >= `min_bytes` so a cycle through them cannot be served from the LLC
 // (64-128 MiB usable here).

@@ -6,6 +6,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_util.h"
 #include "core/tensor.h"
 #include "runtime/kernels/matmul.h"
 #include "runtime/kernels/parallel.h"
@@ -15,13 +16,7 @@ namespace {
 using namespace hlx;
 using kernels::WeightFormat;
 
-std::vector<bf16> random_bf16(int64_t n, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(-1.f, 1.f);
-  std::vector<bf16> v(static_cast<size_t>(n));
-  for (auto& x : v) x = f32_to_bf16(d(rng));
-  return v;
-}
+using bench::random_bf16;
 
 // Packed copies of one [N, K] bf16 weight totalling >= min_bytes (beyond the LLC when cycled).
 std::vector<std::unique_ptr<kernels::PackedWeight>> make(int64_t k, int64_t n, size_t min_bytes, WeightFormat f) {
