@@ -247,8 +247,6 @@ Status run_bench(const BenchArgs& a) {
   engine::TextModelOptions base;
   base.threads = a.threads;
   if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
-  else if (!a.weights.empty())
-    return make_error(ErrorKind::kInvalidArgument, "--weights '", a.weights, "' (expected int8)");
 
   // ---- the main model: large capacity, slots for the largest batch (the probe's buffer is freed:
   // the peak that counts starts here)
@@ -418,6 +416,8 @@ CommandRun setup_bench(CLI::App& root) {
         return report(make_error(ErrorKind::kInvalidArgument, "--prefill ", v, " outside [1, capacity ", a->capacity, "]"));
     for (int64_t v : a->batches)
       if (v < 1) return report(make_error(ErrorKind::kInvalidArgument, "--batches ", v, " must be >= 1"));
+    if (!a->weights.empty() && a->weights != "int8")
+      return report(make_error(ErrorKind::kInvalidArgument, "--weights '", a->weights, "' (expected int8)"));
     if (a->batches.empty() || a->prefill_lengths.empty())
       return report(make_error(ErrorKind::kInvalidArgument, "--batches and --prefill need at least one value"));
     if (a->context + a->decode_tokens > std::min(a->capacity, a->small_capacity))
