@@ -81,7 +81,8 @@ class PackedWeight {
 // Bytes of a [K, N] weight packed as int8 (what PackedWeight::packed_bytes() reports), for rooflines.
 size_t int8_packed_bytes(int64_t k, int64_t n);
 
-// Packs an int8 weight (matmul_int8.cc); PackedWeight::pack calls it for WeightFormat::kInt8.
+// Packs an int8 weight (matmul_int8.cc); PackedWeight::pack calls it for WeightFormat::kInt8 after
+// checking the type (f32/bf16/f16) and k, n > 0.
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
                                                 const void* data);
 

@@ -209,11 +209,6 @@ size_t int8_packed_bytes(int64_t k, int64_t n) {
 
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
                                                 const void* data) {
-  if (type != DType::kF32 && type != DType::kBF16 && type != DType::kF16)
-    return make_error(ErrorKind::kUnsupported, "PackedWeight::pack(int8): weight type ", dtype_name(type),
-                      " (expected f32, bf16 or f16)");
-  if (k <= 0 || n <= 0)
-    return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int8): k=", k, " n=", n, " must be positive");
   return int8::Int8PackedWeight::create(type, k, n, transposed, data);
 }
 
