@@ -252,6 +252,16 @@ bool pool_gemm_enabled() {
   return on;
 }
 
+// HLX_OWN_GEMM=0 runs larger-M products on oneDNN tiles (multiply_sliced) instead of our own
+// AVX512-BF16 GEMM (gemm_avx512.cc), for A/B measurements.
+bool own_gemm_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("HLX_OWN_GEMM");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 // Packs a bf16 [K, N] (or [N, K] when transposed) weight into oneDNN's BA16a64b2a layout (the
 // layout streamable_kp() recognises): element (k, n) at (n / 64) * Kp * 64 + (k / 2) * 128 +
 // (n % 64) * 2 + k % 2, zeros in the padding. oneDNN's reorder does the same but ran ~5 s for
@@ -316,6 +326,7 @@ class DnnlPackedWeight final : public PackedWeight {
       const int64_t kp = cpu_features().avx512bf16 ? blocked_kp : 0;
       w->stream_kp_ = stream_enabled() ? kp : 0;
       w->slice_kp_ = pool_gemm_enabled() ? kp : 0;
+      w->gemm_kp_ = own_gemm_enabled() ? kp : 0;
       // Tiles only when oneDNN runs them with a real kernel (not its reference fallback).
       if (w->slice_kp_ > 0 &&
           std::string(w->slice_prim(kTileM, std::min(n, kTileN), DType::kF32)->pd.impl_info_str()).rfind("ref", 0) == 0)
@@ -341,6 +352,11 @@ class DnnlPackedWeight final : public PackedWeight {
                                       static_cast<const bf16*>(packed_.get()), c_type, c);
       return ok_status();
     }
+    if (gemm_kp_ > 0) {
+      internal::gemm_bf16_avx512(m, n_, k_, gemm_kp_, static_cast<const bf16*>(a),
+                                 static_cast<const bf16*>(packed_.get()), c_type, c);
+      return ok_status();
+    }
     if (slice_kp_ > 0) return multiply_sliced(m, a, c_type, c);
     try {
       // As in matmul(): f32 compute writes f32, rounded to bf16 afterwards when asked.
@@ -360,6 +376,10 @@ class DnnlPackedWeight final : public PackedWeight {
   const std::string& impl() const { return impl_; }
   std::string layout() const { return slice_kp_ > 0 || stream_kp_ > 0 ? "BA16a64b2a" : "oneDNN blocked (other)"; }
   bool streams() const { return stream_kp_ > 0; }
+  // For multiply_grouped: the streaming kernel's view of this weight (kp 0: not streamable).
+  internal::GemvTarget stream_target(void* c) const {
+    return {n_, stream_kp_, static_cast<const bf16*>(packed_.get()), c};
+  }
   bool tiles() const { return slice_kp_ > 0; }
 
   // Larger M on the runtime's pool (parallel.h) instead of oneDNN's OpenMP team: the product is
@@ -491,6 +511,7 @@ class DnnlPackedWeight final : public PackedWeight {
   std::string impl_;
   int64_t stream_kp_ = 0;  // > 0: small-M products run gemv_vnni_bf16_avx512 on packed_
   int64_t slice_kp_ = 0;   // > 0: larger products run multiply_sliced
+  int64_t gemm_kp_ = 0;    // > 0: larger products run gemm_bf16_avx512 (before multiply_sliced)
   mutable std::mutex mu_;
   mutable std::map<std::tuple<int64_t, int, int>, std::shared_ptr<const Prim>> prims_;  // (m, c type, threads)
 };
@@ -536,6 +557,38 @@ Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, 
     return DnnlPackedWeight::create(DType::kBF16, k, n, transposed, tmp.data());
   }
   return DnnlPackedWeight::create(type, k, n, transposed, data);
+}
+
+Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
+                        const std::vector<GroupedProduct>& products) {
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (!products[i].weight)
+      return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has no weight");
+    if (products[i].weight->k() != products[0].weight->k())
+      return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has k=",
+                        products[i].weight->k(), ", product 0 has k=", products[0].weight->k());
+  }
+  // One job only when every product would take the streaming kernel on its own.
+  std::vector<internal::GemvTarget> targets;
+  for (const GroupedProduct& p : products) {
+    const auto* d = dynamic_cast<const DnnlPackedWeight*>(p.weight);
+    if (!d || d->stream_target(nullptr).kp == 0) break;
+    targets.push_back(d->stream_target(p.c));
+  }
+  if (m < 1 || m > stream_max_m() || products.size() < 2 || targets.size() != products.size()) {
+    for (const GroupedProduct& p : products) HLX_RETURN_IF_ERROR(p.weight->multiply(m, a_type, a, c_type, p.c));
+    return ok_status();
+  }
+  HLX_RETURN_IF_ERROR(check_types(a_type, DType::kBF16, c_type));
+  const int64_t k = products[0].weight->k();
+  if (a_type != DType::kBF16) {  // as multiply() does, once for the group
+    void* buf = tl_a.get(size_t(m * k) * 2);
+    convert(a_type, a, m * k, DType::kBF16, buf);
+    a = buf;
+  }
+  internal::gemv_vnni_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
+                                          c_type);
+  return ok_status();
 }
 
 }  // namespace hlx::kernels
