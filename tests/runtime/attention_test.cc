@@ -2,11 +2,12 @@
 // per query, the visible key set, scores, softcap, bias, softmax, weighted sum. bf16 cases round
 // q/K/V to bf16 first and feed the reference the same values.
 //
-// f32 kernel (f32 caches, decode, CPUs without AVX512-BF16): only f32 arithmetic separates the
+// f32 kernel (f32 caches, bf16 decode with head_dim % 32 != 0, CPUs without AVX512-BF16): only f32 arithmetic separates the
 // two; outputs are convex combinations of values in [-1, 1], and the f32 dot products over
 // head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
 //
-// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0, AVX512-BF16): f32 Q is carried as a
+// bf16 kernels (bf16 cache and AVX512-BF16; prefill: q_len > 1, head_dim % 16 == 0; decode:
+// q_len 1, head_dim % 32 == 0): f32 Q is carried as a
 // sum of two bf16 (hi + lo, relative error <= 2^-16), and the softmax weights P are rounded to
 // bf16 (unit roundoff u = 2^-9). Q's residue moves each score by at most
 // D = 2^-16 * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
@@ -87,9 +88,10 @@ Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int3
   return in;
 }
 
-// Whether attention() takes the bf16 dot-product kernel for these shapes on this CPU.
+// Whether attention() takes a bf16 dot-product kernel (prefill or decode) for these shapes on this CPU.
 bool bf16_kernel(const AttentionDesc& d) {
-  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 16 == 0;
+  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 &&
+         ((d.q_len > 1 && d.head_dim % 16 == 0) || (d.q_len == 1 && d.head_dim % 32 == 0));
 }
 
 // Double-precision reference; tol receives each output element's allowed error (see the top).
@@ -215,7 +217,7 @@ TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
 // Each query row's bits must not depend on the other rows of the call: the batch (B = 3 vs the
 // row alone), the query chunk it arrives in (whole prompt vs chunks of 8 / 12 tokens, as chunked
 // prefill), or the thread count. Both kernels (bf16 and f32 cache), GQA 4, causal +- window.
-// (A one-token call is decode, which keeps the f32 kernel for bf16 caches: chunks here are >= 4.)
+// (A one-token call is decode, a different kernel: chunks here are >= 4; decode has its own test below.)
 TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
   for (DType kvt : {DType::kBF16, DType::kF32})
     for (int64_t window : {0, 21}) {
@@ -249,6 +251,53 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
             }
         }
     }
+}
+
+// Decode (q_len 1): every row of a batch against the reference (bf16 decode kernel: the bound
+// above), and each row's bits the same when it runs alone, from another cache slot, on 1 or 2
+// threads. Shapes reach the kernel's edges: odd query heads per kv head (a lone head after the
+// pairs), key counts that are odd, below and above 16, empty; head_dim 64, 96 and 160 (a 128-column
+// pass plus a 32-column one); window, softcap and bias.
+TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
+  uint32_t seed = 900;
+  for (int64_t dh : {64, 96, 160})
+    for (int64_t gqa : {1, 2, 3})
+      for (const Config& c : {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{true, 0, 20.f, true}})
+        for (DType kvt : {DType::kBF16, DType::kF32}) {
+          AttentionDesc d;
+          d.batch = 6; d.q_len = 1; d.kv_heads = 2; d.q_heads = 2 * gqa; d.head_dim = dh; d.num_slots = 7;
+          d.capacity = 120;
+          d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 1.f / std::sqrt(float(dh)); d.causal = c.causal;
+          d.sliding_window = c.window; d.logit_softcap = c.softcap; d.has_bias = c.bias;
+          std::vector<int32_t> slot = {3, 0, 5, 1, 6, 2}, kv_len = {1, 17, 120, 33, 0, 8}, q_pos;
+          for (int32_t len : kv_len) q_pos.push_back(std::max(len - 1, 0));
+          Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+          const std::string what = str_cat("decode Dh=", dh, " gqa=", gqa, " window=", c.window, " cap=", c.softcap,
+                                           " bias=", c.bias, " kv=", dtype_name(kvt));
+          run_and_compare(d, in, what);
+          const size_t row = size_t(d.q_heads * d.head_dim);
+          std::vector<float> whole(size_t(d.batch) * row);
+          ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                         in.kv_len.data(), c.bias ? in.bias.data() : nullptr, whole.data()).ok());
+          // Row b alone, its cache rows copied to slot 4 (unused by the batch).
+          const size_t es = dtype_size(kvt), slot_bytes = size_t(d.capacity * d.kv_heads * d.head_dim) * es;
+          for (int threads : {1, 2})
+            for (int64_t b = 0; b < d.batch; ++b) {
+              kernels::ThreadLimit limit(threads);
+              std::vector<uint8_t> kc = in.kb, vc = in.vb;
+              std::memcpy(&kc[4 * slot_bytes], &in.kb[size_t(slot[size_t(b)]) * slot_bytes], slot_bytes);
+              std::memcpy(&vc[4 * slot_bytes], &in.vb[size_t(slot[size_t(b)]) * slot_bytes], slot_bytes);
+              AttentionDesc e = d;
+              e.batch = 1;
+              const int32_t s4 = 4;
+              std::vector<float> one(row);
+              ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
+                                             &q_pos[size_t(b)], &kv_len[size_t(b)],
+                                             c.bias ? in.bias.data() + b * d.capacity : nullptr, one.data()).ok());
+              ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
+                  << what << " threads=" << threads << " row " << b;
+            }
+        }
 }
 
 // head_dim 256 (Gemma): two 128-column passes of the prefill kernel's P.V; 16 and 48: one

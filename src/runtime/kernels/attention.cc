@@ -13,6 +13,11 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
 }
 
+namespace attention_decode {  // attention_decode_avx512.cc: q_len 1 over a bf16 cache, vdpbf16ps
+void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
+}
+
 namespace attention_avx512 {
 void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
@@ -52,9 +57,13 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
   if (d.batch == 0 || d.q_len == 0) return ok_status();
   // More than one query token (prefill, vision): the query-rows-in-lanes kernel of
   // attention_prefill_avx512.cc; over a bf16 cache Q.K^T and P.V are bf16 dot products (Q as hi + lo
-  // bf16, P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) keeps
-  // attention_impl.h. The choice depends only on the entry's shapes, never on the batch or the data.
-  if (d.q_len > 1 && d.head_dim % 16 == 0 &&
+  // bf16, P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) over a bf16
+  // cache: attention_decode_avx512.cc, the same bf16 numerics with each K/V row read once per pair
+  // of query heads; other decode shapes keep attention_impl.h. The choice depends only on the
+  // entry's shapes, never on the batch or the data.
+  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 32 == 0 && cpu_features().avx512bf16)
+    attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  else if (d.q_len > 1 && d.head_dim % 16 == 0 &&
       ((d.kv_type == DType::kBF16 && cpu_features().avx512bf16) || (d.kv_type == DType::kF32 && cpu_features().avx512f)))
     attention_prefill::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else if (cpu_features().avx512f)
