@@ -2,7 +2,8 @@
 //
 // One benchmark record for a text checkpoint on this machine: the machine and the kernel paths
 // taken, a DRAM read probe on the same threads and the decode roofline it implies, prefill
-// throughput and time to first token, decode at batch 1 and aggregate at 4 and 8 slots, decode
+// throughput and time to first token, decode at batch 1 and aggregate at 4 and 8 slots (in rounds that
+// alternate the batches, each after its own short probe), decode
 // at a short context under a small and a large capacity (alternating runs), load/plan/emit times and peak RSS.
 // docs/PERFORMANCE.md records its output for the Qwen3-0.6B-shaped fixture.
 #include <algorithm>
@@ -155,14 +156,10 @@ Result<DecodeRun> run_decode_once(engine::TextModel& m, int64_t batch, int64_t c
   return r;
 }
 
-// The best of `reps` runs: on a shared machine the fastest run is the one least disturbed.
-Result<DecodeRun> run_decode(engine::TextModel& m, int64_t batch, int64_t context, int64_t steps, int reps) {
-  DecodeRun best;
-  for (int r = 0; r < reps; ++r) {
-    HLX_ASSIGN_OR_RETURN(DecodeRun run, run_decode_once(m, batch, context, steps));
-    if (run.tok_s > best.tok_s) best = run;
-  }
-  return best;
+// The median of a non-empty list (the upper one of the two middle values).
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
 }
 
 struct PrefillRun {
@@ -295,18 +292,18 @@ Status run_bench(const BenchArgs& a) {
 
   // ---- roofline
   const size_t wbytes = weight_bytes_per_token(spec, o.weight_format);
-  auto roofline = [&](int64_t batch, int64_t ctx) {
+  auto roofline = [&](int64_t batch, int64_t ctx, double bandwidth) {
     const double per_step = double(wbytes) + double(batch) * double(kv_bytes_per_token(spec, o.kv_dtype, ctx));
-    return double(batch) * bw / per_step;
+    return double(batch) * bandwidth / per_step;
   };
   const int64_t mid_ctx = a.context + a.decode_tokens / 2;
   rec["roofline"] = {{"weight_bytes_per_token", wbytes},
                      {"kv_bytes_per_token_at_context", kv_bytes_per_token(spec, o.kv_dtype, mid_ctx)},
                      {"context", mid_ctx},
-                     {"decode_tok_s_batch1", roofline(1, mid_ctx)}};
+                     {"decode_tok_s_batch1", roofline(1, mid_ctx, bw)}};
   std::printf("roofline: %s weights + %s KV per token at context %lld -> %.1f tok/s at batch 1\n",
               gb(double(wbytes)).c_str(), gb(double(kv_bytes_per_token(spec, o.kv_dtype, mid_ctx))).c_str(),
-              static_cast<long long>(mid_ctx), roofline(1, mid_ctx));
+              static_cast<long long>(mid_ctx), roofline(1, mid_ctx, bw));
 
   // ---- prefill / TTFT
   json pre = json::array();
@@ -318,28 +315,7 @@ Status run_bench(const BenchArgs& a) {
   }
   rec["prefill"] = pre;
 
-  // ---- decode
-  json dec = json::array();
-  double b1 = 0;
-  for (int64_t b : a.batches) {
-    HLX_ASSIGN_OR_RETURN(DecodeRun r, run_decode(*m, b, a.context, a.decode_tokens, a.reps));
-    if (b == 1) b1 = r.tok_s;
-    const double roof = roofline(b, mid_ctx);
-    dec.push_back({{"batch", b},
-                   {"tok_s", r.tok_s},
-                   {"ms_per_step", r.ms_per_step},
-                   {"roofline_tok_s", roof},
-                   {"fraction_of_roofline", r.tok_s / roof},
-                   {"vs_batch1", b1 > 0 ? r.tok_s / b1 : 0.0},
-                   {"loadavg", loadavg()}});
-    std::printf("decode batch %lld: %7.2f tok/s aggregate (%.1f ms/step), roofline %.1f -> %.0f%%, %.2fx batch 1"
-                "   (load %s)\n",
-                static_cast<long long>(b), r.tok_s, r.ms_per_step, roof, 100.0 * r.tok_s / roof,
-                b1 > 0 ? r.tok_s / b1 : 0.0, loadavg().c_str());
-  }
-  rec["decode"] = dec;
-
-  // ---- memory
+  // ---- memory, before the decode rounds below allocate their probe buffers
   size_t hwm = 0, rss = 0;
   read_rss(&hwm, &rss);
   const double budget = double(st.weight_bytes + st.kv_bytes);
@@ -348,8 +324,63 @@ Status run_bench(const BenchArgs& a) {
                    {"weights_plus_kv_bytes", st.weight_bytes + st.kv_bytes},
                    {"arena_bytes", st.arena_bytes},
                    {"peak_over_weights_plus_kv", double(hwm) / budget}};
-  std::printf("peak RSS %s vs weights + KV %s (%.2fx; arenas %s)\n", gb(double(hwm)).c_str(), gb(budget).c_str(),
-              double(hwm) / budget, gb(double(st.arena_bytes)).c_str());
+
+  // ---- decode: `reps` rounds, each a short DRAM probe (256 MiB, best of 3) followed by one run
+  // of every batch, so the batch ratios compare runs taken minutes apart at most and each run has
+  // a bandwidth figure from the same moment (the host's memory bandwidth drifts ~2x between runs).
+  struct BatchRuns {
+    DecodeRun best;
+    std::vector<double> tok_s;              // per round
+    std::vector<double> adjacent_fraction;  // per round: tok/s over the roofline of that round's probe
+  };
+  std::vector<BatchRuns> runs(a.batches.size());
+  std::vector<double> round_probe;
+  for (int r = 0; r < a.reps; ++r) {
+    double round_bw = 0;
+    {
+      kernels::ThreadLimit limit(threads);
+      round_bw = kernels::probe_dram_read(size_t(1) << 28, 3).best_gbps * 1e9;
+    }
+    round_probe.push_back(round_bw / 1e9);
+    for (size_t i = 0; i < a.batches.size(); ++i) {
+      const int64_t b = a.batches[i];
+      HLX_ASSIGN_OR_RETURN(DecodeRun run, run_decode_once(*m, b, a.context, a.decode_tokens));
+      if (run.tok_s > runs[i].best.tok_s) runs[i].best = run;
+      runs[i].tok_s.push_back(run.tok_s);
+      runs[i].adjacent_fraction.push_back(run.tok_s / roofline(b, mid_ctx, round_bw));
+    }
+  }
+  std::printf("decode: %d rounds of batches", a.reps);
+  for (int64_t b : a.batches) std::printf(" %lld", static_cast<long long>(b));
+  std::printf(", each after a probe (256 MiB): ");
+  for (double g : round_probe) std::printf("%.1f ", g);
+  std::printf("GB/s\n");
+  json dec = json::array();
+  double b1 = 0;
+  for (size_t i = 0; i < a.batches.size(); ++i) {
+    const int64_t b = a.batches[i];
+    const DecodeRun& r = runs[i].best;
+    if (b == 1) b1 = r.tok_s;
+    const double roof = roofline(b, mid_ctx, bw);
+    const double adjacent = median(runs[i].adjacent_fraction);
+    dec.push_back({{"batch", b},
+                   {"tok_s", r.tok_s},
+                   {"ms_per_step", r.ms_per_step},
+                   {"roofline_tok_s", roof},
+                   {"fraction_of_roofline", r.tok_s / roof},
+                   {"round_tok_s", runs[i].tok_s},
+                   {"fraction_of_adjacent_probe_roofline_median", adjacent},
+                   {"vs_batch1", b1 > 0 ? r.tok_s / b1 : 0.0},
+                   {"loadavg", loadavg()}});
+    std::printf("decode batch %lld: %7.2f tok/s aggregate (%.1f ms/step), roofline %.1f -> %.0f%% "
+                "(vs each round's probe: median %.0f%%), %.2fx batch 1   (load %s)\n",
+                static_cast<long long>(b), r.tok_s, r.ms_per_step, roof, 100.0 * r.tok_s / roof, 100.0 * adjacent,
+                b1 > 0 ? r.tok_s / b1 : 0.0, loadavg().c_str());
+  }
+  rec["decode"] = dec;
+  rec["decode_round_probe_gbps"] = round_probe;
+  std::printf("peak RSS %s vs weights + KV %s (%.2fx; arenas %s; taken before the decode probes)\n",
+              gb(double(hwm)).c_str(), gb(budget).c_str(), double(hwm) / budget, gb(double(st.arena_bytes)).c_str());
 
   // ---- capacity invariance: a second model at the small capacity, loaded after the memory figures
   // (it has its own packed weights), then both decode at batch 1 in alternation, so start-up and
@@ -407,7 +438,7 @@ CommandRun setup_bench(CLI::App& root) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--decode-tokens", a->decode_tokens, "decode steps per measurement (default 32)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  sub->add_option("--reps", a->reps, "repetitions of each prefill/decode measurement, best reported (default 3)")->check(CLI::Range(1, 1000));
+  sub->add_option("--reps", a->reps, "repetitions of each prefill measurement and rounds of decode runs (one per batch, after a short DRAM probe), best reported (default 3)")->check(CLI::Range(1, 1000));
   sub->add_option("--prefill", a->prefill_lengths, "prompt lengths to prefill (default 128 512)");
   sub->add_option("--batches", a->batches, "decode batches (default 1 4 8)");
   return [a] {

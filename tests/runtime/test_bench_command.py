@@ -10,6 +10,8 @@ import subprocess
 import sys
 import tempfile
 
+REPS = 2  # decode rounds: the best and the median-of-rounds figures then differ in general
+
 
 def safetensors_bytes(path):
     with open(path, "rb") as f:
@@ -42,7 +44,7 @@ def main():
         out = os.path.join(tmp, "bench.json")
         r = subprocess.run([args.hlx, "bench", "-m", model, "--json", out, "--threads", "2", "--capacity", "256",
                             "--small-capacity", "128", "--prefill", "32", "64", "--batches", "1", "2", "4",
-                            "--decode-tokens", "4", "--context", "16", "--reps", "1"],
+                            "--decode-tokens", "4", "--context", "16", "--reps", str(REPS)],
                            capture_output=True, text=True)
         check(r.returncode == 0, f"hlx bench exit {r.returncode}: {r.stderr}")
         if r.returncode != 0:
@@ -86,6 +88,13 @@ def main():
             check(abs(d["fraction_of_roofline"] - d["tok_s"] / roof) <= 1e-6, f"batch {b} fraction")
             check(abs(d["vs_batch1"] - d["tok_s"] / dec[0]["tok_s"]) <= 1e-9, f"batch {b} ratio to batch 1")
             check(abs(d["tok_s"] - b * 1000.0 / d["ms_per_step"]) <= 1e-6 * d["tok_s"], f"batch {b} tok/s vs ms/step")
+            # one run per round, each against the probe taken just before its round
+            probes = rec["decode_round_probe_gbps"]
+            check(len(d["round_tok_s"]) == len(probes) == REPS and min(probes) > 0, f"batch {b} rounds")
+            check(d["tok_s"] == max(d["round_tok_s"]), f"batch {b} best round")
+            fr = sorted(t / (b * g * 1e9 / (want_w + b * want_kv)) for t, g in zip(d["round_tok_s"], probes))
+            check(abs(d["fraction_of_adjacent_probe_roofline_median"] - fr[len(fr) // 2]) <= 1e-6,
+                  f"batch {b} fraction vs adjacent probes")
         ci = rec["capacity_invariance"]
         check(ci["small_capacity"] == 128 and ci["large_capacity"] == 256 and ci["small_tok_s"] > 0
               and ci["large_tok_s"] > 0, "capacity comparison")
