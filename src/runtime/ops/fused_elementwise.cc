@@ -7,6 +7,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "runtime/kernels/ew_vec.h"
 #include "runtime/op_kernel.h"
 #include "runtime/ops/elementwise_common.h"
 #include "runtime/ops/elementwise_functors.h"
@@ -17,33 +18,57 @@ namespace {
 using ew::BinOp;
 using ew::UnOp;
 
-// 2048 f32 = 8 KiB per value: a chain of ~10 values stays in L1/L2.
-constexpr int64_t kTile = 2048;
+// 512 f32 = 2 KiB per value: a chain of ~10 values stays in L1.
+constexpr int64_t kTile = 512;
 
 // args: the operand tiles; y: the result tile (may alias an operand tile).
 using TileFn = void (*)(const float* const* args, float* y, int64_t n);
+
+// Rounds a computed f32 tile to D's precision in place (the per-step quantize_f), vectorised for
+// bf16 with the same bits.
+template <DType D> void quantize_tile(float* y, int64_t n) {
+  if constexpr (D == DType::kBF16) kernels::round_to_bf16(y, y, n);
+  else if constexpr (D != DType::kF32)
+    for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(y[i]);
+}
 
 template <UnOp O, DType D> void un_tile(const float* const* a, float* y, int64_t n) {
   const float* x = a[0];
   if constexpr (ew::vector_unary(O)) {  // the same array kernel as the one-op path
     ew::unary_f32_n<O>(x, y, n);
-    if constexpr (D != DType::kF32)
-      for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(y[i]);
-    return;
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = ew::unary_f<O>(x[i]);
   }
-  for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(ew::unary_f<O>(x[i]));
+  quantize_tile<D>(y, n);
 }
+// add/sub/mul/div are correctly rounded, so the array form gives binary_f's bits.
+template <BinOp O> constexpr bool vector_binary = O == BinOp::kAdd || O == BinOp::kSub || O == BinOp::kMul || O == BinOp::kDiv;
 template <BinOp O, DType D> void bin_tile(const float* const* a, float* y, int64_t n) {
   const float *x = a[0], *z = a[1];
-  for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(ew::binary_f<O>(x[i], z[i]));
+  if constexpr (vector_binary<O>) {
+    constexpr kernels::VecBinOp v = O == BinOp::kAdd ? kernels::VecBinOp::kAdd
+                                  : O == BinOp::kSub ? kernels::VecBinOp::kSub
+                                  : O == BinOp::kMul ? kernels::VecBinOp::kMul : kernels::VecBinOp::kDiv;
+    kernels::binary_f32(v, x, z, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = ew::binary_f<O>(x[i], z[i]);
+  }
+  quantize_tile<D>(y, n);
 }
 template <DType D> void clamp_tile(const float* const* a, float* y, int64_t n) {
   const float *lo = a[0], *x = a[1], *hi = a[2];
-  for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(ew::fmin_nan(ew::fmax_nan(x[i], lo[i]), hi[i]));
+  for (int64_t i = 0; i < n; ++i) y[i] = ew::fmin_nan(ew::fmax_nan(x[i], lo[i]), hi[i]);
+  quantize_tile<D>(y, n);
 }
 template <DType D> void convert_tile(const float* const* a, float* y, int64_t n) {
-  const float* x = a[0];
-  for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(x[i]);
+  if constexpr (D == DType::kF32) {
+    if (y != a[0]) std::memcpy(y, a[0], size_t(n) * sizeof(float));
+  } else if constexpr (D == DType::kBF16) {
+    kernels::round_to_bf16(a[0], y, n);
+  } else {
+    const float* x = a[0];
+    for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(x[i]);
+  }
 }
 
 struct OpInfo {
@@ -150,6 +175,7 @@ bool valid_value(const shlo::Function& fn, shlo::ValueId v) { return v >= 0 && s
 
 // Loads n elements of a float tensor into f32, and stores f32 back.
 void load_tile(DType t, const void* base, int64_t off, float* y, int64_t n) {
+  if (t == DType::kBF16) return kernels::bf16_to_f32_n(static_cast<const bf16*>(base) + off, y, n);
   ew::dispatch(t, [&](auto d) {
     constexpr DType D = decltype(d)::value;
     if constexpr (is_float(D)) {
@@ -159,6 +185,12 @@ void load_tile(DType t, const void* base, int64_t off, float* y, int64_t n) {
   });
 }
 void store_tile(DType t, void* base, int64_t off, const float* x, int64_t n) {
+  if (t == DType::kBF16) return kernels::f32_to_bf16_exact(x, static_cast<bf16*>(base) + off, n);
+  if (t == DType::kF32) {
+    float* y = static_cast<float*>(base) + off;
+    if (y != x) std::memmove(y, x, size_t(n) * sizeof(float));
+    return;
+  }
   ew::dispatch(t, [&](auto d) {
     constexpr DType D = decltype(d)::value;
     if constexpr (is_float(D)) {
@@ -181,28 +213,44 @@ class FusedKernel final : public OpKernel {
   FusedKernel(std::vector<shlo::TensorType> in, std::vector<shlo::TensorType> out, std::vector<Step> steps,
               std::vector<int> out_slots, int nslots)
       : in_(std::move(in)), out_(std::move(out)), steps_(std::move(steps)), out_slots_(std::move(out_slots)),
-        nslots_(nslots) {}
+        nslots_(nslots) {
+    // f32 inputs are read in place (no copy into scratch) unless an output is an input value: then
+    // storing one output could overwrite an input another output still copies from.
+    read_f32_in_place_ = true;
+    for (int s : out_slots_)
+      if (s < int(in_.size())) read_f32_in_place_ = false;
+  }
 
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) override {
     HLX_RETURN_IF_ERROR(ew::check_buffers("fused elementwise", inputs, outputs, in_, out_));
     const int64_t n = num_elements(out_[0].shape);
     ew::parallel_for(n, [&](int64_t b, int64_t e) {
-      std::vector<float> scratch(size_t(nslots_) * size_t(kTile));
-      auto slot = [&](int s) { return scratch.data() + size_t(s) * size_t(kTile); };
+      // Scratch kept per thread (a chunk is often only a few tiles); slot[s] is value s's tile.
+      thread_local std::vector<float> scratch;
+      thread_local std::vector<const float*> slot;
+      if (scratch.size() < size_t(nslots_) * size_t(kTile)) scratch.resize(size_t(nslots_) * size_t(kTile));
+      slot.resize(size_t(nslots_));
+      for (int s = 0; s < nslots_; ++s) slot[size_t(s)] = scratch.data() + size_t(s) * size_t(kTile);
+      auto dst = [&](int s) { return const_cast<float*>(slot[size_t(s)]); };
       for (int64_t t0 = b; t0 < e; t0 += kTile) {
         int64_t m = std::min(kTile, e - t0);
         // All inputs of the tile are read before any output of it is written: in-place is safe.
-        for (size_t i = 0; i < inputs.size(); ++i) load_tile(in_[i].dtype, inputs[i]->raw(), t0, slot(int(i)), m);
+        for (size_t i = 0; i < inputs.size(); ++i) {
+          if (read_f32_in_place_ && in_[i].dtype == DType::kF32)
+            slot[i] = static_cast<const float*>(inputs[i]->raw()) + t0;
+          else
+            load_tile(in_[i].dtype, inputs[i]->raw(), t0, dst(int(i)), m);
+        }
         for (const Step& s : steps_) {
-          float* y = slot(s.dst);
+          float* y = dst(s.dst);
           if (!s.fn) {
             std::fill(y, y + m, s.constant);
             continue;
           }
-          const float* args[3] = {slot(s.args[0]), slot(s.args[1]), slot(s.args[2])};
+          const float* args[3] = {slot[size_t(s.args[0])], slot[size_t(s.args[1])], slot[size_t(s.args[2])]};
           s.fn(args, y, m);
         }
-        for (size_t o = 0; o < outputs.size(); ++o) store_tile(out_[o].dtype, outputs[o]->raw(), t0, slot(out_slots_[o]), m);
+        for (size_t o = 0; o < outputs.size(); ++o) store_tile(out_[o].dtype, outputs[o]->raw(), t0, slot[size_t(out_slots_[o])], m);
       }
     });
     return ok_status();
@@ -216,6 +264,7 @@ class FusedKernel final : public OpKernel {
   std::vector<Step> steps_;
   std::vector<int> out_slots_;
   int nslots_;
+  bool read_f32_in_place_ = false;
 };
 
 }  // namespace
