@@ -57,6 +57,13 @@ Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<co
                                                            const shlo::Function& fn);
 bool is_fusible_elementwise(const shlo::Op& op, const shlo::Function& fn);
 
+// Sibling stablehlo.dot_general ops that read the same left operand and whose right operands are
+// fixed (bound weights or constants), run as one step (kernels/native.cc): inputs are {the left
+// operand, each op's right operand}, outputs each op's result, in `ops` order. kUnsupported when
+// the ops are not plain matmuls of one M, K and operand/result types (run them one by one).
+Result<std::unique_ptr<OpKernel>> compile_grouped_dot(const std::vector<const shlo::Op*>& ops,
+                                                     const shlo::Function& fn);
+
 // Registration functions, one per kernel family file group; builtin() calls them in this order.
 void register_elementwise_kernels(KernelRegistry& r);  // ops/elementwise*.cc: unary, binary, compare, select, clamp, convert
 void register_shape_kernels(KernelRegistry& r);        // ops/shape*.cc: constant, iota, broadcast, reshape, transpose, slice, dynamic_(update_)slice, concatenate, pad

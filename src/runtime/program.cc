@@ -5,7 +5,9 @@
 //     composite's `decomposition`), so one flat op list per entry is planned as a whole.
 //     Constants become tensors owned by the plan.
 //  2. Fuse: maximal chains of fusible elementwise ops whose intermediates have a single use become
-//     one compile_fused_elementwise kernel (per-op kernels when it declines).
+//     one compile_fused_elementwise kernel (per-op kernels when it declines). Sibling dot_generals
+//     (same left operand, fixed right operands: q/k/v, gate/up) become one compile_grouped_dot
+//     step at the first one's place (HLX_GROUP_DOTS=0 turns this off).
 //  3. Compile every remaining op to a kernel (kUnsupported names op, types and function).
 //  4. Plan memory: liveness per value; an output reuses an input's buffer when the kernel allows
 //     it and the input dies at that op (and is not an undonated argument, weight or constant; so a
@@ -220,6 +222,13 @@ struct EntryPlan {
   int64_t profiled_runs = 0;
   double run_ns = 0;
 };
+
+// HLX_GROUP_DOTS=0 runs sibling dot_generals as one step each (for A/B runs). Read at every
+// compile, so one process can build both plans (tests compare their bits).
+bool group_dots_enabled() {
+  const char* e = std::getenv("HLX_GROUP_DOTS");
+  return !(e && std::strcmp(e, "0") == 0);
+}
 
 bool profiling_enabled() {
   static const bool on = [] {
@@ -550,6 +559,46 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
     members[size_t(joined)].push_back(i);
     tail[size_t(joined)] = op.results[0];
   }
+  // Sibling products: dot_generals with one left operand (and result type) whose right operands
+  // are bound weights or constants. They are independent (their only other input is the shared
+  // operand, defined before the first of them), so the group runs at the first member's place.
+  // Only with the builtin registry: a private registry's own dot kernels are left alone.
+  std::vector<int> dot_group(ops.size(), -1);
+  std::vector<std::vector<size_t>> dot_members;
+  std::vector<std::unique_ptr<OpKernel>> dot_kernels;
+  if (group_dots_enabled() && &reg == &KernelRegistry::builtin()) {
+    std::vector<bool> fixed(fn.value_types.size(), false);
+    for (size_t k = 0; k < fn.args.size(); ++k)
+      if (!p.weight_name[k].empty()) fixed[size_t(fn.args[k])] = true;
+    for (const auto& op : ops)
+      if (op.name == "stablehlo.constant")
+        for (ValueId r : op.results) fixed[size_t(r)] = true;
+    std::map<std::pair<ValueId, int>, size_t> by_lhs;  // (left operand, result dtype) -> group
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const shlo::Op& op = ops[i];
+      if (op.name != "stablehlo.dot_general" || op.operands.size() != 2 || op.results.size() != 1 ||
+          !fixed[size_t(op.operands[1])])
+        continue;
+      auto [it, added] = by_lhs.emplace(std::make_pair(op.operands[0], int(fn.type_of(op.results[0]).dtype)),
+                                        dot_members.size());
+      if (added) dot_members.emplace_back();
+      dot_members[it->second].push_back(i);
+    }
+    dot_kernels.resize(dot_members.size());
+    for (size_t g = 0; g < dot_members.size(); ++g) {
+      if (dot_members[g].size() < 2) continue;
+      std::vector<const shlo::Op*> gops;
+      for (size_t i : dot_members[g]) gops.push_back(&ops[i]);
+      auto k = compile_grouped_dot(gops, fn);
+      if (!k.ok()) {
+        if (k.status().kind() != ErrorKind::kUnsupported)
+          return k.status().with_context(str_cat("@", fn.name, " dot group at op #", dot_members[g][0]));
+        continue;  // declined: the members run one by one
+      }
+      dot_kernels[g] = std::move(*k);
+      for (size_t i : dot_members[g]) dot_group[i] = int(g);
+    }
+  }
   // Compile fused groups of two or more; a declined group runs op by op.
   std::vector<std::unique_ptr<OpKernel>> fused(members.size());
   std::vector<std::vector<ValueId>> fused_inputs(members.size());
@@ -586,6 +635,20 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
       st.label += "]";
       p.steps.push_back(std::move(st));
       ++p.stats.fused_groups;
+      continue;
+    }
+    if (dot_group[i] >= 0) {
+      const std::vector<size_t>& mem = dot_members[size_t(dot_group[i])];
+      if (mem[0] != i) continue;
+      Step st;
+      st.kernel = std::move(dot_kernels[size_t(dot_group[i])]);
+      st.inputs = {op.operands[0]};
+      for (size_t m : mem) {
+        st.inputs.push_back(ops[m].operands[1]);
+        st.outputs.push_back(ops[m].results[0]);
+      }
+      st.label = str_cat("grouped[dot_general x", mem.size(), "]");
+      p.steps.push_back(std::move(st));
       continue;
     }
     if (op.name == "stablehlo.constant") {

@@ -58,6 +58,18 @@ void f32_to_bf16_n(const float* src, int64_t n, bf16* dst);
 void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
                            const bf16* w_packed, DType c_type, void* c);
 
+// One product of a grouped call: its own packed weight (as above) and output [M, n].
+struct GemvTarget {
+  int64_t n = 0, kp = 0;
+  const bf16* w_packed = nullptr;
+  void* c = nullptr;
+};
+// C_t = A · W_t for `count` products sharing A (and so M and K), as ONE parallel_for over the
+// union of their column blocks: sibling products (q/k/v, gate/up) pay one pool start and one
+// tail instead of one each. Every output gets exactly gemv_vnni_bf16_avx512's bits.
+void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count,
+                                   DType c_type);
+
 // The same product for prefill-sized M (gemm_avx512.cc): register tiles of 6 rows x 64 columns,
 // C written in place. Each output is computed with exactly gemv_vnni_bf16_avx512's arithmetic, so
 // a row's bits do not depend on M, the tiling or the thread count. Parallel on the hlx pool.

@@ -376,6 +376,10 @@ class DnnlPackedWeight final : public PackedWeight {
   const std::string& impl() const { return impl_; }
   std::string layout() const { return slice_kp_ > 0 || stream_kp_ > 0 ? "BA16a64b2a" : "oneDNN blocked (other)"; }
   bool streams() const { return stream_kp_ > 0; }
+  // For multiply_grouped: the streaming kernel's view of this weight (kp 0: not streamable).
+  internal::GemvTarget stream_target(void* c) const {
+    return {n_, stream_kp_, static_cast<const bf16*>(packed_.get()), c};
+  }
   bool tiles() const { return slice_kp_ > 0; }
 
   // Larger M on the runtime's pool (parallel.h) instead of oneDNN's OpenMP team: the product is
@@ -553,6 +557,38 @@ Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, 
     return DnnlPackedWeight::create(DType::kBF16, k, n, transposed, tmp.data());
   }
   return DnnlPackedWeight::create(type, k, n, transposed, data);
+}
+
+Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
+                        const std::vector<GroupedProduct>& products) {
+  for (size_t i = 0; i < products.size(); ++i) {
+    if (!products[i].weight)
+      return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has no weight");
+    if (products[i].weight->k() != products[0].weight->k())
+      return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has k=",
+                        products[i].weight->k(), ", product 0 has k=", products[0].weight->k());
+  }
+  // One job only when every product would take the streaming kernel on its own.
+  std::vector<internal::GemvTarget> targets;
+  for (const GroupedProduct& p : products) {
+    const auto* d = dynamic_cast<const DnnlPackedWeight*>(p.weight);
+    if (!d || d->stream_target(nullptr).kp == 0) break;
+    targets.push_back(d->stream_target(p.c));
+  }
+  if (m < 1 || m > stream_max_m() || products.size() < 2 || targets.size() != products.size()) {
+    for (const GroupedProduct& p : products) HLX_RETURN_IF_ERROR(p.weight->multiply(m, a_type, a, c_type, p.c));
+    return ok_status();
+  }
+  HLX_RETURN_IF_ERROR(check_types(a_type, DType::kBF16, c_type));
+  const int64_t k = products[0].weight->k();
+  if (a_type != DType::kBF16) {  // as multiply() does, once for the group
+    void* buf = tl_a.get(size_t(m * k) * 2);
+    convert(a_type, a, m * k, DType::kBF16, buf);
+    a = buf;
+  }
+  internal::gemv_vnni_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
+                                          c_type);
+  return ok_status();
 }
 
 }  // namespace hlx::kernels

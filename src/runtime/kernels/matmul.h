@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/dtype.h"
 #include "core/status.h"
@@ -77,6 +78,18 @@ class PackedWeight {
  protected:
   int64_t k_ = 0, n_ = 0;
 };
+
+// Sibling products that share their left operand: C_i[M, N_i] = A[M, K] · W_i for every i (all
+// W_i with the same K). When every W_i is a bf16 weight on the streaming path (M <=
+// stream_max_m()) they run as one job over the union of their column blocks (one pool start and
+// one tail for the group); otherwise each runs multiply() in turn. Either way each C_i has exactly
+// the bits W_i->multiply() gives it. kInvalidArgument for a null weight or mismatched K.
+struct GroupedProduct {
+  const PackedWeight* weight = nullptr;
+  void* c = nullptr;
+};
+Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
+                        const std::vector<GroupedProduct>& products);
 
 // Bytes of a [K, N] weight packed as int8 (what PackedWeight::packed_bytes() reports), for rooflines.
 size_t int8_packed_bytes(int64_t k, int64_t n);

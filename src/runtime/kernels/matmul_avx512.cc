@@ -169,30 +169,47 @@ bool small_m_prefetch() {
 
 void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
                            const bf16* w_packed, DType c_type, void* c) {
-  const int64_t nblocks = (n + 63) / 64;
+  const GemvTarget target{n, kp, w_packed, c};
+  gemv_vnni_bf16_avx512_grouped(m, k, a, &target, 1, c_type);
+}
+
+void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count,
+                                   DType c_type) {
+  // Column blocks are numbered across the targets in order: target t owns [first[t], first[t + 1]).
+  std::vector<int64_t> first{0};
+  for (int t = 0; t < count; ++t) first.push_back(first.back() + (targets[t].n + 63) / 64);
+  const int64_t nblocks = first.back();
   // Pieces of consecutive column blocks, claimed dynamically (parallel.h): 1/(4T) of the blocks
   // while more than half are left (long contiguous streams per thread, and a thread descheduled
   // on a busy machine holds up at most that much), then 1/(2T) of what is left, down to single
   // blocks, which bounds how long one thread idles at the end waiting for the other (with
   // 1/(4T) pieces to the end that was half a piece on average, ~6% of the product's time).
+  // A piece may run on from one target's blocks into the next's; a block's arithmetic is the
+  // same wherever it falls, so each output has the bits of its own ungrouped product.
   const int64_t threads = max_threads();
   const int64_t largest = std::max<int64_t>(1, nblocks / (4 * threads));
   std::vector<int64_t> bounds{0};
   for (int64_t b = 0; b < nblocks;)
     bounds.push_back(b += std::clamp<int64_t>((nblocks - b) / (2 * threads), 1, largest));
   const bool prefetch_small = small_m_prefetch();
+  const size_t c_size = dtype_size(c_type);
   parallel_for(int64_t(bounds.size()) - 1, 1, [&](int64_t i0, int64_t i1) {
     FtzDazScope ftz_daz;
-    for (int64_t nb = bounds[size_t(i0)]; nb < bounds[size_t(i1)]; ++nb) {
-      const bf16* w = w_packed + nb * kp * 64;
+    const int64_t g0 = bounds[size_t(i0)], g1 = bounds[size_t(i1)];
+    int t = int(std::upper_bound(first.begin(), first.end(), g0) - first.begin()) - 1;
+    for (int64_t g = g0; g < g1; ++g) {
+      while (g >= first[size_t(t) + 1]) ++t;
+      const GemvTarget& tg = targets[t];
+      const int64_t nb = g - first[size_t(t)];
+      const bf16* w = tg.w_packed + nb * tg.kp * 64;
       const int64_t n0 = nb * 64;
-      const int64_t nv = n - n0 < 64 ? n - n0 : 64;
+      const int64_t nv = tg.n - n0 < 64 ? tg.n - n0 : 64;
       for (int64_t m0 = 0; m0 < m; m0 += 8) {  // m <= 8 in practice (stream_max_m())
         const bf16* am = a + m0 * k;
-        void* cm = static_cast<char*>(c) + m0 * n * int64_t(dtype_size(c_type));
+        void* cm = static_cast<char*>(tg.c) + m0 * tg.n * int64_t(c_size);
         const int64_t rows = std::min<int64_t>(8, m - m0);
-        if (prefetch_small || rows > 4) run_block<true>(rows, k, am, w, nv, c_type, n, cm, n0);
-        else run_block<false>(rows, k, am, w, nv, c_type, n, cm, n0);
+        if (prefetch_small || rows > 4) run_block<true>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
+        else run_block<false>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
       }
     }
   });

@@ -120,9 +120,44 @@ class DotKernel final : public OpKernel {
                                               kernels::current_weight_format()));
     return ok_status();
   }
+  // The packed weight run() would multiply by when `rhs` is the right operand, else null.
+  const kernels::PackedWeight* packed_for(const Tensor& rhs) const {
+    return packed_ && desc.batch == 1 && rhs.raw() == packed_->source.raw() ? packed_->packed.get() : nullptr;
+  }
 
  private:
   std::shared_ptr<SharedPacked> packed_;
+};
+
+// Sibling dot_generals that read one left operand, each with a fixed right operand (program.cc
+// groups them): inputs {lhs, rhs_0, rhs_1, ...}, outputs {result_0, result_1, ...}. Runs
+// kernels::multiply_grouped once every member has its packed weight; otherwise (a weight not
+// bound as packed) each member's own kernel in turn. Each result has the member's own bits.
+class GroupedDotKernel final : public OpKernel {
+ public:
+  std::vector<std::unique_ptr<DotKernel>> members;
+  Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
+    products_.clear();
+    for (size_t i = 0; i < members.size(); ++i) {
+      const kernels::PackedWeight* w = members[i]->packed_for(*in[i + 1]);
+      if (!w) break;
+      products_.push_back({w, out[i]->raw()});
+    }
+    if (products_.size() == members.size()) {
+      const kernels::MatmulDesc& d = members[0]->desc;
+      return kernels::multiply_grouped(d.m, d.a_type, in[0]->raw(), d.c_type, products_);
+    }
+    for (size_t i = 0; i < members.size(); ++i)
+      HLX_RETURN_IF_ERROR(members[i]->run({in[0], in[i + 1]}, {out[i]}));
+    return ok_status();
+  }
+  Status set_constant_input(int index, const Tensor& value) override {
+    if (index < 1 || size_t(index) > members.size()) return ok_status();
+    return members[size_t(index) - 1]->set_constant_input(1, value);
+  }
+
+ private:
+  std::vector<kernels::GroupedProduct> products_;
 };
 
 Result<std::unique_ptr<OpKernel>> make_dot(const shlo::Op& op, const shlo::Function& fn) {
@@ -166,6 +201,26 @@ Result<std::unique_ptr<OpKernel>> make_dot(const shlo::Op& op, const shlo::Funct
   k->desc = d;
   return std::unique_ptr<OpKernel>(std::move(k));
 }
+
+}  // namespace
+
+Result<std::unique_ptr<OpKernel>> compile_grouped_dot(const std::vector<const shlo::Op*>& ops,
+                                                     const shlo::Function& fn) {
+  auto k = std::make_unique<GroupedDotKernel>();
+  for (const shlo::Op* op : ops) {
+    if (op->name != "stablehlo.dot_general" || op->operands.size() != 2 || op->operands[0] != ops[0]->operands[0])
+      return make_error(ErrorKind::kUnsupported, "grouped dot: ", op->name, " does not read the group's left operand");
+    HLX_ASSIGN_OR_RETURN(auto member, make_dot(*op, fn));
+    k->members.emplace_back(static_cast<DotKernel*>(member.release()));
+    const kernels::MatmulDesc &d = k->members.back()->desc, &d0 = k->members[0]->desc;
+    if (d.batch != 1 || d.m != d0.m || d.k != d0.k || d.a_type != d0.a_type || d.c_type != d0.c_type)
+      return make_error(ErrorKind::kUnsupported, "grouped dot: ", types_of(*op, fn), " differs from ",
+                        types_of(*ops[0], fn), " in batch, M, K or types");
+  }
+  return std::unique_ptr<OpKernel>(std::move(k));
+}
+
+namespace {
 
 // ---------------------------------------------------------------- composites
 
