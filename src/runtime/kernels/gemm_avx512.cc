@@ -26,69 +26,60 @@ namespace {
 constexpr int kRows = 6;
 
 // K is walked in chunks of kChunkPairs k-pairs so the block's chunk of W (kChunkPairs * 256
-// bytes) stays in L1 while every row tile of the work item passes over it; between chunks the
+// bytes) is re-read from L1/L2 by every row tile of the work item; between chunks the
 // accumulators wait in an f32 scratch tile (an exact round trip, so the bits are unchanged).
-constexpr int64_t kChunkPairs = 96;
+constexpr int64_t kChunkPairs = 256;
 
 // Rows per work item (a multiple of kRows): the item's A rows and its f32 scratch stay in L2.
 constexpr int64_t kMaxItemTiles = 16;
 
-thread_local ScratchBuffer tl_acc;
+thread_local ScratchBuffer tl_acc, tl_a;
 
-template <int R>
-__attribute__((always_inline)) inline void load_acc(const float* s, __m512 (&acc)[R][4]) {
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_load_ps(s + r * 64 + j * 16);
+// A is first repacked per row tile as [pair][kRows] 32-bit k-pairs, so the micro-kernel reads
+// one sequential stream (A's rows are K apart, often 4 KiB, which alias in L1) and an odd K's
+// last k is the pair (a, 0) -- the same operand the streaming kernel pairs it into. Rows past M
+// are zero and never stored.
+void pack_a(const uint16_t* a16, int64_t m, int64_t k, int64_t tile, int64_t pairs, uint32_t* dst) {
+  const int64_t r0 = tile * kRows;
+  for (int r = 0; r < kRows; ++r) {
+    uint32_t* d = dst + r;
+    if (r0 + r >= m) {
+      for (int64_t p = 0; p < pairs; ++p) d[p * kRows] = 0;
+      continue;
+    }
+    const uint16_t* row = a16 + (r0 + r) * k;
+    int64_t p = 0;
+    for (; 2 * p + 1 < k; ++p) std::memcpy(d + p * kRows, row + 2 * p, 4);
+    if (p < pairs) d[p * kRows] = row[2 * p];  // odd K
+  }
 }
 
-template <int R>
-__attribute__((always_inline)) inline void save_acc(const __m512 (&acc)[R][4], float* s) {
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j) _mm512_store_ps(s + r * 64 + j * 16, acc[r][j]);
-}
-
-// Rows [0, R) of A (row stride lda) times k-pairs [p0, p1) of one 64-column block w, into acc.
-template <int R>
-__attribute__((always_inline)) inline void accumulate(const uint16_t* a16, int64_t lda, const bf16* w, int64_t p0,
-                                                      int64_t p1, __m512 (&acc)[R][4]) {
+// One row tile over k-pairs [p0, p1) of block w; ap is the tile's packed A. `first`: start from
+// zero (else from the scratch tile s); `last`: store rows [0, rows) into C (else back into s).
+void tile(const uint32_t* ap, const bf16* w, int64_t p0, int64_t p1, bool first, bool last, float* s,
+          int64_t rows, int64_t nv, DType c_type, int64_t ldc, void* c, int64_t n0) {
+  __m512 acc[kRows][4];
+  for (int r = 0; r < kRows; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(s + r * 64 + j * 16);
   for (int64_t p = p0; p < p1; ++p) {
     const bf16* wp = w + p * 128;
     const __m512bh w0 = (__m512bh)_mm512_load_si512(wp), w1 = (__m512bh)_mm512_load_si512(wp + 32);
     const __m512bh w2 = (__m512bh)_mm512_load_si512(wp + 64), w3 = (__m512bh)_mm512_load_si512(wp + 96);
 #pragma GCC unroll 6
-    for (int r = 0; r < R; ++r) {
-      uint32_t x;
-      std::memcpy(&x, a16 + r * lda + 2 * p, 4);
-      const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(x));
+    for (int r = 0; r < kRows; ++r) {
+      const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(ap[p * kRows + r]));
       acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xb, w0);
       acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xb, w1);
       acc[r][2] = _mm512_dpbf16_ps(acc[r][2], xb, w2);
       acc[r][3] = _mm512_dpbf16_ps(acc[r][3], xb, w3);
     }
   }
-}
-
-// The last k of an odd K, paired with a zero activation (the packed weight's pad is zero).
-template <int R>
-__attribute__((always_inline)) inline void accumulate_last(const uint16_t* a16, int64_t lda, int64_t k,
-                                                           const bf16* w, __m512 (&acc)[R][4]) {
-  const bf16* wp = w + (k / 2) * 128;
-  const __m512bh w0 = (__m512bh)_mm512_load_si512(wp), w1 = (__m512bh)_mm512_load_si512(wp + 32);
-  const __m512bh w2 = (__m512bh)_mm512_load_si512(wp + 64), w3 = (__m512bh)_mm512_load_si512(wp + 96);
-  for (int r = 0; r < R; ++r) {
-    const __m512bh xb = (__m512bh)_mm512_set1_epi32(int(uint32_t(a16[r * lda + k - 1])));
-    acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xb, w0);
-    acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xb, w1);
-    acc[r][2] = _mm512_dpbf16_ps(acc[r][2], xb, w2);
-    acc[r][3] = _mm512_dpbf16_ps(acc[r][3], xb, w3);
+  if (!last) {
+    for (int r = 0; r < kRows; ++r)
+      for (int j = 0; j < 4; ++j) _mm512_store_ps(s + r * 64 + j * 16, acc[r][j]);
+    return;
   }
-}
-
-// Stores the first nv columns of acc into C rows [0, R) (row stride ldc) at column n0.
-template <int R>
-__attribute__((always_inline)) inline void store_c(const __m512 (&acc)[R][4], int64_t nv, DType c_type, int64_t ldc,
-                                                   void* c, int64_t n0) {
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < rows; ++r)
     for (int j = 0; j < 4; ++j) {
       const int64_t off = j * 16;
       if (off >= nv) break;
@@ -101,36 +92,6 @@ __attribute__((always_inline)) inline void store_c(const __m512 (&acc)[R][4], in
         _mm256_mask_storeu_epi16(static_cast<bf16*>(c) + r * ldc + n0 + off, mask, v);
       }
     }
-}
-
-// One row tile (R rows) over k-pairs [p0, p1) of block w. `first`: start from zero (else from
-// the scratch tile s); `last`: finish (odd k) and store into C (else back into s).
-template <int R>
-void tile(const uint16_t* a16, int64_t k, const bf16* w, int64_t p0, int64_t p1, bool first, bool last, float* s,
-          int64_t nv, DType c_type, int64_t ldc, void* c, int64_t n0) {
-  __m512 acc[R][4];
-  if (first) {
-    for (int r = 0; r < R; ++r)
-      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
-  } else {
-    load_acc(s, acc);
-  }
-  accumulate(a16, k, w, p0, p1, acc);
-  if (!last) return save_acc(acc, s);
-  if (k & 1) accumulate_last(a16, k, k, w, acc);
-  store_c(acc, nv, c_type, ldc, c, n0);
-}
-
-void run_tile(int64_t rows, const uint16_t* a16, int64_t k, const bf16* w, int64_t p0, int64_t p1, bool first,
-              bool last, float* s, int64_t nv, DType c_type, int64_t ldc, void* c, int64_t n0) {
-  switch (rows) {
-    case 1: return tile<1>(a16, k, w, p0, p1, first, last, s, nv, c_type, ldc, c, n0);
-    case 2: return tile<2>(a16, k, w, p0, p1, first, last, s, nv, c_type, ldc, c, n0);
-    case 3: return tile<3>(a16, k, w, p0, p1, first, last, s, nv, c_type, ldc, c, n0);
-    case 4: return tile<4>(a16, k, w, p0, p1, first, last, s, nv, c_type, ldc, c, n0);
-    case 5: return tile<5>(a16, k, w, p0, p1, first, last, s, nv, c_type, ldc, c, n0);
-    default: return tile<6>(a16, k, w, p0, p1, first, last, s, nv, c_type, ldc, c, n0);
-  }
 }
 
 // HLX_GEMM_CHUNK=<k-pairs> overrides kChunkPairs (tuning runs; the bits do not depend on it).
@@ -148,26 +109,32 @@ void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a
                       DType c_type, void* c) {
   const int64_t nblocks = (n + 63) / 64, tiles = (m + kRows - 1) / kRows;
   const int64_t groups = (tiles + kMaxItemTiles - 1) / kMaxItemTiles;
-  const int64_t group_rows = (tiles + groups - 1) / groups * kRows;  // balanced, a multiple of kRows
-  const int64_t pairs = k / 2, chunk = std::min(std::max<int64_t>(pairs, 1), chunk_pairs());
+  const int64_t group_tiles = (tiles + groups - 1) / groups;  // balanced
+  const int64_t pairs = (k + 1) / 2, chunk = std::min(pairs, chunk_pairs());
   const int64_t c_size = int64_t(dtype_size(c_type));
+  const int64_t tile_words = pairs * kRows;
+  // The caller's buffer, shared by the pool threads for this call.
+  uint32_t* a_packed = static_cast<uint32_t*>(tl_a.get(size_t(tiles * tile_words) * 4));
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(a);
+  parallel_for(tiles, 4, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) pack_a(a16, m, k, t, pairs, a_packed + t * tile_words);
+  });
   // Items are (row group, column block), claimed one at a time, so a descheduled thread holds
-  // up at most one item; consecutive items share the row group (its A rows stay in L2).
+  // up at most one item; consecutive items share the row group (its packed A stays in L2).
   parallel_for(groups * nblocks, 1, [&](int64_t i0, int64_t i1) {
     FtzDazScope ftz_daz;
-    float* scratch = static_cast<float*>(tl_acc.get(size_t(group_rows * 64) * sizeof(float)));
+    float* scratch = static_cast<float*>(tl_acc.get(size_t(group_tiles * kRows * 64) * sizeof(float)));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t g = i / nblocks, nb = i % nblocks;
-      const int64_t r0 = g * group_rows, r1 = std::min(m, r0 + group_rows);
+      const int64_t t0 = g * group_tiles, t1 = std::min(tiles, t0 + group_tiles);
       const bf16* w = w_packed + nb * kp * 64;
       const int64_t n0 = nb * 64, nv = std::min<int64_t>(64, n - n0);
-      for (int64_t p0 = 0; p0 < std::max<int64_t>(pairs, 1); p0 += chunk) {
+      for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
         const int64_t p1 = std::min(pairs, p0 + chunk);
-        const bool first = p0 == 0, last = p0 + chunk >= pairs;
-        for (int64_t r = r0; r < r1; r += kRows)
-          run_tile(std::min<int64_t>(kRows, r1 - r), a16 + r * k, k, w, p0, p1, first, last,
-                   scratch + (r - r0) * 64, nv, c_type, n, static_cast<char*>(c) + r * n * c_size, n0);
+        for (int64_t t = t0; t < t1; ++t)
+          tile(a_packed + t * tile_words, w, p0, p1, p0 == 0, p1 == pairs, scratch + (t - t0) * kRows * 64,
+               std::min<int64_t>(kRows, m - t * kRows), nv, c_type, n,
+               static_cast<char*>(c) + t * kRows * n * c_size, n0);
       }
     }
   });
