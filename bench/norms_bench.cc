@@ -6,7 +6,9 @@
 #include <random>
 #include <vector>
 
+#include "runtime/kernels/ew_vec.h"
 #include "runtime/kernels/norms.h"
+#include "runtime/kernels/norms_internal.h"
 #include "runtime/kernels/rotary.h"
 
 namespace {
@@ -55,5 +57,52 @@ void BM_Rotary(benchmark::State& state) {
                                               benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Rotary)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+namespace {
+
+// f32 -> bf16 of a [512 x 1024] activation (the one-op convert before each matmul): the scalar
+// loop (arg 0) against kernels/ew_vec.h (arg 1), one thread.
+void BM_ConvertF32ToBf16(benchmark::State& state) {
+  const size_t n = 512 * 1024;
+  std::vector<float> x(n);
+  for (size_t i = 0; i < n; ++i) x[i] = float(i % 977) * 0.37f - 100.0f;
+  std::vector<hlx::bf16> y(n);
+  for (auto _ : state) {
+    if (state.range(0) == 0)
+      for (size_t i = 0; i < n; ++i) y[i] = hlx::f32_to_bf16(x[i]);
+    else
+      hlx::kernels::f32_to_bf16_exact(x.data(), y.data(), int64_t(n));
+    benchmark::DoNotOptimize(y.data());
+  }
+  state.counters["GB/s"] = benchmark::Counter(double(n) * 6, benchmark::Counter::kIsIterationInvariantRate,
+                                              benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_ConvertF32ToBf16)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
+
+namespace {
+
+// rms_norm with f32 activations and bf16 weights (the prefill graph's case): the portable loop
+// (third arg 0) against the dispatching kernel (1, AVX-512 here).
+void BM_RmsNormF32(benchmark::State& state) {
+  const int64_t rows = state.range(0), dim = state.range(1);
+  std::vector<float> x(static_cast<size_t>(rows * dim));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 977) * 0.01f - 4.0f;
+  auto w = rand_bf16(static_cast<size_t>(dim));
+  std::vector<float> out(x.size());
+  for (auto _ : state) {
+    Status s = state.range(2) == 0
+                   ? kernels::internal::rms_norm_portable(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(),
+                                                          1e-6f, 0.f, out.data())
+                   : kernels::rms_norm(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(), 1e-6f, 0.f, out.data());
+    if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_RmsNormF32)->Args({512, 1024, 0})->Args({512, 1024, 1})->Args({8192, 128, 0})->Args({8192, 128, 1})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace

@@ -7,7 +7,10 @@
 #include <cmath>
 #include <vector>
 
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/ew_vec.h"
 #include "runtime/kernels/internal.h"
+#include "runtime/kernels/norms_internal.h"
 #include "runtime/kernels/parallel.h"
 
 namespace hlx::kernels {
@@ -60,26 +63,34 @@ float* scratch(int which, int64_t n) {
   return b.data();
 }
 
-template <class RowFn>
-void for_rows(int64_t rows, int64_t dim, RowFn fn) {
+// Calls fn(r0, r1, buf) over ranges of rows, buf holding `buf_rows` rows of scratch.
+template <class RangeFn>
+void for_row_ranges(int64_t rows, int64_t dim, int64_t buf_rows, RangeFn fn) {
   if (rows * dim < kParallelMinElements || rows < 2) {
-    float* buf = scratch(0, dim);
-    for (int64_t r = 0; r < rows; ++r) fn(r, buf);
+    fn(int64_t(0), rows, scratch(0, buf_rows * dim));
     return;
   }
   // Rows on the runtime pool (parallel.h), chunks of ~kParallelMinElements / 2 elements.
   const int64_t grain = std::max<int64_t>(1, kParallelMinElements / 2 / dim);
   parallel_for(rows, grain, [&](int64_t r0, int64_t r1) {
     internal::FtzDazScope ftz_daz;
-    float* buf = scratch(0, dim);
+    fn(r0, r1, scratch(0, buf_rows * dim));
+  });
+}
+
+template <class RowFn>
+void for_rows(int64_t rows, int64_t dim, RowFn fn) {
+  for_row_ranges(rows, dim, 1, [&](int64_t r0, int64_t r1, float* buf) {
     for (int64_t r = r0; r < r1; ++r) fn(r, buf);
   });
 }
 
 }  // namespace
 
-Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight,
-                float epsilon, float weight_offset, void* out) {
+namespace internal {
+
+Status rms_norm_portable(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight,
+                         float epsilon, float weight_offset, void* out) {
   HLX_RETURN_IF_ERROR(check("rms_norm", rows, dim, x_type, w_type));
   float* wp = scratch(1, dim);
   internal::to_f32(w_type, weight, dim, wp);
@@ -93,6 +104,35 @@ Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) row[i] = row[i] * inv * wp[i];
     store_row(x_type, row, r, dim, out);
+  });
+  return ok_status();
+}
+
+}  // namespace internal
+
+Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight,
+                float epsilon, float weight_offset, void* out) {
+  static const bool avx512 = cpu_features().avx512f && cpu_features().avx512bw;
+  if (!avx512) return internal::rms_norm_portable(rows, dim, x_type, x, w_type, weight, epsilon, weight_offset, out);
+  HLX_RETURN_IF_ERROR(check("rms_norm", rows, dim, x_type, w_type));
+  float* wp = scratch(1, dim);
+  internal::to_f32(w_type, weight, dim, wp);
+  for (int64_t i = 0; i < dim; ++i) wp[i] += weight_offset;
+  // f32 rows are normalised straight from x to out; bf16 rows go through f32 scratch, kBlock
+  // rows at a time.
+  constexpr int64_t kBlock = 8;
+  for_row_ranges(rows, dim, kBlock, [&](int64_t r0, int64_t r1, float* buf) {
+    if (x_type == DType::kF32) {
+      internal::rms_norm_rows_avx512(static_cast<const float*>(x) + r0 * dim, r1 - r0, wp, dim, epsilon,
+                                     static_cast<float*>(out) + r0 * dim);
+      return;
+    }
+    for (int64_t b = r0; b < r1; b += kBlock) {
+      const int64_t nb = std::min(kBlock, r1 - b);
+      bf16_to_f32_n(static_cast<const bf16*>(x) + b * dim, buf, nb * dim);
+      internal::rms_norm_rows_avx512(buf, nb, wp, dim, epsilon, buf);
+      internal::f32_to_bf16_n(buf, nb * dim, static_cast<bf16*>(out) + b * dim);
+    }
   });
   return ok_status();
 }
