@@ -84,7 +84,10 @@ BENCHMARK(BM_StreamBf16)->Args({1, 2048, 2048})->Args({1, 4096, 4096})->Args({1,
 // Arg: M. One decode step's products for Qwen3-0.6B shapes in model order (28 x q, k, v, o,
 // gate, up, down, then the 151936-row lm_head; 1.19 GB of bf16 weights): the per-product pool
 // job start/finish and the wait for the last thread's blocks count here, unlike in BM_StreamBf16.
-void BM_DecodeStepWeights(benchmark::State& state) {
+// The decode step's weights (Qwen3-0.6B: 28 layers of q, k, v, o, gate, up, down, plus lm_head).
+// `grouped`: q/k/v and gate/up run as one kernels::multiply_grouped each, as the runtime's plan
+// groups sibling dot_generals (HLX_GROUP_DOTS); otherwise one multiply per weight.
+void decode_step_weights(benchmark::State& state, bool grouped) {
   const int64_t m = state.range(0);
   const int64_t layer[][2] = {{1024, 2048}, {1024, 1024}, {1024, 1024}, {2048, 1024},
                               {1024, 3072}, {1024, 3072}, {3072, 1024}};  // {K, N}
@@ -108,9 +111,20 @@ void BM_DecodeStepWeights(benchmark::State& state) {
   }
   auto a = random_bf16(m * 3072, 1);
   std::vector<float> c(static_cast<size_t>(m * 151936));
+  // Per weight: the first weight of its group (q for q/k/v, gate for gate/up), or itself.
+  const size_t group_size[] = {3, 0, 0, 1, 2, 0, 1};
+  std::vector<kernels::GroupedProduct> group;
   for (auto _ : state) {
-    for (auto& w : ws) {
-      Status s = w->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
+    for (size_t i = 0; i < ws.size(); ++i) {
+      const size_t g = i < 28 * 7 ? group_size[i % 7] : 1;
+      Status s;
+      if (grouped && g > 1) {
+        group.clear();
+        for (size_t j = 0; j < g; ++j) group.push_back({ws[i + j].get(), c.data() + j * size_t(m) * 3072});
+        s = kernels::multiply_grouped(m, DType::kBF16, a.data(), DType::kF32, group);
+      } else if (!grouped || g == 1) {
+        s = ws[i]->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
+      }
       if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
     }
     benchmark::DoNotOptimize(c.data());
@@ -119,7 +133,10 @@ void BM_DecodeStepWeights(benchmark::State& state) {
                                               benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
+void BM_DecodeStepWeights(benchmark::State& state) { decode_step_weights(state, false); }
+void BM_DecodeStepWeightsGrouped(benchmark::State& state) { decode_step_weights(state, true); }
 BENCHMARK(BM_DecodeStepWeights)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+BENCHMARK(BM_DecodeStepWeightsGrouped)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 
 // Sums [begin, end) 64-byte lines with 512-bit loads (4 independent accumulators).
 __attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint64_t* p, int64_t begin, int64_t end) {
