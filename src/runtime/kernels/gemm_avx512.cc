@@ -39,18 +39,59 @@ thread_local ScratchBuffer tl_acc, tl_a;
 // one sequential stream (A's rows are K apart, often 4 KiB, which alias in L1) and an odd K's
 // last k is the pair (a, 0) -- the same operand the streaming kernel pairs it into. Rows past M
 // are zero and never stored.
+//
+// Whole tiles go 16 k-pairs at a time: output vector j holds flattened elements 16j..16j+15 of
+// the [16][6] block, element e = row e % 6, pair e / 6; one vpermt2d per row pair gathers the
+// lanes of its two rows, two blends pick each lane's row pair (2.5x the scalar copy, which was
+// bound by one store per k-pair and row).
+struct Transpose6x16 {
+  __m512i idx[kRows];
+  __mmask16 rows23[kRows], rows45[kRows];
+  Transpose6x16() {
+    for (int j = 0; j < kRows; ++j) {
+      alignas(64) int32_t v[16];
+      unsigned b23 = 0, b45 = 0;
+      for (int l = 0; l < 16; ++l) {
+        const int e = 16 * j + l, pair = e / kRows, row = e % kRows;
+        v[l] = pair + 16 * (row & 1);  // vpermt2d: lanes 16.. index the second source
+        if (row / 2 == 1) b23 |= 1u << l;
+        if (row / 2 == 2) b45 |= 1u << l;
+      }
+      idx[j] = _mm512_load_si512(v);
+      rows23[j] = __mmask16(b23);
+      rows45[j] = __mmask16(b45);
+    }
+  }
+};
+
 void pack_a(const uint16_t* a16, int64_t m, int64_t k, int64_t tile, int64_t pairs, uint32_t* dst) {
+  static_assert(kRows == 6, "Transpose6x16 gathers three row pairs");
   const int64_t r0 = tile * kRows;
-  for (int r = 0; r < kRows; ++r) {
+  int64_t p = 0;
+  if (r0 + kRows <= m) {
+    static const Transpose6x16 tr;
+    const uint16_t* rows = a16 + r0 * k;
+    for (; p + 16 <= k / 2; p += 16) {
+      __m512i x[kRows];
+      for (int r = 0; r < kRows; ++r) x[r] = _mm512_loadu_si512(rows + r * k + 2 * p);
+      for (int j = 0; j < kRows; ++j) {
+        __m512i v = _mm512_permutex2var_epi32(x[0], tr.idx[j], x[1]);
+        v = _mm512_mask_blend_epi32(tr.rows23[j], v, _mm512_permutex2var_epi32(x[2], tr.idx[j], x[3]));
+        v = _mm512_mask_blend_epi32(tr.rows45[j], v, _mm512_permutex2var_epi32(x[4], tr.idx[j], x[5]));
+        _mm512_storeu_si512(dst + p * kRows + 16 * j, v);
+      }
+    }
+  }
+  for (int r = 0; r < kRows; ++r) {  // the rest: pairs from p on, odd K, rows past M
     uint32_t* d = dst + r;
     if (r0 + r >= m) {
-      for (int64_t p = 0; p < pairs; ++p) d[p * kRows] = 0;
+      for (int64_t q = p; q < pairs; ++q) d[q * kRows] = 0;
       continue;
     }
     const uint16_t* row = a16 + (r0 + r) * k;
-    int64_t p = 0;
-    for (; 2 * p + 1 < k; ++p) std::memcpy(d + p * kRows, row + 2 * p, 4);
-    if (p < pairs) d[p * kRows] = row[2 * p];  // odd K
+    int64_t q = p;
+    for (; 2 * q + 1 < k; ++q) std::memcpy(d + q * kRows, row + 2 * q, 4);
+    if (q < pairs) d[q * kRows] = row[2 * q];
   }
 }
 
