@@ -58,6 +58,22 @@ void BM_Rotary(benchmark::State& state) {
 }
 BENCHMARK(BM_Rotary)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// f32 activations (the prefill graph's case), 512 rows of 16 x 128.
+void BM_RotaryF32(benchmark::State& state) {
+  const int64_t rows = 512, heads = 16, hd = 128;
+  std::vector<float> x(static_cast<size_t>(rows * heads * hd), 0.5f), out(x.size());
+  std::vector<int32_t> pos(static_cast<size_t>(rows));
+  for (int64_t i = 0; i < rows; ++i) pos[static_cast<size_t>(i)] = int32_t(i);
+  std::vector<float> inv(64);
+  for (int i = 0; i < 64; ++i) inv[static_cast<size_t>(i)] = std::pow(1e6f, -float(i) / 64.f);
+  for (auto _ : state) {
+    Status s = kernels::rotary(rows, heads, hd, hd, DType::kF32, x.data(), pos.data(), inv.data(), out.data());
+    if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+    benchmark::DoNotOptimize(out.data());
+  }
+}
+BENCHMARK(BM_RotaryF32)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 }  // namespace
 
 namespace {

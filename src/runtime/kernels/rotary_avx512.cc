@@ -1,0 +1,50 @@
+// AVX-512 bodies of the hlx.rotary head rotation (rotary.cc), compiled with HLX_AVX512_FLAGS. The
+// arithmetic is the portable loop's: y = a*c - b*s and b*c + a*s with each product rounded.
+#include <immintrin.h>
+
+#include <cstdint>
+
+// Products are rounded before the add/subtract, as in the portable loop (no FMA contraction).
+#pragma GCC optimize("fp-contract=off")
+
+namespace hlx::kernels::internal {
+namespace {
+
+inline __mmask16 tail(int64_t left) { return left >= 16 ? __mmask16(0xffff) : __mmask16((1u << left) - 1); }
+
+inline void rotate16(__m512 a, __m512 b, __m512 c, __m512 s, __m512& lo, __m512& hi) {
+  lo = _mm512_sub_ps(_mm512_mul_ps(a, c), _mm512_mul_ps(b, s));
+  hi = _mm512_add_ps(_mm512_mul_ps(b, c), _mm512_mul_ps(a, s));
+}
+
+inline __m512 load_bf16(__mmask16 m, const uint16_t* p) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
+}
+
+}  // namespace
+
+// y[i], y[i + half] from x[i], x[i + half] for i < half; y may alias x.
+void rotate_half_f32_avx512(const float* x, const float* cs, const float* sn, int64_t half, float* y) {
+  for (int64_t i = 0; i < half; i += 16) {
+    const __mmask16 m = tail(half - i);
+    __m512 lo, hi;
+    rotate16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, x + half + i), _mm512_maskz_loadu_ps(m, cs + i),
+             _mm512_maskz_loadu_ps(m, sn + i), lo, hi);
+    _mm512_mask_storeu_ps(y + i, m, lo);
+    _mm512_mask_storeu_ps(y + half + i, m, hi);
+  }
+}
+
+// The same from bf16 x into an f32 buffer of 2 * half.
+void rotate_half_bf16_avx512(const uint16_t* x, const float* cs, const float* sn, int64_t half, float* buf) {
+  for (int64_t i = 0; i < half; i += 16) {
+    const __mmask16 m = tail(half - i);
+    __m512 lo, hi;
+    rotate16(load_bf16(m, x + i), load_bf16(m, x + half + i), _mm512_maskz_loadu_ps(m, cs + i),
+             _mm512_maskz_loadu_ps(m, sn + i), lo, hi);
+    _mm512_mask_storeu_ps(buf + i, m, lo);
+    _mm512_mask_storeu_ps(buf + half + i, m, hi);
+  }
+}
+
+}  // namespace hlx::kernels::internal
