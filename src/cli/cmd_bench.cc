@@ -219,15 +219,18 @@ Status run_bench(const BenchArgs& a) {
         {"weight_layout", paths.weight_layout},
         {"small_m_stream_kernel", paths.stream_gemv ? "hlx gemv_vnni_bf16_avx512" : "off"},
         {"small_m_max", paths.stream_max_m},
-        {"large_m", paths.pool_tiles ? "oneDNN single-thread tiles on the hlx pool" : "oneDNN OpenMP"}}},
+        {"large_m", paths.own_gemm     ? "hlx gemm_bf16_avx512 on the hlx pool"
+                    : paths.pool_tiles ? "oneDNN single-thread tiles on the hlx pool"
+                                       : "oneDNN OpenMP"}}},
       {"loadavg_start", loadavg()}};
   std::cout << "machine: " << cpu.model_name << ", " << kernels::hardware_threads() << " cores, " << threads
             << " threads; avx512f=" << cpu.avx512f << " avx512_bf16=" << cpu.avx512bf16
             << " amx_bf16=" << cpu.amx_bf16 << "\n"
             << "matmul: M<=" << paths.stream_max_m << " "
-            << (paths.stream_gemv ? "hlx AVX512-BF16 weight streaming" : "oneDNN") << "; larger M oneDNN "
-            << paths.gemm_impl << " (" << paths.weight_layout << ")"
-            << (paths.pool_tiles ? " in tiles on the hlx pool" : "") << "\n"
+            << (paths.stream_gemv ? "hlx AVX512-BF16 weight streaming" : "oneDNN") << "; larger M "
+            << (paths.own_gemm ? "hlx AVX512-BF16 GEMM" : "oneDNN " + paths.gemm_impl) << " ("
+            << paths.weight_layout << ")" << (!paths.own_gemm && paths.pool_tiles ? " in tiles on the hlx pool" : "")
+            << "\n"
             << "loadavg: " << loadavg() << "\n";
 
   // ---- DRAM probe (same thread count as the model)

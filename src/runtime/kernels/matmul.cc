@@ -381,6 +381,7 @@ class DnnlPackedWeight final : public PackedWeight {
     return {n_, stream_kp_, static_cast<const bf16*>(packed_.get()), c};
   }
   bool tiles() const { return slice_kp_ > 0; }
+  bool own_gemm() const { return gemm_kp_ > 0; }
 
   // Larger M on the runtime's pool (parallel.h) instead of oneDNN's OpenMP team: the product is
   // cut into tiles of kTileM rows x kTileN columns, each run by a single-threaded oneDNN brgemm
@@ -530,6 +531,7 @@ MatmulPaths matmul_paths() {
   p.stream_gemv = d->streams();
   p.stream_max_m = p.stream_gemv ? stream_max_m() : 0;
   p.pool_tiles = d->tiles();
+  p.own_gemm = d->own_gemm();
   return p;
 }
 

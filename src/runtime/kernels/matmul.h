@@ -36,6 +36,7 @@ struct MatmulPaths {
   bool stream_gemv = false;   // M <= stream_max_m(): gemv_vnni_bf16_avx512
   int64_t stream_max_m = 0;
   bool pool_tiles = false;    // larger M: single-threaded oneDNN tiles on the runtime pool
+  bool own_gemm = false;      // larger M: hlx's gemm_bf16_avx512 on the pool (before pool_tiles)
 };
 MatmulPaths matmul_paths();
 
