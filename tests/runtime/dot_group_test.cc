@@ -89,10 +89,10 @@ void check_group(int64_t k, std::vector<Sibling>& sib, const std::vector<int64_t
 }
 
 TEST(DotGroup, StreamingGroupHasEachProductsBits) {
-  // Odd K (the last k alone), N not a multiple of 64 (a partial last block), and more blocks
-  // than pieces so pieces run across products.
+  // Odd K (the last k alone), N not a multiple of 64 (a partial last block), and 11 + 4 + 3 + 1
+  // column blocks, so that with 1 and with 2 threads some pieces run from one product into the next.
   const int64_t k = 77;
-  auto sib = make_siblings(k, {200, 64, 130, 9}, kernels::WeightFormat::kAsStored, 7);
+  auto sib = make_siblings(k, {704, 200, 130, 9}, kernels::WeightFormat::kAsStored, 7);
   check_group(k, sib, {1, 2, 3, 4, 5, 6, 7, 8});
 }
 
