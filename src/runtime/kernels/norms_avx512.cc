@@ -57,8 +57,12 @@ void rms_norm_rows_avx512(const float* x, int64_t rows, const float* w, int64_t 
       const float* xr = xb + r * dim;
       float* yr = y + (r0 + r) * dim;
       const __m512 vinv = _mm512_set1_ps(inv[r]);
-      for (int64_t i = 0; i < dim; i += 16) {
-        const __mmask16 m = dim - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (dim - i)) - 1);
+      // Plain loads/stores for full vectors (a masked load waits for older overlapping stores).
+      int64_t i = 0;
+      for (; i + 16 <= dim; i += 16)
+        _mm512_storeu_ps(yr + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + i), vinv), _mm512_loadu_ps(w + i)));
+      if (i < dim) {
+        const __mmask16 m = __mmask16((1u << (dim - i)) - 1);
         const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), vinv), _mm512_maskz_loadu_ps(m, w + i));
         _mm512_mask_storeu_ps(yr + i, m, v);
       }

@@ -20,14 +20,26 @@ inline void rotate16(__m512 a, __m512 b, __m512 c, __m512 s, __m512& lo, __m512&
 inline __m512 load_bf16(__mmask16 m, const uint16_t* p) {
   return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p)), 16));
 }
+inline __m512 load_bf16(const uint16_t* p) {
+  const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+}
 
 }  // namespace
 
-// y[i], y[i + half] from x[i], x[i + half] for i < half; y may alias x.
+// y[i], y[i + half] from x[i], x[i + half] for i < half; y may alias x. Full vectors use plain
+// loads and stores (a masked load waits for older stores that may overlap it), the tail masked ones.
 void rotate_half_f32_avx512(const float* x, const float* cs, const float* sn, int64_t half, float* y) {
-  for (int64_t i = 0; i < half; i += 16) {
+  __m512 lo, hi;
+  int64_t i = 0;
+  for (; i + 16 <= half; i += 16) {
+    rotate16(_mm512_loadu_ps(x + i), _mm512_loadu_ps(x + half + i), _mm512_loadu_ps(cs + i), _mm512_loadu_ps(sn + i), lo,
+             hi);
+    _mm512_storeu_ps(y + i, lo);
+    _mm512_storeu_ps(y + half + i, hi);
+  }
+  if (i < half) {
     const __mmask16 m = tail(half - i);
-    __m512 lo, hi;
     rotate16(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, x + half + i), _mm512_maskz_loadu_ps(m, cs + i),
              _mm512_maskz_loadu_ps(m, sn + i), lo, hi);
     _mm512_mask_storeu_ps(y + i, m, lo);
@@ -37,9 +49,15 @@ void rotate_half_f32_avx512(const float* x, const float* cs, const float* sn, in
 
 // The same from bf16 x into an f32 buffer of 2 * half.
 void rotate_half_bf16_avx512(const uint16_t* x, const float* cs, const float* sn, int64_t half, float* buf) {
-  for (int64_t i = 0; i < half; i += 16) {
+  __m512 lo, hi;
+  int64_t i = 0;
+  for (; i + 16 <= half; i += 16) {
+    rotate16(load_bf16(x + i), load_bf16(x + half + i), _mm512_loadu_ps(cs + i), _mm512_loadu_ps(sn + i), lo, hi);
+    _mm512_storeu_ps(buf + i, lo);
+    _mm512_storeu_ps(buf + half + i, hi);
+  }
+  if (i < half) {
     const __mmask16 m = tail(half - i);
-    __m512 lo, hi;
     rotate16(load_bf16(m, x + i), load_bf16(m, x + half + i), _mm512_maskz_loadu_ps(m, cs + i),
              _mm512_maskz_loadu_ps(m, sn + i), lo, hi);
     _mm512_mask_storeu_ps(buf + i, m, lo);
