@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <random>
@@ -84,52 +85,64 @@ BENCHMARK(BM_StreamBf16)->Args({1, 2048, 2048})->Args({1, 4096, 4096})->Args({1,
 // Arg: M. One decode step's products for Qwen3-0.6B shapes in model order (28 x q, k, v, o,
 // gate, up, down, then the 151936-row lm_head; 1.19 GB of bf16 weights): the per-product pool
 // job start/finish and the wait for the last thread's blocks count here, unlike in BM_StreamBf16.
-// The decode step's weights (Qwen3-0.6B: 28 layers of q, k, v, o, gate, up, down, plus lm_head).
-// `grouped`: q/k/v and gate/up run as one kernels::multiply_grouped each, as the runtime's plan
-// groups sibling dot_generals (HLX_GROUP_DOTS); otherwise one multiply per weight.
-void decode_step_weights(benchmark::State& state, bool grouped) {
-  const int64_t m = state.range(0);
-  const int64_t layer[][2] = {{1024, 2048}, {1024, 1024}, {1024, 1024}, {2048, 1024},
-                              {1024, 3072}, {1024, 3072}, {3072, 1024}};  // {K, N}
+// The decode step's weights (Qwen3-0.6B: 28 layers of q, k, v, o, gate, up, down, plus lm_head),
+// packed once. step(grouped) multiplies by all of them: with `grouped`, q/k/v and gate/up run as
+// one kernels::multiply_grouped each, as the runtime's plan groups sibling dot_generals
+// (HLX_GROUP_DOTS); otherwise one multiply per weight.
+struct DecodeStep {
+  int64_t m = 1;
   std::vector<std::unique_ptr<kernels::PackedWeight>> ws;
-  std::vector<std::vector<bf16>> src;
-  for (const auto& kn : layer) src.push_back(random_bf16(kn[0] * kn[1], uint32_t(kn[0] + kn[1])));
+  std::vector<bf16> a;
+  std::vector<float> c;
   double bytes = 0;
-  for (int l = 0; l < 28; ++l)
-    for (size_t i = 0; i < 7; ++i) {
-      auto p = kernels::PackedWeight::pack(DType::kBF16, layer[i][0], layer[i][1], true, src[i].data());
-      if (!p.ok()) return state.SkipWithError("pack failed");
-      ws.push_back(std::move(p).value());
-      bytes += 2.0 * double(layer[i][0] * layer[i][1]);
-    }
-  {
-    auto head = random_bf16(int64_t(151936) * 1024, 11);
-    auto p = kernels::PackedWeight::pack(DType::kBF16, 1024, 151936, true, head.data());
-    if (!p.ok()) return state.SkipWithError("pack failed");
-    ws.push_back(std::move(p).value());
-    bytes += 2.0 * 151936 * 1024;
-  }
-  auto a = random_bf16(m * 3072, 1);
-  std::vector<float> c(static_cast<size_t>(m * 151936));
-  // Per weight: the first weight of its group (q for q/k/v, gate for gate/up), or itself.
-  const size_t group_size[] = {3, 0, 0, 1, 2, 0, 1};
   std::vector<kernels::GroupedProduct> group;
-  for (auto _ : state) {
+
+  Status init(int64_t rows) {
+    m = rows;
+    const int64_t layer[][2] = {{1024, 2048}, {1024, 1024}, {1024, 1024}, {2048, 1024},
+                                {1024, 3072}, {1024, 3072}, {3072, 1024}};  // {K, N}
+    std::vector<std::vector<bf16>> src;
+    for (const auto& kn : layer) src.push_back(random_bf16(kn[0] * kn[1], uint32_t(kn[0] + kn[1])));
+    for (int l = 0; l < 28; ++l)
+      for (size_t i = 0; i < 7; ++i) {
+        HLX_ASSIGN_OR_RETURN(auto p, kernels::PackedWeight::pack(DType::kBF16, layer[i][0], layer[i][1], true,
+                                                                 src[i].data()));
+        ws.push_back(std::move(p));
+        bytes += 2.0 * double(layer[i][0] * layer[i][1]);
+      }
+    auto head = random_bf16(int64_t(151936) * 1024, 11);
+    HLX_ASSIGN_OR_RETURN(auto p, kernels::PackedWeight::pack(DType::kBF16, 1024, 151936, true, head.data()));
+    ws.push_back(std::move(p));
+    bytes += 2.0 * 151936 * 1024;
+    a = random_bf16(m * 3072, 1);
+    c.assign(static_cast<size_t>(m * 151936), 0.f);
+    return ok_status();
+  }
+
+  Status step(bool grouped) {
+    const size_t group_size[] = {3, 0, 0, 1, 2, 0, 1};  // q/k/v, o, gate/up, down
     for (size_t i = 0; i < ws.size(); ++i) {
       const size_t g = i < 28 * 7 ? group_size[i % 7] : 1;
-      Status s;
       if (grouped && g > 1) {
         group.clear();
         for (size_t j = 0; j < g; ++j) group.push_back({ws[i + j].get(), c.data() + j * size_t(m) * 3072});
-        s = kernels::multiply_grouped(m, DType::kBF16, a.data(), DType::kF32, group);
+        HLX_RETURN_IF_ERROR(kernels::multiply_grouped(m, DType::kBF16, a.data(), DType::kF32, group));
       } else if (!grouped || g == 1) {
-        s = ws[i]->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
+        HLX_RETURN_IF_ERROR(ws[i]->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data()));
       }
-      if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
     }
     benchmark::DoNotOptimize(c.data());
+    return ok_status();
   }
-  state.counters["GB/s"] = benchmark::Counter(bytes, benchmark::Counter::kIsIterationInvariantRate,
+};
+
+void decode_step_weights(benchmark::State& state, bool grouped) {
+  DecodeStep d;
+  Status s = d.init(state.range(0));
+  if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+  for (auto _ : state)
+    if (s = d.step(grouped); !s.ok()) return state.SkipWithError(s.to_string().c_str());
+  state.counters["GB/s"] = benchmark::Counter(d.bytes, benchmark::Counter::kIsIterationInvariantRate,
                                               benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
@@ -137,6 +150,30 @@ void BM_DecodeStepWeights(benchmark::State& state) { decode_step_weights(state, 
 void BM_DecodeStepWeightsGrouped(benchmark::State& state) { decode_step_weights(state, true); }
 BENCHMARK(BM_DecodeStepWeights)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
 BENCHMARK(BM_DecodeStepWeightsGrouped)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);
+
+// Grouped vs ungrouped A/B in one process on the same packed weights (where they sit in memory,
+// and so their TLB and DRAM behaviour, varies from process to process): each iteration runs the
+// ungrouped step then the grouped one; counters give each one's mean ms and GB/s.
+void BM_DecodeStepWeightsAB(benchmark::State& state) {
+  DecodeStep d;
+  Status s = d.init(state.range(0));
+  if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+  using clock = std::chrono::steady_clock;
+  double ns[2] = {0, 0};
+  for (auto _ : state)
+    for (int g = 0; g < 2; ++g) {
+      const auto t0 = clock::now();
+      if (s = d.step(g == 1); !s.ok()) return state.SkipWithError(s.to_string().c_str());
+      ns[g] += std::chrono::duration<double, std::nano>(clock::now() - t0).count();
+    }
+  const double it = double(state.iterations());
+  state.counters["ungrouped_ms"] = ns[0] / it / 1e6;
+  state.counters["grouped_ms"] = ns[1] / it / 1e6;
+  state.counters["ungrouped_GB/s"] = d.bytes / (ns[0] / it);
+  state.counters["grouped_GB/s"] = d.bytes / (ns[1] / it);
+  state.counters["threads"] = omp_get_max_threads();
+}
+BENCHMARK(BM_DecodeStepWeightsAB)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
 // Sums [begin, end) 64-byte lines with 512-bit loads (4 independent accumulators).
 __attribute__((target("avx512f"))) uint64_t sum_lines_avx512(const uint64_t* p, int64_t begin, int64_t end) {
