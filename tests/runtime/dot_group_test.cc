@@ -222,5 +222,29 @@ TEST(DotGroup, ProgramGroupedPlanHasUngroupedBits) {
     }
 }
 
+// Batched siblings (dot_general with batching dims) are not grouped: the plan keeps one step each.
+TEST(DotGroup, BatchedSiblingsStayUngrouped) {
+  const std::string text = R"(module @m {
+  func.func public @main(%x: tensor<2x3x16xf32>, %a: tensor<2x8x16xbf16> {hlx.weight = "a"}, %b: tensor<2x8x16xbf16> {hlx.weight = "b"}) -> (tensor<2x3x8xf32>, tensor<2x3x8xf32>) {
+    %0 = stablehlo.dot_general %x, %a, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x3x16xf32>, tensor<2x8x16xbf16>) -> tensor<2x3x8xf32>
+    %1 = stablehlo.dot_general %x, %b, batching_dims = [0] x [0], contracting_dims = [2] x [2] : (tensor<2x3x16xf32>, tensor<2x8x16xbf16>) -> tensor<2x3x8xf32>
+    return %0, %1 : tensor<2x3x8xf32>, tensor<2x3x8xf32>
+  }
+}
+)";
+  unsetenv("HLX_GROUP_DOTS");
+  auto mod = shlo::parse_module(text);
+  ASSERT_TRUE(mod.ok()) << mod.status().to_string();
+  auto p = rt::Program::compile(std::make_shared<const shlo::Module>(std::move(mod).value()));
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE((*p)->bind_weight("a", random_tensor(DType::kBF16, {2, 8, 16}, 1)).ok());
+  ASSERT_TRUE((*p)->bind_weight("b", random_tensor(DType::kBF16, {2, 8, 16}, 2)).ok());
+  std::string plan = (*p)->dump_plan("main").value();
+  EXPECT_EQ(plan.find("grouped["), std::string::npos) << plan;
+  auto r = (*p)->run("main", {random_tensor(DType::kF32, {2, 3, 16}, 3)});
+  ASSERT_TRUE(r.ok()) << r.status().to_string();
+  EXPECT_EQ(r->size(), 2u);
+}
+
 }  // namespace
 }  // namespace hlx
