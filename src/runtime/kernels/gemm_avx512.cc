@@ -25,15 +25,17 @@ namespace {
 // 4 * kRows vdpbf16ps.
 constexpr int kRows = 6;
 
-// K is walked in chunks of kChunkPairs k-pairs so the block's chunk of W (kChunkPairs * 256
-// bytes) is re-read from L1/L2 by every row tile of the work item; between chunks the
-// accumulators wait in an f32 scratch tile (an exact round trip, so the bits are unchanged).
-constexpr int64_t kChunkPairs = 256;
-
-// Rows per work item (a multiple of kRows): the item's A rows and its f32 scratch stay in L2.
+// A tile runs over the whole K in one pass: the block's W (K * 128 bytes) is re-read from L2 by
+// each row tile of the work item. Walking K in L1-sized chunks instead, with the accumulators
+// kept in an f32 scratch tile between chunks, measured slower (paired with oneDNN in one process,
+// 1 thread, M=512: chunks of 64 / 256 k-pairs 0.86 / 0.95 of oneDNN's GFLOP/s, no chunks 0.98-1.01),
+// and so did software prefetch of A or W (0.92).
+//
+// Rows per work item: kMaxItemTiles tiles, so an item's packed A (96 rows) stays in L2 while
+// the next items (same rows, next column blocks) reuse it.
 constexpr int64_t kMaxItemTiles = 16;
 
-thread_local ScratchBuffer tl_acc, tl_a;
+thread_local ScratchBuffer tl_a;
 
 // A is first repacked per row tile as [pair][kRows] 32-bit k-pairs, so the micro-kernel reads
 // one sequential stream (A's rows are K apart, often 4 KiB, which alias in L1) and an odd K's
@@ -95,14 +97,14 @@ void pack_a(const uint16_t* a16, int64_t m, int64_t k, int64_t tile, int64_t pai
   }
 }
 
-// One row tile over k-pairs [p0, p1) of block w; ap is the tile's packed A. `first`: start from
-// zero (else from the scratch tile s); `last`: store rows [0, rows) into C (else back into s).
-void tile(const uint32_t* ap, const bf16* w, int64_t p0, int64_t p1, bool first, bool last, float* s,
-          int64_t rows, int64_t nv, DType c_type, int64_t ldc, void* c, int64_t n0) {
+// One row tile over all k-pairs of block w; ap is the tile's packed A. Stores rows [0, rows) and
+// columns [0, nv) of the tile into C at column n0.
+void tile(const uint32_t* ap, const bf16* w, int64_t pairs, int64_t rows, int64_t nv, DType c_type, int64_t ldc,
+          void* c, int64_t n0) {
   __m512 acc[kRows][4];
   for (int r = 0; r < kRows; ++r)
-    for (int j = 0; j < 4; ++j) acc[r][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(s + r * 64 + j * 16);
-  for (int64_t p = p0; p < p1; ++p) {
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < pairs; ++p) {
     const bf16* wp = w + p * 128;
     const __m512bh w0 = (__m512bh)_mm512_load_si512(wp), w1 = (__m512bh)_mm512_load_si512(wp + 32);
     const __m512bh w2 = (__m512bh)_mm512_load_si512(wp + 64), w3 = (__m512bh)_mm512_load_si512(wp + 96);
@@ -114,11 +116,6 @@ void tile(const uint32_t* ap, const bf16* w, int64_t p0, int64_t p1, bool first,
       acc[r][2] = _mm512_dpbf16_ps(acc[r][2], xb, w2);
       acc[r][3] = _mm512_dpbf16_ps(acc[r][3], xb, w3);
     }
-  }
-  if (!last) {
-    for (int r = 0; r < kRows; ++r)
-      for (int j = 0; j < 4; ++j) _mm512_store_ps(s + r * 64 + j * 16, acc[r][j]);
-    return;
   }
   for (int r = 0; r < rows; ++r)
     for (int j = 0; j < 4; ++j) {
@@ -135,15 +132,6 @@ void tile(const uint32_t* ap, const bf16* w, int64_t p0, int64_t p1, bool first,
     }
 }
 
-// HLX_GEMM_CHUNK=<k-pairs> overrides kChunkPairs (tuning runs; the bits do not depend on it).
-int64_t chunk_pairs() {
-  static const int64_t v = [] {
-    const char* e = std::getenv("HLX_GEMM_CHUNK");
-    return e && std::atoll(e) > 0 ? int64_t(std::atoll(e)) : kChunkPairs;
-  }();
-  return v;
-}
-
 }  // namespace
 
 void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed,
@@ -151,7 +139,7 @@ void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a
   const int64_t nblocks = (n + 63) / 64, tiles = (m + kRows - 1) / kRows;
   const int64_t groups = (tiles + kMaxItemTiles - 1) / kMaxItemTiles;
   const int64_t group_tiles = (tiles + groups - 1) / groups;  // balanced
-  const int64_t pairs = (k + 1) / 2, chunk = std::min(pairs, chunk_pairs());
+  const int64_t pairs = (k + 1) / 2;
   const int64_t c_size = int64_t(dtype_size(c_type));
   const int64_t tile_words = pairs * kRows;
   // The caller's buffer, shared by the pool threads for this call.
@@ -164,19 +152,13 @@ void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a
   // up at most one item; consecutive items share the row group (its packed A stays in L2).
   parallel_for(groups * nblocks, 1, [&](int64_t i0, int64_t i1) {
     FtzDazScope ftz_daz;
-    float* scratch = static_cast<float*>(tl_acc.get(size_t(group_tiles * kRows * 64) * sizeof(float)));
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t g = i / nblocks, nb = i % nblocks;
-      const int64_t t0 = g * group_tiles, t1 = std::min(tiles, t0 + group_tiles);
       const bf16* w = w_packed + nb * kp * 64;
       const int64_t n0 = nb * 64, nv = std::min<int64_t>(64, n - n0);
-      for (int64_t p0 = 0; p0 < pairs; p0 += chunk) {
-        const int64_t p1 = std::min(pairs, p0 + chunk);
-        for (int64_t t = t0; t < t1; ++t)
-          tile(a_packed + t * tile_words, w, p0, p1, p0 == 0, p1 == pairs, scratch + (t - t0) * kRows * 64,
-               std::min<int64_t>(kRows, m - t * kRows), nv, c_type, n,
-               static_cast<char*>(c) + t * kRows * n * c_size, n0);
-      }
+      for (int64_t t = g * group_tiles; t < std::min(tiles, (g + 1) * group_tiles); ++t)
+        tile(a_packed + t * tile_words, w, pairs, std::min<int64_t>(kRows, m - t * kRows), nv, c_type, n,
+             static_cast<char*>(c) + t * kRows * n * c_size, n0);
     }
   });
 }
