@@ -2,7 +2,7 @@
 // results equal, bit for bit, the formula computed here (cos/sin of float(pos) * inv_freq[i] in
 // f32, a*c - b*s and b*c + a*s with each product rounded), for positions inside and outside the
 // memo, repeated calls, three alternating inv_freq tables (more than the memo keeps) and several
-// thread counts.
+// thread counts; bf16 rows likewise.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -59,6 +59,27 @@ TEST(RotaryCache, BitsEqualDirectFormula) {
       for (size_t i = 0; i < want.size(); ++i)
         ASSERT_EQ(f32_bits(out[i]), f32_bits(want[i])) << "threads " << threads << " call " << call << " element " << i;
     }
+}
+
+// bf16 rows: the same formula on the bf16 values, rounded once to bf16 (inputs in [-2, 2] keep
+// every result normal, where the hardware and software roundings agree).
+TEST(RotaryCache, Bf16BitsEqualDirectFormula) {
+  std::mt19937 rng(9);
+  std::uniform_real_distribution<float> u(-2.f, 2.f);
+  const int64_t heads = 4, hd = 64, rows = 40;
+  std::vector<float> inv(32);
+  for (int i = 0; i < 32; ++i) inv[size_t(i)] = std::pow(1e4f, -float(i) / 32.f);
+  std::vector<int32_t> pos(static_cast<size_t>(rows));
+  for (int64_t r = 0; r < rows; ++r) pos[size_t(r)] = int32_t(r * 301 % 9000);
+  for (int call = 0; call < 3; ++call) {
+    std::vector<float> x(size_t(rows * heads * hd));
+    std::vector<bf16> xb(x.size()), out(x.size());
+    for (size_t i = 0; i < x.size(); ++i) xb[i] = f32_to_bf16(u(rng)), x[i] = bf16_to_f32(xb[i]);
+    ASSERT_TRUE(kernels::rotary(rows, heads, hd, hd, DType::kBF16, xb.data(), pos.data(), inv.data(), out.data()).ok());
+    auto want = expected(x, pos, inv, heads, hd);
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_EQ(out[i].bits, f32_to_bf16(want[i]).bits) << "call " << call << " element " << i;
+  }
 }
 
 }  // namespace
