@@ -22,7 +22,9 @@ namespace {
 
 // Register tile: kRows rows x one 64-column block = 4 * kRows f32 accumulators (24 of 32 zmm),
 // 4 zmm for the weight k-pair. Each k-pair is 4 weight loads + kRows broadcast activations for
-// 4 * kRows vdpbf16ps.
+// 4 * kRows vdpbf16ps. On its own (operands in L1/L2, 1 thread) the loop runs 6.8 G vdpbf16ps/s
+// (437 GFLOP/s, the core's peak); whole products measured 330-365 GFLOP/s of CPU time at load ~6,
+// level with oneDNN's brgemm tiles in the same process (0.98-1.0).
 constexpr int kRows = 6;
 
 // A tile runs over the whole K in one pass: the block's W (K * 128 bytes) is re-read from L2 by

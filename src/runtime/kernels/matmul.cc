@@ -220,7 +220,8 @@ namespace {
 constexpr int64_t kDefaultStreamMaxM = 8;
 
 // Products with M <= stream_max_m() run our AVX-512 BF16 weight-streaming kernel
-// (matmul_avx512.cc) straight on oneDNN's packed BA16a64b2a layout; larger M run oneDNN brgemm.
+// (matmul_avx512.cc) straight on oneDNN's packed BA16a64b2a layout; larger M run
+// gemm_bf16_avx512 (gemm_avx512.cc) on the same layout, or oneDNN brgemm tiles (HLX_OWN_GEMM=0).
 // Measured (bench BM_StreamBf16, 1 thread, bf16 N=K=2048, cycling 1 GiB of weights, machine load
 // ~3): M=1 35.5 GB/s ours vs 31.7 GB/s oneDNN; M=4 33.7 vs 29.1 GB/s. Decode at 8 slots (M=8,
 // `hlx bench`, load ~8): 117.9 ms/step here vs 207.1 ms/step on oneDNN tiles, so the default
