@@ -326,8 +326,9 @@ class DnnlPackedWeight final : public PackedWeight {
       }
       const int64_t kp = cpu_features().avx512bf16 ? blocked_kp : 0;
       w->stream_kp_ = stream_enabled() ? kp : 0;
-      w->slice_kp_ = pool_gemm_enabled() ? kp : 0;
       w->gemm_kp_ = own_gemm_enabled() ? kp : 0;
+      // oneDNN tiles only without our GEMM (their primitives cost time at bind).
+      w->slice_kp_ = pool_gemm_enabled() && w->gemm_kp_ == 0 ? kp : 0;
       // Tiles only when oneDNN runs them with a real kernel (not its reference fallback).
       if (w->slice_kp_ > 0 &&
           std::string(w->slice_prim(kTileM, std::min(n, kTileN), DType::kF32)->pd.impl_info_str()).rfind("ref", 0) == 0)
