@@ -122,3 +122,28 @@ BENCHMARK(BM_RmsNormF32)->Args({512, 1024, 0})->Args({512, 1024, 1})->Args({8192
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 }  // namespace
+
+namespace {
+
+// The prefill pattern rms_norm (f32 out) -> convert to bf16 of the same [512 x 1024]: the
+// convert as a scalar loop (arg 0) or kernels/ew_vec.h (arg 1).
+void BM_RmsNormThenConvert(benchmark::State& state) {
+  const int64_t rows = 512, dim = 1024;
+  std::vector<float> x(static_cast<size_t>(rows * dim));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 977) * 0.01f - 4.0f;
+  auto w = rand_bf16(static_cast<size_t>(dim));
+  std::vector<float> normed(x.size());
+  std::vector<bf16> y(x.size());
+  for (auto _ : state) {
+    Status s = kernels::rms_norm(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(), 1e-6f, 0.f, normed.data());
+    if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+    if (state.range(0) == 0)
+      for (size_t i = 0; i < y.size(); ++i) y[i] = f32_to_bf16(normed[i]);
+    else
+      kernels::f32_to_bf16_exact(normed.data(), y.data(), int64_t(y.size()));
+    benchmark::DoNotOptimize(y.data());
+  }
+}
+BENCHMARK(BM_RmsNormThenConvert)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+}  // namespace
