@@ -234,7 +234,8 @@ class FusedKernel final : public OpKernel {
       auto dst = [&](int s) { return const_cast<float*>(slot[size_t(s)]); };
       for (int64_t t0 = b; t0 < e; t0 += kTile) {
         int64_t m = std::min(kTile, e - t0);
-        // All inputs of the tile are read before any output of it is written: in-place is safe.
+        // A tile's outputs are stored only after all its steps ran, so every input element of the
+        // tile (read in place or loaded) is read before any output element of it is written.
         for (size_t i = 0; i < inputs.size(); ++i) {
           if (read_f32_in_place_ && in_[i].dtype == DType::kF32)
             slot[i] = static_cast<const float*>(inputs[i]->raw()) + t0;
