@@ -2,12 +2,11 @@
 // per query, the visible key set, scores, softcap, bias, softmax, weighted sum. bf16 cases round
 // q/K/V to bf16 first and feed the reference the same values.
 //
-// f32 kernel (f32 caches, bf16 decode with head_dim % 32 != 0, CPUs without AVX512-BF16): only f32 arithmetic separates the
+// f32 kernels (f32 caches, decode, CPUs without AVX512-BF16): only f32 arithmetic separates the
 // two; outputs are convex combinations of values in [-1, 1], and the f32 dot products over
 // head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
 //
-// bf16 kernels (bf16 cache and AVX512-BF16; prefill: q_len > 1, head_dim % 16 == 0; decode:
-// q_len 1, head_dim % 32 == 0): f32 Q is carried as a
+// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0, AVX512-BF16): f32 Q is carried as a
 // sum of two bf16 (hi + lo, relative error <= 2^-16), and the softmax weights P are rounded to
 // bf16 (unit roundoff u = 2^-9). Q's residue moves each score by at most
 // D = 2^-16 * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
@@ -90,8 +89,7 @@ Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int3
 
 // Whether attention() takes a bf16 dot-product kernel (prefill or decode) for these shapes on this CPU.
 bool bf16_kernel(const AttentionDesc& d) {
-  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 &&
-         ((d.q_len > 1 && d.head_dim % 16 == 0) || (d.q_len == 1 && d.head_dim % 32 == 0));
+  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 16 == 0;
 }
 
 // Double-precision reference; tol receives each output element's allowed error (see the top).
@@ -253,14 +251,13 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
     }
 }
 
-// Decode (q_len 1): every row of a batch against the reference (bf16 decode kernel: the bound
-// above), and each row's bits the same when it runs alone, from another cache slot, on 1 or 2
-// threads. Shapes reach the kernel's edges: odd query heads per kv head (a lone head after the
-// pairs), key counts that are odd, below and above 16, empty; head_dim 64, 96 and 160 (a 128-column
-// pass plus a 32-column one); window, softcap and bias.
+// Decode (q_len 1): every row of a batch against the reference (f32 tolerance), and each row's
+// bits the same when it runs alone, from another cache slot, on 1 or 2 threads. Shapes reach the kernel's edges: odd query heads per kv head (a lone head after the
+// pairs), key counts that are odd, below and above 16, empty; head_dim 16 (one half chunk), 96 and
+// 176 (a 128-column pass plus 32 + a half chunk of 16); window, softcap and bias.
 TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
   uint32_t seed = 900;
-  for (int64_t dh : {64, 96, 160})
+  for (int64_t dh : {16, 96, 176})
     for (int64_t gqa : {1, 2, 3})
       for (const Config& c : {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{true, 0, 20.f, true}})
         for (DType kvt : {DType::kBF16, DType::kF32}) {

@@ -13,7 +13,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
 }
 
-namespace attention_decode {  // attention_decode_avx512.cc: q_len 1 over a bf16 cache, vdpbf16ps
+namespace attention_decode {  // attention_decode_avx512.cc: q_len 1 over a bf16 cache, f32 FMAs
 void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
 }
@@ -58,10 +58,10 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
   // More than one query token (prefill, vision): the query-rows-in-lanes kernel of
   // attention_prefill_avx512.cc; over a bf16 cache Q.K^T and P.V are bf16 dot products (Q as hi + lo
   // bf16, P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) over a bf16
-  // cache: attention_decode_avx512.cc, the same bf16 numerics with each K/V row read once per pair
-  // of query heads; other decode shapes keep attention_impl.h. The choice depends only on the
+  // cache: attention_decode_avx512.cc, f32 arithmetic with each K/V row loaded and widened once per
+  // pair of query heads; other decode shapes keep attention_impl.h. The choice depends only on the
   // entry's shapes, never on the batch or the data.
-  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 32 == 0 && cpu_features().avx512bf16)
+  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && cpu_features().avx512bw)
     attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else if (d.q_len > 1 && d.head_dim % 16 == 0 &&
       ((d.kv_type == DType::kBF16 && cpu_features().avx512bf16) || (d.kv_type == DType::kF32 && cpu_features().avx512f)))

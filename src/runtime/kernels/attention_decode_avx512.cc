@@ -1,25 +1,25 @@
-// hlx.attention for one query token per row (decode) over a bf16 cache, with AVX512-BF16 dot
-// products. attention.cc calls it when q_len == 1, the cache is bf16, head_dim % 32 == 0 and the
-// CPU has AVX512-BF16; other decode shapes keep attention_impl.h.
+// hlx.attention for one query token per row (decode) over a bf16 cache. attention.cc calls it
+// when q_len == 1, the cache is bf16, head_dim % 16 == 0 and the CPU has AVX-512F/BW; other decode
+// shapes keep attention_impl.h.
 //
-// Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, so
-// attention_impl.h (f32 FMAs on K/V rows widened from bf16, one pass per query row, online
-// softmax) spent ~5x the memory time on widening and reductions (bench/attention_bench.cc).
-// Here a work item is (batch row, kv head); its query heads are taken two at a time and share
-// every K/V register load:
-//   scores: per key, the K row's 32-element chunks meet Q as hi + lo bf16 (Q = hi + lo carries ~16
-//           significant bits, as in attention_prefill_avx512.cc) in vdpbf16ps, one accumulator per
-//           (row, key); 16 accumulators are then summed by one transposing reduction;
-//   softmax: two passes (all scores of the row are kept), so there is no running-max rescaling:
-//           exact max, weights P = e^(s - max) rounded to bf16, sum of the rounded weights in f32;
-//   P.V:     key pairs (j, j+1) of V interleaved with vpunpck{l,h}wd meet the (p_j, p_j+1) dword in
-//           vdpbf16ps; the accumulators hold the columns in the unpack order and are put back in
-//           order once at the end.
-// Numerics are those of the prefill bf16 kernel (Q to 2^-16, P to 2^-9, f32 statistics); sums run
-// in a different order. A row's bits depend only on its own query, visible key range and K/V rows:
-// each score is one accumulator reduced by the same tree whatever its position among the 16, the
-// pairing of query heads never mixes rows, and key pairs start at the row's first visible key.
-// So batch, slot, thread count and work split never change a row.
+// Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, and
+// attention_impl.h widened every bf16 element to f32 (two instructions per 16) once per query row,
+// ran a full horizontal sum per score and an online softmax: ~5x the memory time
+// (bench/attention_bench.cc). Here a work item is (batch row, kv head); its query heads are taken
+// two at a time and share every K/V load and widening:
+//   widening: a zmm of 32 bf16 (16 dwords) gives its even elements as dword << 16 and its odd ones
+//             as dword & 0xffff0000, one instruction per 16 values; Q is stored split the same way
+//             and the P.V accumulators hold even and odd columns apart until the end;
+//   scores:   f32 FMAs, one accumulator per (row, key); 16 accumulators are then summed by one
+//             transposing reduction;
+//   softmax:  two passes (all scores of the row are kept), so there is no running-max rescaling.
+// All arithmetic is f32 on the exact values (no rounding of Q or P: a bf16 dot-product version,
+// Q and P as hi + lo bf16, flipped a greedy token of the llama bf16 fixture of
+// tests/models/test_text_families.py at a top-2 gap of 0.023, and cost about the same).
+// A row's bits depend only on its own query, visible key range and K/V rows: each score is one
+// accumulator reduced by the same tree whatever its position among the 16, the pairing of query
+// heads never mixes rows, and keys are summed in order from the row's first visible key. So
+// batch, slot, thread count and work split never change a row.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -38,13 +38,10 @@ namespace {
 
 using internal::exp_nonpos16;
 
-inline __m512bh as_bh(__m512i v) { return (__m512bh)v; }
-
-// acc + dot(a, broadcast *p) with vdpbf16ps's embedded broadcast (GCC emits a separate
-// vpbroadcastd for _mm512_set1_epi32 of a load).
-inline __m512 dp_bcast(__m512 acc, __m512i a, const uint32_t* p) {
-  __asm__("vdpbf16ps %1%{1to16%}, %2, %0" : "+v"(acc) : "m"(*p), "v"(a));
-  return acc;
+// Even / odd elements of 32 bf16 as two f32 vectors (exact).
+inline __m512 even_f32(__m512i x) { return _mm512_castsi512_ps(_mm512_slli_epi32(x, 16)); }
+inline __m512 odd_f32(__m512i x) {
+  return _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(int32_t(0xffff0000u))));
 }
 
 // The 16 horizontal sums of v[0..15], in order, in one vector: each level adds the two halves of
@@ -74,36 +71,48 @@ inline void prefetch_row(const uint16_t* p, int64_t Dh) {
 
 constexpr int64_t kAhead = 16;  // keys prefetched ahead: rows of one kv head are Hkv * Dh apart
 
-// Scores of R query rows (R = 1 or 2) against keys [lo, hi): s[r][j - lo] = dot(q_r, k_j) with
-// q_r = hi + lo as [Dh / 32][hi zmm, lo zmm] (qp + r * Dh * 2 bf16). 16 / R keys per step, one
-// accumulator per (row, key); keys past hi re-read row hi - 1 and are dropped.
+// Loads 32 bf16, or 16 (the rest zero) for the last chunk of a head_dim that is an odd multiple of 16.
+inline __m512i load_chunk(const uint16_t* p, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p); }
+inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : __mmask32(0xffff); }
+
+// Scores of R query rows (R = 1 or 2) against keys [lo, hi): s[r][j - lo] = dot(q_r, k_j), with
+// q_r stored as [chunks][even 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks
+// * 32). 16 / R keys per step, one accumulator per (row, key), even elements first in each chunk;
+// keys past hi re-read row hi - 1 and are dropped.
 template <int R>
-void scores(const uint16_t* qp, const uint16_t* k, int64_t stride, int64_t lo, int64_t hi, int64_t Dh, float* s0,
-            float* s1) {
+void scores(const float* qp, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi,
+            int64_t Dh, float* s0, float* s1) {
   constexpr int kK = 16 / R;
-  const int64_t chunks = Dh / 32;
+  const int64_t chunks = (Dh + 31) / 32;
+  for (int64_t j = lo; j < std::min(hi, lo + kAhead); ++j) prefetch_row(k + j * stride, Dh);
   for (int64_t j = lo; j < hi; j += kK) {
     const uint16_t* kp[kK];
 #pragma GCC unroll 16
     for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
-    for (int t = 0; t < kK; ++t)
+    // K rows kAhead keys ahead, and this step's V rows for the P.V pass that follows (rows of one
+    // kv head are Hkv * Dh apart: a strided stream the hardware prefetchers follow poorly).
+    for (int t = 0; t < kK; ++t) {
       if (j + kAhead + t < hi) prefetch_row(k + (j + kAhead + t) * stride, Dh);
+      if (j + t < hi) prefetch_row(v + (j + t) * stride, Dh);
+    }
     __m512 acc[16];
 #pragma GCC unroll 16
     for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
     for (int64_t c = 0; c < chunks; ++c) {
-      __m512bh qh[R], ql[R];
+      const __mmask32 m = chunk_mask(Dh - 32 * c);
+      __m512 qe[R], qo[R];
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
-        qh[r] = as_bh(_mm512_loadu_si512(qp + (r * chunks + c) * 64));
-        ql[r] = as_bh(_mm512_loadu_si512(qp + (r * chunks + c) * 64 + 32));
+        qe[r] = _mm512_loadu_ps(qp + (r * chunks + c) * 32);
+        qo[r] = _mm512_loadu_ps(qp + (r * chunks + c) * 32 + 16);
       }
 #pragma GCC unroll 16
       for (int t = 0; t < kK; ++t) {
-        const __m512bh kv = as_bh(_mm512_loadu_si512(kp[t] + c * 32));
+        const __m512i kv = load_chunk(kp[t] + c * 32, m);
+        const __m512 ke = even_f32(kv), ko = odd_f32(kv);
 #pragma GCC unroll 2
         for (int r = 0; r < R; ++r)
-          acc[r * kK + t] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[r * kK + t], qh[r], kv), ql[r], kv);
+          acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
       }
     }
     alignas(64) float sums[16];
@@ -116,39 +125,39 @@ void scores(const uint16_t* qp, const uint16_t* k, int64_t stride, int64_t lo, i
   }
 }
 
-// acc(R rows) over keys [lo, hi) for columns [c0, c0 + 32 NC): sum_j p_j v_j, with pw[r] the row's
-// weights as bf16 pairs (p_{lo+2i}, p_{lo+2i+1}) per dword, then out = acc * inv, columns in order.
+// out[r][c0, c0 + w) = inv[r] * sum_{j in [lo, hi)} p[r][j - lo] * v_j[c0, c0 + w), w in
+// (32 (NC - 1), 32 NC], for R rows: accumulators per 32-column chunk hold its even and its odd
+// columns and are interleaved back once at the end.
 template <int R, int NC>
-void weighted_sum(const uint32_t* const* pw, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi, int64_t c0,
-                  int64_t Dh, const float* inv, float* const* out) {
+void weighted_sum(const float* const* p, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi, int64_t c0,
+                  int64_t w, const float* inv, float* const* out) {
+  __mmask32 m[NC];
+#pragma GCC unroll 4
+  for (int c = 0; c < NC; ++c) m[c] = chunk_mask(w - 32 * c);
   __m512 acc[R][2 * NC];
 #pragma GCC unroll 8
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
     for (int i = 0; i < 2 * NC; ++i) acc[r][i] = _mm512_setzero_ps();
-  for (int64_t j = lo; j < hi; j += 2) {
-    const uint16_t* v0 = v + j * stride + c0;
-    const bool pair = j + 1 < hi;
-    const uint16_t* v1 = v0 + stride;
-    if (j + kAhead < hi) prefetch_row(v + (j + kAhead) * stride + c0, 32 * NC);
-    if (j + kAhead + 1 < hi) prefetch_row(v + (j + kAhead + 1) * stride + c0, 32 * NC);
-    const int64_t i = (j - lo) / 2;
+  for (int64_t j = lo; j < hi; ++j) {
+    const uint16_t* vr = v + j * stride + c0;
+    if (j + kAhead < hi) prefetch_row(v + (j + kAhead) * stride + c0, w);
+    __m512 pj[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) pj[r] = _mm512_set1_ps(p[r][j - lo]);
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
-      const __m512i a = _mm512_loadu_si512(v0 + 32 * c);
-      // The last key of an odd range pairs with zeros (its partner weight is 0 too).
-      const __m512i b = pair ? _mm512_loadu_si512(v1 + 32 * c) : _mm512_setzero_si512();
-      const __m512i lo16 = _mm512_unpacklo_epi16(a, b), hi16 = _mm512_unpackhi_epi16(a, b);
+      const __m512i x = load_chunk(vr + 32 * c, m[c]);
+      const __m512 ve = even_f32(x), vo = odd_f32(x);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
-        acc[r][2 * c] = dp_bcast(acc[r][2 * c], lo16, pw[r] + i);
-        acc[r][2 * c + 1] = dp_bcast(acc[r][2 * c + 1], hi16, pw[r] + i);
+        acc[r][2 * c] = _mm512_fmadd_ps(pj[r], ve, acc[r][2 * c]);
+        acc[r][2 * c + 1] = _mm512_fmadd_ps(pj[r], vo, acc[r][2 * c + 1]);
       }
     }
   }
-  // unpacklo holds columns 0-3, 8-11, 16-19, 24-27 of a chunk, unpackhi 4-7, 12-15, ...
-  const __m512i first = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23);
-  const __m512i second = _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31);
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r) {
     const __m512 sc = _mm512_set1_ps(inv[r]);
@@ -156,28 +165,29 @@ void weighted_sum(const uint32_t* const* pw, const uint16_t* v, int64_t stride, 
     for (int c = 0; c < NC; ++c) {
       float* o = out[r] + c0 + 32 * c;
       _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], first, acc[r][2 * c + 1]), sc));
-      _mm512_storeu_ps(o + 16, _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], second, acc[r][2 * c + 1]), sc));
+      if (w - 32 * c > 16)
+        _mm512_storeu_ps(o + 16, _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], second, acc[r][2 * c + 1]), sc));
     }
   }
-  (void)Dh;
 }
 
 template <int R>
-void weighted_sum_all(const uint32_t* const* pw, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi,
-                      int64_t Dh, const float* inv, float* const* out) {
+void weighted_sum_all(const float* const* p, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi, int64_t Dh,
+                      const float* inv, float* const* out) {
   for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
-    switch ((std::min<int64_t>(128, Dh - c0)) / 32) {
-      case 1: weighted_sum<R, 1>(pw, v, stride, lo, hi, c0, Dh, inv, out); break;
-      case 2: weighted_sum<R, 2>(pw, v, stride, lo, hi, c0, Dh, inv, out); break;
-      case 3: weighted_sum<R, 3>(pw, v, stride, lo, hi, c0, Dh, inv, out); break;
-      default: weighted_sum<R, 4>(pw, v, stride, lo, hi, c0, Dh, inv, out); break;
+    const int64_t w = std::min<int64_t>(128, Dh - c0);
+    switch ((w + 31) / 32) {
+      case 1: weighted_sum<R, 1>(p, v, stride, lo, hi, c0, w, inv, out); break;
+      case 2: weighted_sum<R, 2>(p, v, stride, lo, hi, c0, w, inv, out); break;
+      case 3: weighted_sum<R, 3>(p, v, stride, lo, hi, c0, w, inv, out); break;
+      default: weighted_sum<R, 4>(p, v, stride, lo, hi, c0, w, inv, out); break;
     }
   }
 }
 
-// Softmax of one row's scores s[0, n) in place of bf16 weights p (n rounded up to even, the pad
-// weight 0); returns the sum of the rounded weights, or 0 when every score is -inf.
-float softmax_bf16(float* s, int64_t n, uint16_t* p) {
+// Softmax weights of one row's scores, in place: s[0, n) = e^(s - max) (0 for -inf scores);
+// returns their f32 sum, or 0 when every score is -inf.
+float softmax_in_place(float* s, int64_t n) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 mx = ninf;
   for (int64_t i = 0; i < n; i += 16) {
@@ -193,11 +203,9 @@ float softmax_bf16(float* s, int64_t n, uint16_t* p) {
     const __m512 sv = _mm512_mask_loadu_ps(ninf, m, s + i);
     const __mmask16 vis = _mm512_cmp_ps_mask(sv, ninf, _CMP_NEQ_OQ);
     const __m512 e = _mm512_maskz_mov_ps(vis, exp_nonpos16(_mm512_sub_ps(sv, mv)));
-    const __m256i pb = (__m256i)_mm512_cvtneps_pbh(e);
-    _mm256_mask_storeu_epi16(p + i, m, pb);
-    sum = _mm512_add_ps(sum, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(pb), 16)));
+    _mm512_mask_storeu_ps(s + i, m, e);
+    sum = _mm512_add_ps(sum, e);
   }
-  if (n % 2) p[n] = 0;
   return _mm512_reduce_add_ps(sum);
 }
 
@@ -207,12 +215,12 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
   const int64_t Hq = d.q_heads, Hkv = d.kv_heads, Dh = d.head_dim, S = d.capacity, G = Hq / Hkv;
   const int64_t stride = Hkv * Dh;  // elements between consecutive cache rows of one kv head
+  const int64_t chunks = (Dh + 31) / 32;
   const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
   parallel_for(d.batch * Hkv, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
-    thread_local std::vector<uint16_t> qp, pb;
-    thread_local std::vector<float> sc;
+    thread_local std::vector<float> qp, sc;
     for (int64_t item = item_begin; item < item_end; ++item) {
       const int64_t b = item / Hkv, kvh = item % Hkv;
       const int64_t len = kv_len[b], pos = q_pos[b];
@@ -220,10 +228,9 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
       if (d.causal) hi = std::min<int64_t>(hi, std::max<int64_t>(pos + 1, 0));
       if (d.sliding_window > 0) lo = std::max<int64_t>(0, pos - d.sliding_window + 1);
       hi = std::max(hi, lo);
-      const int64_t n = hi - lo, n_pad = (n + 1) / 2 * 2;
-      if (int64_t(sc.size()) < 2 * n_pad + 32) sc.resize(size_t(2 * n_pad + 32));
-      if (int64_t(pb.size()) < 2 * n_pad + 32) pb.resize(size_t(2 * n_pad + 32));
-      if (int64_t(qp.size()) < 4 * Dh) qp.resize(size_t(4 * Dh));
+      const int64_t n = hi - lo;
+      if (int64_t(sc.size()) < 2 * (n + 16)) sc.resize(size_t(2 * (n + 16)));
+      if (int64_t(qp.size()) < 2 * chunks * 32) qp.resize(size_t(2 * chunks * 32));
       const uint16_t* kb = k16 + (slot[b] * S * Hkv + kvh) * Dh;
       const uint16_t* vb = v16 + (slot[b] * S * Hkv + kvh) * Dh;
       for (int64_t g0 = 0; g0 < G; g0 += 2) {
@@ -234,36 +241,27 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           for (int r = 0; r < R; ++r) std::fill(o[r], o[r] + Dh, 0.f);
           continue;
         }
-        // Q rows as [chunk][hi 32 bf16, lo 32 bf16]: hi = bf16(x), lo = bf16(x - hi) (exact difference).
+        // Q rows (f32, or bf16 widened) as [chunk][even 16, odd 16], zeros past Dh.
         for (int r = 0; r < R; ++r) {
           const int64_t qoff = (b * Hq + kvh * G + g0 + r) * Dh;
-          for (int64_t c = 0; c < Dh / 32; ++c) {
-            __m512 x0, x1;
-            if (d.q_type == DType::kF32) {
-              x0 = _mm512_loadu_ps(static_cast<const float*>(q) + qoff + 32 * c);
-              x1 = _mm512_loadu_ps(static_cast<const float*>(q) + qoff + 32 * c + 16);
-            } else {
-              const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
-              x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)qb)), 16));
-              x1 = _mm512_castsi512_ps(
-                  _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)(qb + 16))), 16));
-            }
-            const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
-            const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-            const __m512 h1 =
-                _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
-            uint16_t* dst = qp.data() + (r * (Dh / 32) + c) * 64;
-            _mm512_storeu_si512(dst, h);
-            _mm512_storeu_si512(dst + 32, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
-          }
+          float* dst = qp.data() + r * chunks * 32;
+          for (int64_t c = 0; c < chunks; ++c)
+            for (int64_t i = 0; i < 16; ++i)
+              for (int64_t e = 0; e < 2; ++e) {
+                const int64_t col = 32 * c + 2 * i + e;
+                float x = 0.f;
+                if (col < Dh)
+                  x = d.q_type == DType::kF32 ? static_cast<const float*>(q)[qoff + col]
+                                              : bf16_to_f32(static_cast<const bf16*>(q)[qoff + col]);
+                dst[c * 32 + e * 16 + i] = x;
+              }
         }
-        float* s[2] = {sc.data(), sc.data() + n_pad + 16};
+        float* s[2] = {sc.data(), sc.data() + n + 16};
         if (R == 2)
-          scores<2>(qp.data(), kb, stride, lo, hi, Dh, s[0], s[1]);
+          scores<2>(qp.data(), kb, vb, stride, lo, hi, Dh, s[0], s[1]);
         else
-          scores<1>(qp.data(), kb, stride, lo, hi, Dh, s[0], nullptr);
+          scores<1>(qp.data(), kb, vb, stride, lo, hi, Dh, s[0], nullptr);
         float inv[2] = {0.f, 0.f};
-        const uint32_t* pw[2];
         for (int r = 0; r < R; ++r) {
           float* sr = s[r];
           const __m512 scale = _mm512_set1_ps(d.scale);
@@ -275,16 +273,15 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             for (int64_t i = 0; i < n; ++i) sr[i] = d.logit_softcap * std::tanh(sr[i] / d.logit_softcap);
           if (bias)
             for (int64_t i = 0; i < n; ++i) sr[i] += bias[b * S + lo + i];
-          uint16_t* pr = pb.data() + r * (n_pad + 16);
-          const float l = softmax_bf16(sr, n, pr);
-          if (l == 0.f) std::fill(pr, pr + n_pad, uint16_t(0));  // all -inf: zero weights, zero output
+          const float l = softmax_in_place(sr, n);  // all -inf: zero weights (l = 0), zero output
+          if (l == 0.f) std::fill(sr, sr + n, 0.f);
           inv[r] = l > 0.f ? 1.f / l : 0.f;
-          pw[r] = reinterpret_cast<const uint32_t*>(pr);
         }
+        const float* p[2] = {s[0], s[1]};
         if (R == 2)
-          weighted_sum_all<2>(pw, vb, stride, lo, hi, Dh, inv, o);
+          weighted_sum_all<2>(p, vb, stride, lo, hi, Dh, inv, o);
         else
-          weighted_sum_all<1>(pw, vb, stride, lo, hi, Dh, inv, o);
+          weighted_sum_all<1>(p, vb, stride, lo, hi, Dh, inv, o);
       }
     }
   });
