@@ -89,11 +89,11 @@ void scores(const float* qp, const uint16_t* k, const uint16_t* v, int64_t strid
     const uint16_t* kp[kK];
 #pragma GCC unroll 16
     for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
-    // K rows kAhead keys ahead, and this step's V rows for the P.V pass that follows (rows of one
-    // kv head are Hkv * Dh apart: a strided stream the hardware prefetchers follow poorly).
+    // K rows kAhead keys ahead (rows of one kv head are Hkv * Dh apart: a strided stream the
+    // hardware prefetchers follow poorly); near the end, the first V rows of the P.V pass.
     for (int t = 0; t < kK; ++t) {
       if (j + kAhead + t < hi) prefetch_row(k + (j + kAhead + t) * stride, Dh);
-      if (j + t < hi) prefetch_row(v + (j + t) * stride, Dh);
+      else if (j + kAhead + t - hi < std::min(kAhead, hi - lo)) prefetch_row(v + (lo + j + kAhead + t - hi) * stride, Dh);
     }
     __m512 acc[16];
 #pragma GCC unroll 16
@@ -242,19 +242,26 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           continue;
         }
         // Q rows (f32, or bf16 widened) as [chunk][even 16, odd 16], zeros past Dh.
+        const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+        const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
         for (int r = 0; r < R; ++r) {
           const int64_t qoff = (b * Hq + kvh * G + g0 + r) * Dh;
           float* dst = qp.data() + r * chunks * 32;
-          for (int64_t c = 0; c < chunks; ++c)
-            for (int64_t i = 0; i < 16; ++i)
-              for (int64_t e = 0; e < 2; ++e) {
-                const int64_t col = 32 * c + 2 * i + e;
-                float x = 0.f;
-                if (col < Dh)
-                  x = d.q_type == DType::kF32 ? static_cast<const float*>(q)[qoff + col]
-                                              : bf16_to_f32(static_cast<const bf16*>(q)[qoff + col]);
-                dst[c * 32 + e * 16 + i] = x;
-              }
+          for (int64_t c = 0; c < chunks; ++c) {
+            const __mmask16 m1 = Dh - 32 * c > 16 ? __mmask16(0xffff) : __mmask16(0);  // columns 16-31 present
+            __m512 x0, x1;
+            if (d.q_type == DType::kF32) {
+              const float* qf = static_cast<const float*>(q) + qoff + 32 * c;
+              x0 = _mm512_loadu_ps(qf);
+              x1 = _mm512_maskz_loadu_ps(m1, qf + 16);
+            } else {
+              const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
+              x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)qb)), 16));
+              x1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
+            }
+            _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
+            _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
+          }
         }
         float* s[2] = {sc.data(), sc.data() + n + 16};
         if (R == 2)
