@@ -61,7 +61,8 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
   // cache: attention_decode_avx512.cc, f32 arithmetic with each K/V row loaded and widened once per
   // pair of query heads; other decode shapes keep attention_impl.h. The choice depends only on the
   // entry's shapes, never on the batch or the data.
-  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && cpu_features().avx512bw)
+  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && cpu_features().avx512bw &&
+      cpu_features().avx512vl)
     attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else if (d.q_len > 1 && d.head_dim % 16 == 0 &&
       ((d.kv_type == DType::kBF16 && cpu_features().avx512bf16) || (d.kv_type == DType::kF32 && cpu_features().avx512f)))

@@ -1,5 +1,5 @@
 // hlx.attention for one query token per row (decode) over a bf16 cache. attention.cc calls it
-// when q_len == 1, the cache is bf16, head_dim % 16 == 0 and the CPU has AVX-512F/BW; other decode
+// when q_len == 1, the cache is bf16, head_dim % 16 == 0 and the CPU has AVX-512BW/VL; other decode
 // shapes keep attention_impl.h.
 //
 // Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, and

@@ -1,6 +1,6 @@
 // hlx.attention for more than one query token (prefill chunks, the vision tower), query rows in
-// the lanes of a zmm. attention.cc calls it when q_len > 1 (decode keeps the kernel of
-// attention_impl.h), head_dim % 16 == 0, and the cache is bf16 on a CPU with AVX512-BF16 or f32 on
+// the lanes of a zmm. attention.cc calls it when q_len > 1 (decode has attention_decode_avx512.cc
+// and attention_impl.h), head_dim % 16 == 0, and the cache is bf16 on a CPU with AVX512-BF16 or f32 on
 // one with AVX-512F.
 //
 // f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
