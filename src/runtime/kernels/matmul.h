@@ -1,5 +1,6 @@
-// Matrix multiplication through oneDNN (the only file that includes oneDNN is matmul.cc), plus our
-// own bandwidth-bound kernels for small M where they measure faster.
+// Matrix multiplication: on AVX512-BF16 CPUs packed bf16 weights run our own kernels (a weight-
+// streaming GEMV for small M, a register-tiled GEMM for larger M); oneDNN covers the rest (the
+// only file that includes oneDNN is matmul.cc).
 #pragma once
 
 #include <cstdint>
