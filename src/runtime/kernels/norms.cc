@@ -97,9 +97,21 @@ Status rms_norm_portable(int64_t rows, int64_t dim, DType x_type, const void* x,
   for (int64_t i = 0; i < dim; ++i) wp[i] += weight_offset;
   for_rows(rows, dim, [&](int64_t r, float* row) {
     load_row(x_type, x, r, dim, row);
-    float ss = 0.f;
-#pragma omp simd reduction(+ : ss)
-    for (int64_t i = 0; i < dim; ++i) ss += row[i] * row[i];
+    // Four running sums (element i into sum i % 4), the last dim % 4 squares added to sum 0, then
+    // the sums in order: written out so that the order, and so the bits, do not depend on how a
+    // compiler vectorises (norms_avx512.cc computes the same order).
+    float lane[4] = {0.f, 0.f, 0.f, 0.f};
+    const int64_t dim4 = dim & ~int64_t(3);
+    for (int64_t i = 0; i < dim4; i += 4)
+      for (int j = 0; j < 4; ++j) {
+        const float sq = row[i + j] * row[i + j];
+        lane[j] = lane[j] + sq;
+      }
+    for (int64_t i = dim4; i < dim; ++i) {
+      const float sq = row[i] * row[i];
+      lane[0] = sq + lane[0];
+    }
+    const float ss = (((0.f + lane[0]) + lane[1]) + lane[2]) + lane[3];
     const float inv = 1.f / std::sqrt(ss / float(dim) + epsilon);
 #pragma omp simd
     for (int64_t i = 0; i < dim; ++i) row[i] = row[i] * inv * wp[i];

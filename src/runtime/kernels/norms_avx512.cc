@@ -8,7 +8,8 @@
 
 #include "runtime/kernels/norms_internal.h"
 
-// Each product is rounded before it is added, as in the portable loop (no FMA contraction).
+// Each product is rounded before it is added, as in the portable loop (no FMA contraction; GCC
+// contracts across statements unless told not to, clang only within one expression).
 #pragma GCC optimize("fp-contract=off")
 
 namespace hlx::kernels::internal {
@@ -30,7 +31,10 @@ template <int R> void inv_rms(const float* x, int64_t dim, float epsilon, float*
     alignas(16) float lane[4];
     _mm_store_ps(lane, acc[r]);
     const float* xr = x + r * dim;
-    for (int64_t i = dim4; i < dim; ++i) lane[0] = xr[i] * xr[i] + lane[0];
+    for (int64_t i = dim4; i < dim; ++i) {
+      const float sq = xr[i] * xr[i];  // its own statement: clang contracts only within one
+      lane[0] = sq + lane[0];
+    }
     const float ss = (((0.f + lane[0]) + lane[1]) + lane[2]) + lane[3];
     inv[r] = 1.f / std::sqrt(ss / float(dim) + epsilon);
   }
