@@ -1,4 +1,4 @@
-// Operand helpers shared by the matmul tests: random values, storing them as a dtype (and
+// Operand helpers shared by the matmul and norm tests: random values, storing them as a dtype (and
 // rounding the f32 copy to what that dtype holds, so references see the kernel's exact inputs).
 #pragma once
 

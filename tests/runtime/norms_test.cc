@@ -9,42 +9,16 @@
 #include <random>
 #include <vector>
 
+#include "matmul_test_util.h"
 #include "runtime/kernels/norms.h"
 #include "runtime/op_kernel.h"
 
 namespace hlx {
 namespace {
 
-std::vector<uint8_t> store(DType t, std::vector<float>& v) {
-  std::vector<uint8_t> out(v.size() * dtype_size(t));
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (t == DType::kF32) {
-      std::memcpy(&out[i * 4], &v[i], 4);
-    } else if (t == DType::kBF16) {
-      bf16 h = f32_to_bf16(v[i]);
-      v[i] = bf16_to_f32(h);
-      std::memcpy(&out[i * 2], &h, 2);
-    } else {
-      f16 h = f32_to_f16(v[i]);
-      v[i] = f16_to_f32(h);
-      std::memcpy(&out[i * 2], &h, 2);
-    }
-  }
-  return out;
-}
-
-float load(DType t, const std::vector<uint8_t>& b, size_t i) {
-  if (t == DType::kF32) { float f; std::memcpy(&f, &b[i * 4], 4); return f; }
-  bf16 h; std::memcpy(&h, &b[i * 2], 2); return bf16_to_f32(h);
-}
-
-std::vector<float> rand_vec(size_t n, uint32_t seed, float lo, float hi) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> d(lo, hi);
-  std::vector<float> v(n);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using matmul_test::load;
+using matmul_test::rand_vec;
+using matmul_test::store;
 
 void expect_close(DType t, const std::vector<uint8_t>& got, const std::vector<double>& want, const std::string& what) {
   int bad = 0;

@@ -3,6 +3,7 @@
 // whatever its position in the array (a fused tile and a one-op chunk give the same bits).
 #include <immintrin.h>
 
+#include "runtime/kernels/exp_nonpos16_avx512.h"
 #include "runtime/kernels/vexp.h"
 
 namespace hlx::kernels::internal {
@@ -14,20 +15,9 @@ inline __m512 exp16(__m512 x) {
   // e^x overflows above 88.73 and is below half the smallest subnormal under -103.98.
   __m512 c = _mm512_min_ps(_mm512_set1_ps(89.0f), x);
   c = _mm512_max_ps(_mm512_set1_ps(-104.0f), c);
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(c, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  // r = c - n ln2 with ln2 split hi + lo (hi has few mantissa bits, so n * hi is exact).
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), c);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
-  // e^r on |r| <= ln2/2: 1 + r + r^2 (1/2 + r/6 + ...), minimax coefficients (Cephes expf).
-  __m512 p = _mm512_set1_ps(1.9875691500e-4f);
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.3981999507e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(8.3334519073e-3f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(4.1665795894e-2f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.6666665459e-1f));
-  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(5.0000001201e-1f));
-  p = _mm512_fmadd_ps(_mm512_mul_ps(p, r), r, r);
-  p = _mm512_add_ps(p, _mm512_set1_ps(1.0f));
+  // e^c = p * 2^n (exp_nonpos16_avx512.h: Cody-Waite reduction, Cephes expf polynomial).
+  __m512 n;
+  const __m512 p = exp_reduced16(c, n);
   // p * 2^n, rounded once: overflows to inf, underflows gradually (the elementwise kernels run
   // without FTZ), NaN stays NaN.
   return _mm512_scalef_ps(p, n);
