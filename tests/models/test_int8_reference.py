@@ -1,11 +1,22 @@
 """`--weights int8` end to end, per text family, against the numpy reference (reference.py) with
 every matmul weight (q/k/v/o, gate/up/down, lm_head; not the embedding gather) quantized the way
-the format is defined: per output channel n, scale = max_k |w[n, k]| / 127 (f32),
-q = round-half-even(w / scale) clipped to [-127, 127], y = scale * (x @ q.T) with f32 activations.
+the format is defined (src/runtime/kernels/matmul_int8.h): per output channel n, s_w = max_k |w[n, k]| / 127
+(f32), q = round-half-even(w / s_w) clipped to [-127, 127]; per activation row m, s_a = max_k |x[m, k]| / 32767
+(f32), q_a = round-half-even(x / s_a) clipped to [-32767, 32767]; exact integer sums over chunks of 256 k,
+each rounded to f32 and added in order in f32, y = (sum * s_a) * s_w in f32. So the reference's matmuls
+give the engine's bits; the rest of the model (norms, attention) still differs by f32 rounding.
 
-f32 fixtures: prefill logits of every row within 1e-4 (max abs) of the quantized reference and 32
-greedy tokens identical to it. The distance to the unquantized reference is printed, and must be
+f32 fixtures: prefill logits of every row within the tolerance below of the quantized reference and
+32 greedy tokens identical to it. The distance to the unquantized reference is printed, and must be
 well above the tolerance (otherwise the run was not quantized and the check above proves nothing).
+
+Tolerance: int16 activations make each matmul's input quantization a step function, so the f32
+rounding differences the engine and numpy keep elsewhere (norm and softmax sum orders, exp) move
+an occasional q_a by one step of max|a| / 32767, and the fixtures amplify that to ~1e-3 in the
+logits (with f32 activations the same differences gave ~1e-5, and the tolerance was 1e-4). The
+tolerance is therefore measured per fixture: LOGIT_TOL_FACTOR times how far the reference's own
+logits move when every matmul input is perturbed by 1e-7 relative (two seeded draws), and at
+least 1e-4. Prompts are chosen so every greedy step's top-2 gap exceeds twice that tolerance.
 A bf16 fixture: greedy tokens equal to the quantized reference with bf16 activations, or diverging
 only on a near-tie, as in test_text_families.py. Asking for a weight type the checkpoint does not
 store (`--weights f32` on bf16) is an error.
@@ -25,8 +36,9 @@ import reference  # noqa: E402
 
 FAMILIES = ["llama", "qwen2", "qwen3", "gemma3_text", "gemma3"]
 N_NEW = 32
-LOGIT_TOL = 1e-4
-TIE_GAP = 1e-3      # f32: prompts whose quantized-reference greedy run has a closer top-2 are skipped
+LOGIT_TOL = 1e-4         # the least tolerance (see above)
+LOGIT_TOL_FACTOR = 3.0   # times the reference's sensitivity to 1e-7 relative input noise
+NOISE = 1e-7
 BF16_TIE_GAP = 1e-2
 CANDIDATE_PROMPTS = [
     [5, 17, 42, 99, 3, 250, 7],
@@ -54,6 +66,36 @@ def run(cmd, ok=True):
     return p
 
 
+FLT_MIN = np.finfo(np.float32).tiny
+CHUNK = 256  # k values per exact integer chunk (128 k-pairs)
+
+
+def quantize_act(x):
+    """x [T, K] -> (q_a [T, K] f64 integers, s_a [T] f32): per row, |x| < FLT_MIN read as 0 (the
+    kernels run with denormals-are-zero), a NaN/Inf row gets s_a = NaN, a row whose s_a is below
+    FLT_MIN (flush to zero) is a zero row."""
+    x = np.asarray(x, dtype=np.float32)
+    x = np.where(np.abs(x) < FLT_MIN, np.float32(0), x)
+    finite = np.isfinite(x).all(axis=1)
+    mx = np.where(finite[:, None], np.abs(x), np.float32(0)).max(axis=1)
+    s = (mx / np.float32(32767)).astype(np.float32)
+    s = np.where(s < FLT_MIN, np.float32(0), s)
+    safe = np.where(s > 0, s, np.float32(1))
+    q = np.where(s[:, None] > 0, np.rint(np.where(finite[:, None], x, 0) / safe[:, None]), 0)  # f32 division
+    s = np.where(finite, s, np.float32(np.nan)).astype(np.float32)
+    return np.clip(q, -32767, 32767).astype(np.float64), s
+
+
+def int8_matmul(x, q, scale):
+    """The int8 product of x [T, K] with quantized weights (q [N, K], scale [N]) as [T, N] f32."""
+    qa, sa = quantize_act(x)
+    total = np.zeros((qa.shape[0], q.shape[0]), dtype=np.float32)
+    for k0 in range(0, q.shape[1], CHUNK):
+        # |chunk sum| < 2^31: exact in f64; each chunk's sum is rounded to f32, then added in f32.
+        total = total + (qa[:, k0:k0 + CHUNK] @ q[:, k0:k0 + CHUNK].T).astype(np.float32)
+    return (total * sa[:, None]) * scale[None, :]
+
+
 def quantize(w):
     """w [N, K] (Hugging Face Linear layout) -> (q [N, K] f64 integers, scale [N] f32)."""
     w = np.asarray(w, dtype=np.float32)
@@ -64,11 +106,12 @@ def quantize(w):
 
 
 class Int8Model(reference.Model):
-    """reference.Model whose weight matmuls use quantized weights (computed in f64, stored f32)."""
+    """reference.Model whose weight matmuls are the int8 products (int8_matmul)."""
 
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, noise_seed=None):
         super().__init__(model_dir)
         self._q = {}
+        self._noise = None if noise_seed is None else np.random.default_rng(noise_seed)
 
     def linear(self, x, w, b=None):
         key = id(w)
@@ -77,7 +120,10 @@ class Int8Model(reference.Model):
         q, scale = self._q[key][1]
         if self.bf16_matmul:
             x = reference.bf16_round(x)
-        y = (np.asarray(x, dtype=np.float64) @ q.T) * scale.astype(np.float64)
+        x = np.asarray(x, dtype=np.float32)
+        if self._noise is not None:  # for the sensitivity measurement only
+            x = x * (np.float32(1) + np.float32(NOISE) * self._noise.standard_normal(x.shape).astype(np.float32))
+        y = int8_matmul(x.reshape(-1, x.shape[-1]), q, scale).reshape(x.shape[:-1] + (q.shape[0],))
         if b is not None:
             y = y + b
         return y.astype(np.float32)
@@ -108,14 +154,22 @@ def hlx_generate(hlx, model, prompt, kv):
     return [int(t) for t in out.split(",")] if out else []
 
 
+def sensitivity(model_dir, prompt):
+    """Max abs move of the quantized reference's logits under 1e-7 relative noise on matmul inputs."""
+    base = Int8Model(model_dir).forward(prompt)
+    return max(float(np.abs(Int8Model(model_dir, seed).forward(prompt) - base).max()) for seed in (1, 2))
+
+
 def test_f32(hlx, tmp, family):
     model_dir = os.path.join(tmp, family + "-f32")
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "0", "--no-tokenizer"])
     qm = Int8Model(model_dir)
+    sens = sensitivity(model_dir, CANDIDATE_PROMPTS[0])
+    tol = max(LOGIT_TOL, LOGIT_TOL_FACTOR * sens)
     prompt, want = None, None
     for p in CANDIDATE_PROMPTS:
         toks, steps = greedy(qm, p, N_NEW)
-        if len(toks) == N_NEW and min(top2_gap(r) for r in steps) >= TIE_GAP:
+        if len(toks) == N_NEW and min(top2_gap(r) for r in steps) >= 2 * tol:
             prompt, want = p, toks
             break
     if not check(prompt is not None, f"{family} f32: no prompt gives 32 unambiguous quantized-reference tokens"):
@@ -130,10 +184,11 @@ def test_f32(hlx, tmp, family):
         err = float(np.abs(got - ref_q).max())
         far = float(np.abs(got - ref_f).max())
         qeffect = float(np.abs(ref_q - ref_f).max())
-        check(err <= LOGIT_TOL, f"{family} f32 int8: logits max abs error {err:.3g} > {LOGIT_TOL} vs the quantized reference")
-        check(far > 10 * LOGIT_TOL, f"{family} f32 int8: only {far:.3g} from the unquantized reference: not quantized?")
+        check(err <= tol, f"{family} f32 int8: logits max abs error {err:.3g} > {tol:.3g} vs the quantized reference")
+        check(far > 10 * tol, f"{family} f32 int8: only {far:.3g} from the unquantized reference: not quantized?")
         same = float(np.mean(np.argmax(got, axis=1) == np.argmax(ref_f, axis=1)))
-        print(f"{family} f32 int8: logits max abs error {err:.3g} vs quantized reference; {far:.3g} vs unquantized "
+        print(f"{family} f32 int8: logits max abs error {err:.3g} vs quantized reference (tolerance {tol:.3g}: the "
+              f"reference moves {sens:.3g} under 1e-7 input noise); {far:.3g} vs unquantized "
               f"(quantization alone moves them {qeffect:.3g}, logit std {ref_f.std():.2f}); "
               f"argmax agrees with unquantized on {same:.0%} of rows")
     got_tokens = hlx_generate(hlx, model_dir, prompt, "f32")

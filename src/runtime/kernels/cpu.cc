@@ -90,6 +90,7 @@ CpuFeatures detect() {
   f.avx512vl = f.avx512f && bit(l7.b, 31);
   f.avx512bf16 = f.avx512f && bit(l71.a, 5);
   f.avx512fp16 = f.avx512f && bit(l7.d, 23);
+  f.avx512vnni = f.avx512f && bit(l7.c, 11);
   bool amx_tile = os_amx && bit(l7.d, 24);
   if (amx_tile && request_amx_permission()) {
     f.amx_tile = true;

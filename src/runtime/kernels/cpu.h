@@ -8,6 +8,7 @@ namespace hlx::kernels {
 struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false, avx512fp16 = false;
+  bool avx512vnni = false;  // vpdpwssd / vpdpbusd (int8 weights)
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
   std::string model_name;  // from /proc/cpuinfo
 };

@@ -1,7 +1,7 @@
 // Int8 weights (WeightFormat::kInt8): per-output-channel symmetric quantization at pack time and
 // the products over it. Decode is bound by the bytes of weights read per token, so int8 halves
-// them against bf16; activations stay f32 (bf16 ones are widened), nothing else is quantized.
-// Layout and arithmetic contract: matmul_int8.h.
+// them against bf16; each product quantizes its activations to int16 per row and multiplies
+// integer pairs (vpdpwssd on AVX512-VNNI). Layout and arithmetic contract: matmul_int8.h.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -36,34 +36,79 @@ WeightFormatScope::WeightFormatScope(WeightFormat f) : saved_(tl_format) { tl_fo
 WeightFormatScope::~WeightFormatScope() { tl_format = saved_; }
 
 namespace int8 {
+
+// Portable activation quantization (matmul_int8.h), run under FTZ/DAZ: the comparisons and the
+// division then read an |a| below FLT_MIN as 0, as the AVX-512 version's instructions do.
+float quantize_act_row(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
+  const int64_t pairs = pairs_of(k);
+  float maxabs = 0.f;
+  int finite = 1;
+  for (int64_t kk = 0; kk < k; ++kk) {
+    const float v = std::fabs(internal::load_f32(a_type, a, row * k + kk));
+    finite &= int(v <= std::numeric_limits<float>::max());  // false for NaN and Inf
+    maxabs = maxabs < v ? v : maxabs;
+  }
+  const float s = finite ? maxabs / 32767.f : std::numeric_limits<float>::quiet_NaN();
+  if (!(s > 0.f)) {  // zero (or flushed) row, or a NaN/Inf row
+    std::memset(dst, 0, size_t(pairs) * 4);
+    return s;
+  }
+  for (int64_t p = 0; p < pairs; ++p) {
+    int32_t half[2] = {0, 0};
+    for (int i = 0; i < 2; ++i) {
+      if (2 * p + i >= k) break;
+      const float x = internal::load_f32(a_type, a, row * k + 2 * p + i);
+      half[i] = int32_t(std::clamp(std::nearbyint(x / s), -32767.f, 32767.f));  // nearest even
+    }
+    dst[p] = int32_t(uint32_t(uint16_t(half[0])) | (uint32_t(uint16_t(half[1])) << 16));
+  }
+  return s;
+}
+
 namespace {
 
-// Portable kernel (CPUs without AVX-512): `rows` rows x one block, straight from int8.
-void rows_portable(int64_t rows, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
-                   int64_t b, DType c_type, void* c) {
-  const int8_t* blk = q + b * k * kBlock;
+// Portable product (CPUs without AVX512-VNNI/BW): `rows` rows x block b with plain int32 sums in
+// the contract's chunks. Row r's k-pair p is ap[r * row_stride + p * pair_stride] (either layout).
+void rows_portable(int64_t rows, int64_t k, int64_t n, const int32_t* ap, int64_t row_stride, int64_t pair_stride,
+                   const float* sa, const int8_t* q, const float* sw, int64_t b, DType c_type, void* c) {
+  const int64_t pairs = pairs_of(k);
+  const int8_t* blk = q + b * pairs * kLine;
   const int64_t n0 = b * kBlock, cols = std::min(kBlock, n - n0);
   for (int64_t r = 0; r < rows; ++r) {
-    float acc[kBlock] = {};
-    const float* ar = a + r * k;
-    for (int64_t kk = 0; kk < k; ++kk) {
-      const float x = ar[kk];
-      const int8_t* qp = blk + kk * kBlock;
-      for (int64_t j = 0; j < kBlock; ++j) acc[j] += x * float(qp[j]);
+    const int32_t* ar = ap + r * row_stride;
+    float sum[kBlock] = {};
+    for (int64_t c0 = 0; c0 < pairs; c0 += kChunkPairs) {
+      int32_t acc[kBlock] = {};
+      for (int64_t p = c0; p < std::min(pairs, c0 + kChunkPairs); ++p) {
+        const uint32_t x = uint32_t(ar[p * pair_stride]);
+        const int32_t a0 = int16_t(uint16_t(x)), a1 = int16_t(uint16_t(x >> 16));
+        const int8_t* line = blk + p * kLine;
+        for (int64_t j = 0; j < kBlock; ++j) acc[j] += a0 * line[2 * j] + a1 * line[2 * j + 1];
+      }
+      for (int64_t j = 0; j < kBlock; ++j) sum[j] += float(acc[j]);
     }
     for (int64_t j = 0; j < cols; ++j) {
-      const float v = acc[j] * scale[n0 + j];
+      const float v = (sum[j] * sa[r]) * sw[n0 + j];
       if (c_type == DType::kF32) static_cast<float*>(c)[r * n + n0 + j] = v;
       else static_cast<bf16*>(c)[r * n + n0 + j] = f32_to_bf16(v);
     }
   }
 }
 
-thread_local internal::ScratchBuffer tl_act, tl_tile;
+thread_local internal::ScratchBuffer tl_act, tl_row, tl_tile;
 
-bool use_avx512() {
-  static const bool ok = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512bf16;
+// Packing helpers need AVX-512 F/BW; the products also VNNI.
+bool avx512_pack() {
+  static const bool ok = cpu_features().avx512f && cpu_features().avx512bw;
   return ok;
+}
+bool avx512_vnni() {
+  static const bool ok = avx512_pack() && cpu_features().avx512vnni;
+  return ok;
+}
+
+float quantize_row_any(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
+  return avx512_vnni() ? quantize_act_row_avx512(a_type, a, row, k, dst) : quantize_act_row(a_type, a, row, k, dst);
 }
 
 class Int8PackedWeight final : public PackedWeight {
@@ -74,17 +119,20 @@ class Int8PackedWeight final : public PackedWeight {
     w->k_ = k;
     w->n_ = n;
     w->nblocks_ = (n + kBlock - 1) / kBlock;
-    w->q_ = allocate_aligned(size_t(w->nblocks_ * k * kBlock));
+    const int64_t pairs = pairs_of(k);
+    w->q_ = allocate_aligned(size_t(w->nblocks_ * pairs * kLine));
     w->scale_ = allocate_aligned(size_t(w->nblocks_ * kBlock) * 4);
     int8_t* q = static_cast<int8_t*>(w->q_.get());
     float* scale = static_cast<float*>(w->scale_.get());
     std::atomic<int64_t> bad_col{-1};
-    const bool avx = use_avx512();
+    const bool avx = avx512_pack();
     parallel_for(w->nblocks_, 1, [&](int64_t b0, int64_t b1) {
       std::vector<float> col(static_cast<size_t>(k));
-      std::vector<int8_t> rows(static_cast<size_t>(kBlock * k));  // the block as [64][K], then transposed
+      // The block as [64][2 * pairs] (a zero padded k for odd K), then interleaved into k-pair lines.
+      const int64_t kp = 2 * pairs;
+      std::vector<int8_t> rows(static_cast<size_t>(kBlock * kp), 0);
       for (int64_t b = b0; b < b1; ++b) {
-        int8_t* blk = q + b * k * kBlock;
+        int8_t* blk = q + b * pairs * kLine;
         const int64_t n0 = b * kBlock, cols = std::min(kBlock, n - n0);
         if (cols < kBlock) std::memset(rows.data(), 0, rows.size());
         for (int64_t j = cols; j < kBlock; ++j) scale[n0 + j] = 0.f;
@@ -116,7 +164,7 @@ class Int8PackedWeight final : public PackedWeight {
           }
           const float s = maxabs / 127.f;
           scale[n0 + j] = s;
-          int8_t* qr = rows.data() + j * k;
+          int8_t* qr = rows.data() + j * kp;
           if (s == 0.f) {
             std::memset(qr, 0, size_t(k));
           } else if (avx) {
@@ -128,11 +176,14 @@ class Int8PackedWeight final : public PackedWeight {
               qr[kk] = int8_t(std::clamp(std::nearbyint(col[size_t(kk)] / s), -127.f, 127.f));
           }
         }
-        // Transposed in 64 x 64 tiles, so reads and writes both stay in L1.
-        for (int64_t k0 = 0; k0 < k; k0 += 64) {
-          const int64_t k1 = std::min(k, k0 + 64);
+        // Interleaved 32 k-pairs at a time, so reads and writes both stay in L1.
+        for (int64_t p0 = 0; p0 < pairs; p0 += 32) {
+          const int64_t p1 = std::min(pairs, p0 + 32);
           for (int64_t j = 0; j < kBlock; ++j)
-            for (int64_t kk = k0; kk < k1; ++kk) blk[kk * kBlock + j] = rows[size_t(j * k + kk)];
+            for (int64_t p = p0; p < p1; ++p) {
+              blk[p * kLine + 2 * j] = rows[size_t(j * kp + 2 * p)];
+              blk[p * kLine + 2 * j + 1] = rows[size_t(j * kp + 2 * p + 1)];
+            }
         }
       }
     });
@@ -149,42 +200,73 @@ class Int8PackedWeight final : public PackedWeight {
                         " c=", dtype_name(c_type), " (a f32/bf16/f16, c f32/bf16)");
     if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
     if (m == 0) return ok_status();
-    const float* af = static_cast<const float*>(a);
-    if (a_type != DType::kF32) {
-      float* buf = static_cast<float*>(tl_act.get(size_t(m * k_) * 4));
-      internal::to_f32(a_type, a, m * k_, buf);
-      af = buf;
-    }
     const int8_t* q = static_cast<const int8_t*>(q_.get());
-    const float* scale = static_cast<const float*>(scale_.get());
-    const size_t c_size = dtype_size(c_type);
-    const int64_t k = k_, n = n_;
-    if (use_avx512() && m <= kStreamMaxM) {
-      // Pairs of blocks per item (the kernel runs one or two rows over two blocks at once).
-      const int64_t pairs = (nblocks_ + 1) / 2;
-      parallel_for(pairs, 1, [&](int64_t p0, int64_t p1) {
+    const float* sw = static_cast<const float*>(scale_.get());
+    const int64_t k = k_, n = n_, pairs = pairs_of(k), nblocks = nblocks_;
+    const bool avx = avx512_vnni();
+    if (m <= kStreamMaxM) {
+      // Stream layout: rows quantized here (a decode row is a few hundred ns of work).
+      char* buf = static_cast<char*>(tl_act.get(size_t(m * pairs) * 4 + 64));
+      int32_t* qa = reinterpret_cast<int32_t*>(buf);
+      float* sa = reinterpret_cast<float*>(buf + size_t(m * pairs) * 4);
+      {
         internal::FtzDazScope ftz;
-        stream_avx512(m, k, n, af, q, scale, 2 * p0, std::min(2 * p1, nblocks_), c_type, c);
-      });
+        for (int64_t r = 0; r < m; ++r) sa[r] = quantize_row_any(a_type, a, r, k, qa + r * pairs);
+      }
+      if (avx) {
+        // Pairs of blocks per item (the kernel runs one or two rows over two blocks at once).
+        const int64_t items = (nblocks + 1) / 2;
+        parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
+          internal::FtzDazScope ftz;
+          stream_avx512(m, k, n, qa, sa, q, sw, 2 * i0, std::min(2 * i1, nblocks), c_type, c);
+        });
+      } else {
+        parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
+          internal::FtzDazScope ftz;
+          for (int64_t b = b0; b < b1; ++b) rows_portable(m, k, n, qa, pairs, 1, sa, q, sw, b, c_type, c);
+        });
+      }
       return ok_status();
     }
-    // Items: (row chunk, block); the tiled kernel converts its block once per item. Chunks of
-    // about equal size (multiples of its 6-row groups, at most kTileRows rows).
-    const int64_t chunks = (m + kTileRows - 1) / kTileRows;
-    const int64_t chunk_rows = std::min(kTileRows, ((m + chunks - 1) / chunks + 5) / 6 * 6);
-    const int64_t row_chunks = (m + chunk_rows - 1) / chunk_rows;
-    const bool avx = use_avx512();
-    parallel_for(row_chunks * nblocks_, 1, [&](int64_t i0, int64_t i1) {
+    // Tile layout, quantized in parallel one register tile (6 rows) at a time.
+    const int64_t tiles = (m + kTileRows - 1) / kTileRows, tile_words = pairs * kTileRows;
+    char* buf = static_cast<char*>(tl_act.get(size_t(tiles * tile_words) * 4 + size_t(m) * 4));
+    int32_t* qa = reinterpret_cast<int32_t*>(buf);
+    float* sa = reinterpret_cast<float*>(buf + size_t(tiles * tile_words) * 4);
+    parallel_for(tiles, 1, [&](int64_t t0, int64_t t1) {
+      internal::FtzDazScope ftz;
+      int32_t* row = static_cast<int32_t*>(tl_row.get(size_t(pairs) * 4));
+      for (int64_t t = t0; t < t1; ++t)
+        for (int64_t i = 0; i < kTileRows; ++i) {
+          const int64_t r = t * kTileRows + i;
+          int32_t* dst = qa + t * tile_words + i;
+          if (r >= m) {
+            for (int64_t p = 0; p < pairs; ++p) dst[p * kTileRows] = 0;
+            continue;
+          }
+          sa[r] = quantize_row_any(a_type, a, r, k, row);
+          for (int64_t p = 0; p < pairs; ++p) dst[p * kTileRows] = row[p];
+        }
+    });
+    // Items: (group of register tiles, block), claimed one at a time; consecutive items share the
+    // group, whose quantized rows stay in L2. Groups of about equal size, at most kItemTiles tiles.
+    const int64_t groups = (tiles + kItemTiles - 1) / kItemTiles;
+    const int64_t group_tiles = (tiles + groups - 1) / groups;
+    const size_t c_size = dtype_size(c_type);
+    parallel_for(groups * nblocks, 1, [&](int64_t i0, int64_t i1) {
       internal::FtzDazScope ftz;
       for (int64_t i = i0; i < i1; ++i) {
-        const int64_t r0 = (i / nblocks_) * chunk_rows, b = i % nblocks_;
-        const int64_t rows = std::min(chunk_rows, m - r0);
-        void* cr = static_cast<char*>(c) + size_t(r0 * n) * c_size;
+        const int64_t g = i / nblocks, b = i % nblocks;
+        const int64_t t0 = g * group_tiles, t1 = std::min(tiles, t0 + group_tiles);
         if (avx) {
-          float* scratch = static_cast<float*>(tl_tile.get(size_t(tile_scratch_floats()) * 4));
-          tile_avx512(rows, k, n, af + r0 * k, q, scale, b, scratch, c_type, cr);
+          void* scratch = tl_tile.get(size_t(tile_scratch_bytes()));
+          tile_avx512(t0, t1, m, k, n, qa, sa, q, sw, b, scratch, c_type, c);
         } else {
-          rows_portable(rows, k, n, af + r0 * k, q, scale, b, c_type, cr);
+          for (int64_t t = t0; t < t1; ++t) {
+            const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
+            rows_portable(rows, k, n, qa + t * tile_words, 1, kTileRows, sa + r0, q, sw, b, c_type,
+                          static_cast<char*>(c) + size_t(r0 * n) * c_size);
+          }
         }
       }
     });
@@ -195,7 +277,7 @@ class Int8PackedWeight final : public PackedWeight {
 
  private:
   int64_t nblocks_ = 0;
-  std::shared_ptr<void> q_;      // nblocks * K * 64 int8
+  std::shared_ptr<void> q_;      // nblocks * pairs * 128 int8
   std::shared_ptr<void> scale_;  // nblocks * 64 f32
 };
 
@@ -204,7 +286,7 @@ class Int8PackedWeight final : public PackedWeight {
 
 size_t int8_packed_bytes(int64_t k, int64_t n) {
   const int64_t cols = (n + int8::kBlock - 1) / int8::kBlock * int8::kBlock;
-  return size_t(cols * k) + size_t(cols) * 4;  // int8 values + f32 scales
+  return size_t(cols * 2 * int8::pairs_of(k)) + size_t(cols) * 4;  // int8 k-pairs + f32 scales
 }
 
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,

@@ -1,7 +1,8 @@
 // AVX-512 kernels for int8 weights (layout and arithmetic contract in matmul_int8.h). Compiled with
-// HLX_AVX512_FLAGS; called only when cpu_features().avx512f/bw/bf16. int8 -> f32 is vpmovsxbd +
-// vcvtdq2ps; products are f32 FMAs with broadcast activations; the per-column scale is applied once
-// at the end.
+// HLX_AVX512_FLAGS; the products need AVX512-VNNI too (given per function below, so the shared
+// flags stay as they are) and are called only when cpu_features().avx512vnni. Weights are widened
+// with vpmovsxbw (32 bytes -> 16 columns of (k, k+1) int16 pairs) and multiplied with broadcast
+// activation pairs by vpdpwssd into int32 sums, one exact chunk of k-pairs at a time.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -9,19 +10,21 @@
 
 #include "runtime/kernels/matmul_int8.h"
 
+#define HLX_VNNI __attribute__((target("avx512vnni")))
+
 namespace hlx::kernels::int8 {
 namespace {
 
-inline __m512 load_q16(const int8_t* p) {
-  return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_load_si128(reinterpret_cast<const __m128i*>(p))));
+inline __mmask16 mask16(int64_t cnt) {
+  return cnt >= 16 ? __mmask16(0xffff) : cnt <= 0 ? __mmask16(0) : __mmask16((1u << cnt) - 1);
 }
 
-// Writes acc * scale for 16 columns starting at column `col` of row `row` (masked past n).
-inline void store16(__m512 acc, const float* scale, int64_t col, int64_t n, DType c_type, void* c, int64_t row) {
+// Writes (sum * s_a) * s_w for 16 columns starting at column `col` of row `row` (masked past n).
+inline void store16(__m512 sum, float sa, const float* sw, int64_t col, int64_t n, DType c_type, void* c,
+                    int64_t row) {
   if (col >= n) return;
-  const int64_t cnt = std::min<int64_t>(16, n - col);
-  const __mmask16 mask = cnt == 16 ? __mmask16(0xffff) : __mmask16((1u << cnt) - 1);
-  const __m512 v = _mm512_mul_ps(acc, _mm512_loadu_ps(scale + col));
+  const __mmask16 mask = mask16(n - col);
+  const __m512 v = _mm512_mul_ps(_mm512_mul_ps(sum, _mm512_set1_ps(sa)), _mm512_loadu_ps(sw + col));
   if (c_type == DType::kF32) {
     _mm512_mask_storeu_ps(static_cast<float*>(c) + row * n + col, mask, v);
   } else {
@@ -29,130 +32,171 @@ inline void store16(__m512 acc, const float* scale, int64_t col, int64_t n, DTyp
   }
 }
 
-// R rows x NB consecutive blocks starting at block b, straight from the int8 stream.
-template <int R, int NB>
-void stream_rows(int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale, int64_t b,
-                 DType c_type, void* c, int64_t row0) {
-  __m512 acc[R][NB * 4];
+// One streaming pass: R rows x NB consecutive blocks from block b, V vectors of 16 columns per
+// block starting at vector v0 (V = 4: whole blocks; V = 2: one half), over all k-pairs.
+template <int R, int NB, int V>
+HLX_VNNI void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,
+                          const float* sw, int64_t b, int v0, DType c_type, void* c) {
+  constexpr int W = NB * V;
+  __m512 sum[R][W];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < NB * 4; ++j) acc[r][j] = _mm512_setzero_ps();
-  const int8_t* base = q + b * k * kBlock;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    __m512 w[NB * 4];
-    for (int nb = 0; nb < NB; ++nb) {
-      const int8_t* p = base + nb * k * kBlock + kk * kBlock;
-      // 2 KiB ahead in this block's contiguous stream (32 k steps).
-      _mm_prefetch(reinterpret_cast<const char*>(p + 2048), _MM_HINT_T0);
-      for (int j = 0; j < 4; ++j) w[nb * 4 + j] = load_q16(p + j * 16);
+    for (int j = 0; j < W; ++j) sum[r][j] = _mm512_setzero_ps();
+  const int8_t* base = q + b * pairs * kLine + v0 * 32;
+  for (int64_t c0 = 0; c0 < pairs; c0 += kChunkPairs) {
+    const int64_t c1 = std::min(pairs, c0 + kChunkPairs);
+    __m512i acc[R][W];
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < W; ++j) acc[r][j] = _mm512_setzero_si512();
+    for (int64_t p = c0; p < c1; ++p) {
+      __m512i w[W];
+      for (int nb = 0; nb < NB; ++nb) {
+        const int8_t* line = base + (nb * pairs + p) * kLine;
+        // 16 k-pairs ahead in this block's contiguous stream: the line(s) this pass reads.
+        _mm_prefetch(reinterpret_cast<const char*>(line + 16 * kLine), _MM_HINT_T0);
+        if (V == 4) _mm_prefetch(reinterpret_cast<const char*>(line + 16 * kLine + 64), _MM_HINT_T0);
+        for (int j = 0; j < V; ++j)
+          w[nb * V + j] = _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(line + 32 * j)));
+      }
+      for (int r = 0; r < R; ++r) {
+        const __m512i x = _mm512_set1_epi32(qa[r * pairs + p]);
+        for (int j = 0; j < W; ++j) acc[r][j] = _mm512_dpwssd_epi32(acc[r][j], x, w[j]);
+      }
     }
-    for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[(row0 + r) * k + kk]);
-      for (int j = 0; j < NB * 4; ++j) acc[r][j] = _mm512_fmadd_ps(x, w[j], acc[r][j]);
-    }
+    for (int r = 0; r < R; ++r)
+      for (int j = 0; j < W; ++j) sum[r][j] = _mm512_add_ps(sum[r][j], _mm512_cvtepi32_ps(acc[r][j]));
   }
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < NB * 4; ++j) store16(acc[r][j], scale, b * kBlock + j * 16, n, c_type, c, row0 + r);
+    for (int nb = 0; nb < NB; ++nb)
+      for (int j = 0; j < V; ++j)
+        store16(sum[r][nb * V + j], sa[r], sw, (b + nb) * kBlock + (v0 + j) * 16, n, c_type, c, r);
 }
 
-// R rows (5..8) x one half (32 columns) of block b: all rows in one pass, so each int8 value is
-// converted once per product instead of once per 4-row group.
-template <int R>
-void stream_half(int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale, int64_t b, int half,
-                 DType c_type, void* c) {
-  __m512 acc[R][2];
-  for (int r = 0; r < R; ++r) acc[r][0] = acc[r][1] = _mm512_setzero_ps();
-  const int8_t* base = q + b * k * kBlock + half * 32;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const int8_t* p = base + kk * kBlock;
-    if (half == 0) _mm_prefetch(reinterpret_cast<const char*>(p + 2048), _MM_HINT_T0);
-    const __m512 w0 = load_q16(p), w1 = load_q16(p + 16);
-    for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(a[r * k + kk]);
-      acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
+// One register tile (6 rows x 64 columns) over the `pc` k-pairs of a chunk widened to int16 in
+// `w` ([pc][64][2] int16); ap: the tile's pairs of the chunk ([pc][6] int32). The chunk's int32 sums
+// are converted and added to the f32 running sums `sum` ([6][64]), or replace them for the first.
+HLX_VNNI void tile_chunk(int64_t pc, const int32_t* ap, const int16_t* w, float* sum, bool first) {
+  __m512i acc[kTileRows][4];
+  for (int r = 0; r < kTileRows; ++r)
+    for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
+  for (int64_t p = 0; p < pc; ++p) {
+    const int16_t* wp = w + p * kLine;
+    const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 32);
+    const __m512i w2 = _mm512_load_si512(wp + 64), w3 = _mm512_load_si512(wp + 96);
+#pragma GCC unroll 6
+    for (int r = 0; r < kTileRows; ++r) {
+      const __m512i x = _mm512_set1_epi32(ap[p * kTileRows + r]);
+      acc[r][0] = _mm512_dpwssd_epi32(acc[r][0], x, w0);
+      acc[r][1] = _mm512_dpwssd_epi32(acc[r][1], x, w1);
+      acc[r][2] = _mm512_dpwssd_epi32(acc[r][2], x, w2);
+      acc[r][3] = _mm512_dpwssd_epi32(acc[r][3], x, w3);
     }
   }
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 2; ++j) store16(acc[r][j], scale, b * kBlock + half * 32 + j * 16, n, c_type, c, r);
-}
-
-template <int R>
-void stream_block(int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale, int64_t b,
-                  DType c_type, void* c, int64_t row0) {
-  stream_rows<R, 1>(k, n, a, q, scale, b, c_type, c, row0);
-}
-
-// R rows x 64 columns over `kc` k steps of a block already converted to f32 (`w`, [kc][64]); `a`
-// points at (row0, first k of the chunk) with row stride lda. The running sums live in `acc_buf`
-// ([rows][64] f32) between chunks: stored and reloaded exactly, so the sequence of FMAs per output
-// is the same as one pass over all of K. The last chunk applies the scale and writes C.
-template <int R>
-void tile_rows(int64_t kc, const float* a, int64_t lda, const float* w, float* acc_buf, bool first, bool last,
-               const float* scale, int64_t b, int64_t n, DType c_type, void* c, int64_t row0) {
-  __m512 acc[R][4];
-  for (int r = 0; r < R; ++r)
-    for (int j = 0; j < 4; ++j)
-      acc[r][j] = first ? _mm512_setzero_ps() : _mm512_load_ps(acc_buf + (row0 + r) * kBlock + j * 16);
-  const float* ar = a + row0 * lda;
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    const float* wp = w + kk * kBlock;
-    const __m512 w0 = _mm512_load_ps(wp), w1 = _mm512_load_ps(wp + 16);
-    const __m512 w2 = _mm512_load_ps(wp + 32), w3 = _mm512_load_ps(wp + 48);
-    for (int r = 0; r < R; ++r) {
-      const __m512 x = _mm512_set1_ps(ar[r * lda + kk]);
-      acc[r][0] = _mm512_fmadd_ps(x, w0, acc[r][0]);
-      acc[r][1] = _mm512_fmadd_ps(x, w1, acc[r][1]);
-      acc[r][2] = _mm512_fmadd_ps(x, w2, acc[r][2]);
-      acc[r][3] = _mm512_fmadd_ps(x, w3, acc[r][3]);
-    }
-  }
-  for (int r = 0; r < R; ++r)
+  for (int r = 0; r < kTileRows; ++r)
     for (int j = 0; j < 4; ++j) {
-      if (last) store16(acc[r][j], scale, b * kBlock + j * 16, n, c_type, c, row0 + r);
-      else _mm512_store_ps(acc_buf + (row0 + r) * kBlock + j * 16, acc[r][j]);
+      float* s = sum + r * kBlock + j * 16;
+      const __m512 v = _mm512_cvtepi32_ps(acc[r][j]);
+      _mm512_store_ps(s, first ? v : _mm512_add_ps(_mm512_load_ps(s), v));  // 0 + v == v exactly
     }
+}
+
+// 16 activations of row `row` from i on (masked past k) as f32.
+inline __m512 load_act16(DType t, const void* a, int64_t at, __mmask16 mask) {
+  switch (t) {
+    case DType::kBF16: {
+      const __m256i h = _mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(a) + at);
+      return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
+    }
+    case DType::kF16:
+      return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, static_cast<const f16*>(a) + at));
+    default: return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(a) + at);
+  }
 }
 
 }  // namespace
 
-void stream_avx512(int64_t m, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
-                   int64_t b0, int64_t b1, DType c_type, void* c) {
+void stream_avx512(int64_t m, int64_t k, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,
+                   const float* sw, int64_t b0, int64_t b1, DType c_type, void* c) {
+  const int64_t pairs = pairs_of(k);
   int64_t b = b0;
-  // One or two rows: two blocks at once, so 8+ independent FMA chains hide the FMA latency.
+  // One or two rows: two blocks at once (8 or 16 independent vpdpwssd chains).
   if (m <= 2) {
     for (; b + 2 <= b1; b += 2) {
-      if (m == 1) stream_rows<1, 2>(k, n, a, q, scale, b, c_type, c, 0);
-      else stream_rows<2, 2>(k, n, a, q, scale, b, c_type, c, 0);
+      if (m == 1) stream_pass<1, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+      else stream_pass<2, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
     }
-  }
-  if (m >= 5) {
-    for (; b < b1; ++b)
-      for (int half = 0; half < 2; ++half) switch (m) {
-          case 5: stream_half<5>(k, n, a, q, scale, b, half, c_type, c); break;
-          case 6: stream_half<6>(k, n, a, q, scale, b, half, c_type, c); break;
-          case 7: stream_half<7>(k, n, a, q, scale, b, half, c_type, c); break;
-          default: stream_half<8>(k, n, a, q, scale, b, half, c_type, c); break;
-        }
-    return;
   }
   for (; b < b1; ++b) {
-    int64_t r = 0;
-    for (; r + 4 <= m; r += 4) stream_block<4>(k, n, a, q, scale, b, c_type, c, r);
-    switch (m - r) {
-      case 1: stream_block<1>(k, n, a, q, scale, b, c_type, c, r); break;
-      case 2: stream_block<2>(k, n, a, q, scale, b, c_type, c, r); break;
-      case 3: stream_block<3>(k, n, a, q, scale, b, c_type, c, r); break;
-      default: break;
+    switch (m) {
+      case 1: stream_pass<1, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      case 2: stream_pass<2, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      case 3: stream_pass<3, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      case 4: stream_pass<4, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      case 5: stream_pass<5, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      case 6: stream_pass<6, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      // 7-8 rows: each half block in its own pass (16 sums; the halves are separate cache lines).
+      case 7:
+        for (int h = 0; h < 2; ++h) stream_pass<7, 1, 2>(pairs, n, qa, sa, q, sw, b, 2 * h, c_type, c);
+        break;
+      default:
+        for (int h = 0; h < 2; ++h) stream_pass<8, 1, 2>(pairs, n, qa, sa, q, sw, b, 2 * h, c_type, c);
+        break;
     }
   }
+}
+
+void tile_avx512(int64_t t0, int64_t t1, int64_t m, int64_t k, int64_t n, const int32_t* qa, const float* sa,
+                 const int8_t* q, const float* sw, int64_t b, void* scratch, DType c_type, void* c) {
+  const int64_t pairs = pairs_of(k);
+  int16_t* w = static_cast<int16_t*>(scratch);
+  float* sums = reinterpret_cast<float*>(static_cast<char*>(scratch) + kChunkPairs * kLine * 2);
+  const int8_t* src = q + b * pairs * kLine;
+  for (int64_t c0 = 0; c0 < pairs; c0 += kChunkPairs) {
+    const int64_t pc = std::min(kChunkPairs, pairs - c0);
+    // The chunk widened once (32 KiB, L1-resident) for every tile of the item.
+    for (int64_t p = 0; p < pc; ++p)
+      for (int j = 0; j < 4; ++j)
+        _mm512_store_si512(w + p * kLine + j * 32, _mm512_cvtepi8_epi16(_mm256_load_si256(
+                                                       reinterpret_cast<const __m256i*>(src + (c0 + p) * kLine + j * 32))));
+    for (int64_t t = t0; t < t1; ++t)
+      tile_chunk(pc, qa + (t * pairs + c0) * kTileRows, w, sums + (t - t0) * kTileRows * kBlock, c0 == 0);
+  }
+  for (int64_t t = t0; t < t1; ++t)
+    for (int64_t r = 0; r < std::min<int64_t>(kTileRows, m - t * kTileRows); ++r)
+      for (int j = 0; j < 4; ++j)
+        store16(_mm512_load_ps(sums + ((t - t0) * kTileRows + r) * kBlock + j * 16), sa[t * kTileRows + r], sw,
+                b * kBlock + j * 16, n, c_type, c, t * kTileRows + r);
+}
+
+float quantize_act_row_avx512(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
+  const int64_t pairs = pairs_of(k), at = row * k;
+  __m512 mx = _mm512_setzero_ps();
+  __mmask16 bad = 0;
+  for (int64_t i = 0; i < k; i += 16) {
+    const __m512 v = _mm512_abs_ps(load_act16(a_type, a, at + i, mask16(k - i)));
+    bad |= _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x80);  // QNaN, +Inf, SNaN (after abs)
+    mx = _mm512_max_ps(mx, v);  // under DAZ an |a| below FLT_MIN compares as 0
+  }
+  const float s = bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(mx) / 32767.f;
+  int16_t* out = reinterpret_cast<int16_t*>(dst);
+  if (!(s > 0.f)) {
+    for (int64_t p = 0; p < pairs; ++p) dst[p] = 0;
+    return s;
+  }
+  const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-32767.f), hi = _mm512_set1_ps(32767.f);
+  for (int64_t i = 0; i < 2 * pairs; i += 16) {  // lanes past k load 0 and quantize to 0
+    __m512 v = _mm512_div_ps(load_act16(a_type, a, at + i, mask16(k - i)), sv);
+    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
+    _mm256_mask_storeu_epi16(out + i, mask16(2 * pairs - i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(v)));
+  }
+  return s;
 }
 
 float maxabs_avx512(const float* x, int64_t k) {
   __m512 m = _mm512_setzero_ps();
   __mmask16 bad = 0;
   for (int64_t i = 0; i < k; i += 16) {
-    const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
-    const __m512 v = _mm512_abs_ps(_mm512_maskz_loadu_ps(mask, x + i));
+    const __m512 v = _mm512_abs_ps(_mm512_maskz_loadu_ps(mask16(k - i), x + i));
     bad |= _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x80);  // QNaN, +Inf, SNaN (after abs)
     m = _mm512_max_ps(m, v);
   }
@@ -162,37 +206,11 @@ float maxabs_avx512(const float* x, int64_t k) {
 void quantize_row_avx512(const float* x, int64_t k, float s, int8_t* q) {
   const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
   for (int64_t i = 0; i < k; i += 16) {
-    const __mmask16 mask = k - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (k - i)) - 1);
+    const __mmask16 mask = mask16(k - i);
     __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), sv);
     v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
     _mm_mask_storeu_epi8(q + i, mask, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
-  }
-}
-
-void tile_avx512(int64_t rows, int64_t k, int64_t n, const float* a, const int8_t* q, const float* scale,
-                 int64_t b, float* scratch, DType c_type, void* c) {
-  // K in chunks of kTileK: the chunk's f32 weights (kTileK x 64) and activations (rows x kTileK)
-  // stay in L2 while every row group passes over them, instead of streaming all of K from L3.
-  const int8_t* src = q + b * k * kBlock;
-  float* acc_buf = scratch + kTileK * kBlock;
-  for (int64_t k0 = 0; k0 < k; k0 += kTileK) {
-    const int64_t kc = std::min(kTileK, k - k0);
-    const bool first = k0 == 0, last = k0 + kc == k;
-    for (int64_t kk = 0; kk < kc; ++kk)
-      for (int j = 0; j < 4; ++j)
-        _mm512_store_ps(scratch + kk * kBlock + j * 16, load_q16(src + (k0 + kk) * kBlock + j * 16));
-    const float* ak = a + k0;
-    int64_t r = 0;
-    for (; r + 6 <= rows; r += 6) tile_rows<6>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r);
-    switch (rows - r) {
-      case 1: tile_rows<1>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
-      case 2: tile_rows<2>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
-      case 3: tile_rows<3>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
-      case 4: tile_rows<4>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
-      case 5: tile_rows<5>(kc, ak, k, scratch, acc_buf, first, last, scale, b, n, c_type, c, r); break;
-      default: break;
-    }
   }
 }
 
