@@ -1,6 +1,7 @@
 // Prefill-sized packed bf16 products (M > 8, gemm_avx512.cc where the CPU has AVX512-BF16):
 // every row must carry exactly the bits the streaming kernel (M <= 8) gives the same row, on 1
-// and on all threads, and the values must match a double-precision loop written here.
+// and on all threads, alone and in a group of sibling products (multiply_grouped), and the values
+// must match a double-precision loop written here.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -128,6 +129,55 @@ TEST(Gemm, F32ActivationsRoundToBf16) {
   ASSERT_TRUE(o.packed->multiply(37, DType::kF32, a_f32.data(), DType::kF32, c1.data()).ok());
   ASSERT_TRUE(o.packed->multiply(37, DType::kBF16, rounded_bf16.data(), DType::kF32, c2.data()).ok());
   EXPECT_EQ(0, std::memcmp(c1.data(), c2.data(), c1.size() * 4));
+}
+
+// Sibling products sharing A at prefill M (one packing of A, one item list over all their column
+// blocks): each output row equals that row computed alone by the streaming kernel. Widths with
+// partial last blocks, odd K, and M over several row groups of the kernel (96 rows each).
+TEST(Gemm, GroupedRowsEqualStreamingRows) {
+  if (!kernels::matmul_paths().stream_gemv) GTEST_SKIP() << "no AVX512-BF16 streaming kernel here";
+  const int64_t k = 301, max_m = 250;
+  const int64_t ns[] = {130, 64, 200};
+  std::vector<Operands> ops;
+  for (int i = 0; i < 3; ++i) {
+    ops.push_back(make(ns[i], k, max_m, 950 + 2 * uint32_t(i)));
+    ASSERT_TRUE(ops.back().packed);
+  }
+  const std::vector<uint8_t>& ab = ops[0].ab;  // A of the group: the first operand's rows
+  for (DType ct : {DType::kF32, DType::kBF16}) {
+    std::vector<std::vector<uint8_t>> stream(3);
+    {
+      kernels::ThreadLimit one(1);
+      for (int i = 0; i < 3; ++i) {
+        const size_t row_bytes = size_t(ns[i]) * dtype_size(ct);
+        stream[i].resize(row_bytes * max_m);
+        for (int64_t r = 0; r < max_m; r += 8)
+          ASSERT_TRUE(ops[i].packed->multiply(std::min<int64_t>(8, max_m - r), DType::kBF16, ab.data() + r * k * 2, ct,
+                                              stream[i].data() + size_t(r) * row_bytes).ok());
+      }
+    }
+    for (int threads : {1, 0})
+      for (int64_t m : {9, 97, 250}) {
+        kernels::ThreadLimit limit(threads);
+        std::vector<std::vector<uint8_t>> c(3);
+        std::vector<kernels::GroupedProduct> products;
+        for (int i = 0; i < 3; ++i) {
+          c[i].assign(size_t(m * ns[i]) * dtype_size(ct), uint8_t(0xEE));
+          products.push_back({ops[i].packed.get(), c[i].data()});
+        }
+        ASSERT_TRUE(kernels::multiply_grouped(m, DType::kBF16, ab.data(), ct, products).ok());
+        for (int i = 0; i < 3; ++i) {
+          const size_t row_bytes = size_t(ns[i]) * dtype_size(ct);
+          int bad = 0;
+          for (int64_t r = 0; r < m; ++r)
+            if (std::memcmp(c[i].data() + size_t(r) * row_bytes, stream[i].data() + size_t(r) * row_bytes, row_bytes) !=
+                    0 &&
+                bad++ < 3)
+              ADD_FAILURE() << "product " << i << " n" << ns[i] << " c " << dtype_name(ct) << " threads " << threads
+                            << " m" << m << ": row " << r << " differs from the streaming kernel's row";
+        }
+      }
+  }
 }
 
 }  // namespace

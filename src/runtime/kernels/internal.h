@@ -75,6 +75,10 @@ void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const Ge
 // a row's bits do not depend on M, the tiling or the thread count. Parallel on the hlx pool.
 void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed,
                       DType c_type, void* c);
+// gemm_bf16_avx512 for `count` products sharing A: A packed once, one parallel_for over the union
+// of their column blocks. Every output gets exactly gemm_bf16_avx512's bits.
+void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count,
+                              DType c_type);
 
 // f32 -> bf16 conversion with AVX-512 BF16 (vcvtne2ps2bf16).
 void f32_to_bf16_avx512(const float* src, int64_t n, bf16* dst);

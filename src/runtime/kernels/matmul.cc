@@ -382,6 +382,10 @@ class DnnlPackedWeight final : public PackedWeight {
   internal::GemvTarget stream_target(void* c) const {
     return {n_, stream_kp_, static_cast<const bf16*>(packed_.get()), c};
   }
+  // For multiply_grouped at larger M: the own GEMM's view of this weight (kp 0: not available).
+  internal::GemvTarget gemm_target(void* c) const {
+    return {n_, gemm_kp_, static_cast<const bf16*>(packed_.get()), c};
+  }
   bool tiles() const { return slice_kp_ > 0; }
   bool own_gemm() const { return gemm_kp_ > 0; }
 
@@ -572,14 +576,17 @@ Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
       return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has k=",
                         products[i].weight->k(), ", product 0 has k=", products[0].weight->k());
   }
-  // One job only when every product would take the streaming kernel on its own.
+  // One job only when every product would take the same kernel on its own: the streaming kernel
+  // (M <= stream_max_m()) or, for larger M, the own GEMM (one packing of A, one tail).
+  const bool stream = m <= stream_max_m();
   std::vector<internal::GemvTarget> targets;
   for (const GroupedProduct& p : products) {
     const auto* d = dynamic_cast<const DnnlPackedWeight*>(p.weight);
-    if (!d || d->stream_target(nullptr).kp == 0) break;
-    targets.push_back(d->stream_target(p.c));
+    const internal::GemvTarget t = d ? (stream ? d->stream_target(p.c) : d->gemm_target(p.c)) : internal::GemvTarget{};
+    if (t.kp == 0) break;
+    targets.push_back(t);
   }
-  if (m < 1 || m > stream_max_m() || products.size() < 2 || targets.size() != products.size()) {
+  if (m < 1 || products.size() < 2 || targets.size() != products.size()) {
     for (const GroupedProduct& p : products) HLX_RETURN_IF_ERROR(p.weight->multiply(m, a_type, a, c_type, p.c));
     return ok_status();
   }
@@ -590,8 +597,12 @@ Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
     convert(a_type, a, m * k, DType::kBF16, buf);
     a = buf;
   }
-  internal::gemv_vnni_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
-                                          c_type);
+  if (stream)
+    internal::gemv_vnni_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
+                                            c_type);
+  else
+    internal::gemm_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
+                                       c_type);
   return ok_status();
 }
 
