@@ -25,15 +25,15 @@ namespace {
 // Rows [0, M) of A (row stride lda, bf16 bits) times k-pairs [p0, p1) of one 64-column weight
 // block, added into acc. Every output column accumulates its k-pairs in order in one f32 lane,
 // whatever M and however K is chunked, so a row's result does not depend on the batch it is in.
-// Each k-pair also prefetches kLines of the 4 cache lines (from kFirstLine) of the k-pair
-// kAhead bytes further on in this thread's contiguous stream.
-template <int M, int kFirstLine, int kLines, int kAhead>
+// The i-th k-pair (i = p - p0) also prefetches (with kHint) the kLines cache lines at
+// pf + i * kLines * 64: a linear stream of prefetches at the rate the loop runs.
+template <int M, int kLines, int kHint = _MM_HINT_T0>
 __attribute__((always_inline)) inline void accumulate(const uint16_t* a16, int64_t lda, const bf16* w, int64_t p0,
-                                                      int64_t p1, __m512 (&acc)[M][4]) {
+                                                      int64_t p1, const char* pf, __m512 (&acc)[M][4]) {
   for (int64_t p = p0; p < p1; ++p) {
     const bf16* wp = w + p * 128;
-    for (int line = kFirstLine; line < kFirstLine + kLines; ++line)
-      _mm_prefetch(reinterpret_cast<const char*>(wp + 32 * line) + kAhead, _MM_HINT_T0);
+    for (int line = 0; line < kLines; ++line)
+      _mm_prefetch(pf + ((p - p0) * kLines + line) * 64, static_cast<decltype(_MM_HINT_T0)>(kHint));
     __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 32);
     __m512i w2 = _mm512_load_si512(wp + 64), w3 = _mm512_load_si512(wp + 96);
 #pragma GCC unroll 8
@@ -98,29 +98,41 @@ void zero(__m512 (&acc)[M][4]) {
 // 2 KiB ahead made M = 1 slower on the decode shapes (4096x4096 -29..41%, 1024x3072 -21..37%,
 // the whole decode step -13..23%; N = K = 2048 alone +15%). An earlier quiet-machine run found
 // it helped when both cores compete for DRAM, so HLX_GEMV_PREFETCH=1 turns it back on for
-// A/B runs on a quiet machine.
+// A/B runs on a quiet machine. Re-measured (load 6-7, one thread, process CPU time of the decode
+// step): the 4 lines of the k-pair 2-4 KiB ahead still cost M = 1 7-11%; M = 4 +-4% (2-8 KiB).
 //
-// M > 4: rows 4.. need another 16 accumulators, so K is walked in chunks of kChunkPairs k-pairs
-// (16 KiB of the block): rows 0-3 stream a chunk in, prefetching the 4 lines of the k-pair 2 KiB
-// ahead (+25-40% over none at M = 8), and rows 4.. re-read it from L1, with the accumulators
-// kept on the stack between chunks. One DRAM pass per block for
-// any M <= 8; it was two 4-row passes, the second from L2 with no DRAM reads in flight
-// (measured at M = 8, N = K = 2048, 2 threads: +35-40%). Prefetching from rows 4.. as well, so
-// that reads stay in flight during both halves, measured no better (4-16 KiB chunks, 6-18 KiB
-// ahead: -15% on 2 threads, +-5% on 1).
-constexpr int64_t kChunkPairs = 64;
+// M > 4: rows 4.. need another 16 accumulators (all 32 registers hold 8 rows x 64 columns, with
+// none left for the weights), so K is walked in chunks of kChunkPairs k-pairs (8 KiB of the
+// block): rows 0-3 stream a chunk in, rows 4.. re-read it from L1, and whichever set of 16
+// accumulators is not in use waits on the stack. A chunk is one DRAM pass for any M <= 8.
+// Software prefetch keeps DRAM busy in BOTH halves: over a chunk's two halves the loop
+// prefetches, 2 lines per k-pair, the whole chunk kSpreadAhead bytes on (its first half during
+// rows 0-3, its second during rows 4..), so the reads in flight do not stop while rows 4..
+// compute from L1. Before (16 KiB chunks, the 4 lines of the k-pair 2 KiB ahead during rows 0-3
+// only) the DRAM stream idled during rows 4.., and M = 8 cost about memory + compute time.
+// Measured (variants interleaved in one process; load 5-7, so medians of process CPU time): the
+// decode step's weights at M = 8 took 56.7 -> 48.7 ms on one thread (M = 1: 40.7, M = 4: 45.4)
+// and 54.5 -> 46.8-48.6 ms of CPU on two; N = K = 2048 alone +10-17%. Other layouts, against
+// this one on N = K = 2048 (M = 8, 4 runs) and the decode step: 8 KiB chunks 6, 12 or 16 KiB
+// ahead -3..+2%, 16 KiB chunks 8, 16 or 32 KiB ahead 2-10% slower, 4-6 KiB chunks 4-12 KiB ahead
+// 2-8% slower; prefetcht1 (into L2 only) 5-20% slower; prefetchnta (into L1, not kept in L2 on
+// eviction: the weights are read once) level with prefetcht0 to 3% faster, so NTA. M = 5 and 6
+// fit one pass (20-24 accumulators + 4 weights + 1 broadcast, no spills), which measured level
+// with these chunks (M = 5 -2..+2% against NTA; M = 6 -8..+7%), so every M > 4 takes the chunks.
+constexpr int64_t kChunkPairs = 32;
+constexpr int64_t kSpreadAhead = 8192;
 
 template <int M, bool kPrefetch>
 void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc, void* c,
                 int64_t n0) {
-  constexpr int kLines = kPrefetch ? 4 : 0;
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(a);
   const int64_t pairs = k / 2;
   constexpr int M0 = M < 4 ? M : 4;
   __m512 acc0[M0][4];
   zero(acc0);
   if constexpr (M <= 4) {
-    accumulate<M, 0, kLines, 2048>(a16, k, w, 0, pairs, acc0);
+    // Optional prefetch: the 4 lines of the k-pair 2 KiB ahead.
+    accumulate<M, kPrefetch ? 4 : 0>(a16, k, w, 0, pairs, reinterpret_cast<const char*>(w) + 2048, acc0);
     if (k & 1) accumulate_last(a16, k, k, w, acc0);
     store_rows(acc0, nv, c_type, ldc, c, n0);
   } else {
@@ -129,8 +141,10 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
     zero(acc1);
     for (int64_t p0 = 0; p0 < pairs; p0 += kChunkPairs) {
       const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
-      accumulate<4, 0, kLines, 2048>(a16, k, w, p0, p1, acc0);
-      accumulate<M1, 0, 0, 0>(a16 + 4 * k, k, w, p0, p1, acc1);
+      // Past the block's end this prefetches the next block, which is usually this thread's next.
+      const char* ahead = reinterpret_cast<const char*>(w + p0 * 128) + kSpreadAhead;
+      accumulate<4, 2, _MM_HINT_NTA>(a16, k, w, p0, p1, ahead, acc0);
+      accumulate<M1, 2, _MM_HINT_NTA>(a16 + 4 * k, k, w, p0, p1, ahead + kChunkPairs * 128, acc1);
     }
     if (k & 1) {
       accumulate_last(a16, k, k, w, acc0);
@@ -208,7 +222,7 @@ void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const Ge
         const bf16* am = a + m0 * k;
         void* cm = static_cast<char*>(tg.c) + m0 * tg.n * int64_t(c_size);
         const int64_t rows = std::min<int64_t>(8, m - m0);
-        if (prefetch_small || rows > 4) run_block<true>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
+        if (prefetch_small) run_block<true>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
         else run_block<false>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
       }
     }
