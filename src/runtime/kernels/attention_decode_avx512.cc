@@ -5,14 +5,17 @@
 // Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, and
 // attention_impl.h widened every bf16 element to f32 (two instructions per 16) once per query row,
 // ran a full horizontal sum per score and an online softmax: ~5x the memory time
-// (bench/attention_bench.cc). Here a work item is (batch row, kv head); its query heads are taken
-// two at a time and share every K/V load and widening:
+// (bench/attention_bench.cc). Here a work item is a batch row and a run of adjacent kv heads (all
+// of them when there are enough rows: whole cache rows, one sequential stream); the query heads of
+// a kv head are taken two at a time and share every K/V load and widening:
 //   widening: a zmm of 32 bf16 (16 dwords) gives its even elements as dword << 16 and its odd ones
 //             as dword & 0xffff0000, one instruction per 16 values; Q is stored split the same way
 //             and the P.V accumulators hold even and odd columns apart until the end;
 //   scores:   f32 FMAs, one accumulator per (row, key); 16 accumulators are then summed by one
 //             transposing reduction;
-//   softmax:  two passes (all scores of the row are kept), so there is no running-max rescaling.
+//   softmax:  two passes (all scores of the row are kept), so there is no running-max rescaling;
+//   P.V:      in chunks of keys over every head of the item, accumulators kept in memory between
+//             chunks (exact: the same FMA chain per column as one pass).
 // All arithmetic is f32 on the exact values (no rounding of Q or P: a bf16 dot-product version,
 // Q and P as hi + lo bf16, flipped a greedy token of the llama bf16 fixture of
 // tests/models/test_text_families.py at a top-2 gap of 0.023, and cost about the same).
@@ -65,86 +68,79 @@ inline __m512 hsum16(const __m512* v) {
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15), w);
 }
 
-inline void prefetch_row(const uint16_t* p, int64_t Dh) {
-  for (int64_t c = 0; c < Dh; c += 32) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
+// Prefetches `elems` bf16 from p (a cache row's span of kv heads) into L1.
+inline void prefetch_span(const uint16_t* p, int64_t elems) {
+  for (int64_t c = 0; c < elems; c += 32) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
 }
 
-constexpr int64_t kAhead = 16;  // keys prefetched ahead: rows of one kv head are Hkv * Dh apart
+constexpr int64_t kAhead = 16;   // K rows prefetched ahead of the score pass
+constexpr int64_t kVChunk = 32;  // keys per P.V chunk; the next chunk's V rows are prefetched
 
 // Loads 32 bf16, or 16 (the rest zero) for the last chunk of a head_dim that is an odd multiple of 16.
 inline __m512i load_chunk(const uint16_t* p, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p); }
 inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : __mmask32(0xffff); }
 
-// Scores of R query rows (R = 1 or 2) against keys [lo, hi): s[r][j - lo] = dot(q_r, k_j), with
-// q_r stored as [chunks][even 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks
-// * 32). 16 / R keys per step, one accumulator per (row, key), even elements first in each chunk;
-// keys past hi re-read row hi - 1 and are dropped.
+// Scores of R query rows (R = 1 or 2) against the 16 / R keys [j, j + 16 / R) (keys at or past hi
+// re-read row hi - 1 and are dropped): s_r[t] = dot(q_r, k_{j+t}), with q_r stored as [chunks][even
+// 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks * 32). One accumulator per
+// (row, key), even elements first in each chunk, then one hsum16.
 template <int R>
-void scores(const float* qp, const uint16_t* k, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi,
-            int64_t Dh, float* s0, float* s1) {
+inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh,
+                       float* s0, float* s1) {
   constexpr int kK = 16 / R;
   const int64_t chunks = (Dh + 31) / 32;
-  for (int64_t j = lo; j < std::min(hi, lo + kAhead); ++j) prefetch_row(k + j * stride, Dh);
-  for (int64_t j = lo; j < hi; j += kK) {
-    const uint16_t* kp[kK];
+  const uint16_t* kp[kK];
 #pragma GCC unroll 16
-    for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
-    // K rows kAhead keys ahead (rows of one kv head are Hkv * Dh apart: a strided stream the
-    // hardware prefetchers follow poorly); near the end, the first V rows of the P.V pass.
+  for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
+  __m512 acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const __mmask32 m = chunk_mask(Dh - 32 * c);
+    __m512 qe[R], qo[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) {
+      qe[r] = _mm512_loadu_ps(qp + (r * chunks + c) * 32);
+      qo[r] = _mm512_loadu_ps(qp + (r * chunks + c) * 32 + 16);
+    }
+#pragma GCC unroll 16
     for (int t = 0; t < kK; ++t) {
-      if (j + kAhead + t < hi) prefetch_row(k + (j + kAhead + t) * stride, Dh);
-      else if (j + kAhead + t - hi < std::min(kAhead, hi - lo)) prefetch_row(v + (lo + j + kAhead + t - hi) * stride, Dh);
-    }
-    __m512 acc[16];
-#pragma GCC unroll 16
-    for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
-    for (int64_t c = 0; c < chunks; ++c) {
-      const __mmask32 m = chunk_mask(Dh - 32 * c);
-      __m512 qe[R], qo[R];
+      const __m512i kv = load_chunk(kp[t] + c * 32, m);
+      const __m512 ke = even_f32(kv), ko = odd_f32(kv);
 #pragma GCC unroll 2
-      for (int r = 0; r < R; ++r) {
-        qe[r] = _mm512_loadu_ps(qp + (r * chunks + c) * 32);
-        qo[r] = _mm512_loadu_ps(qp + (r * chunks + c) * 32 + 16);
-      }
-#pragma GCC unroll 16
-      for (int t = 0; t < kK; ++t) {
-        const __m512i kv = load_chunk(kp[t] + c * 32, m);
-        const __m512 ke = even_f32(kv), ko = odd_f32(kv);
-#pragma GCC unroll 2
-        for (int r = 0; r < R; ++r)
-          acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
-      }
+      for (int r = 0; r < R; ++r)
+        acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
     }
-    alignas(64) float sums[16];
-    _mm512_store_ps(sums, hsum16(acc));
-    const int n = int(std::min<int64_t>(kK, hi - j));
-    for (int t = 0; t < n; ++t) {
-      s0[j - lo + t] = sums[t];
-      if (R == 2) s1[j - lo + t] = sums[kK + t];
-    }
+  }
+  alignas(64) float sums[16];
+  _mm512_store_ps(sums, hsum16(acc));
+  const int n = int(std::min<int64_t>(kK, hi - j));
+  for (int t = 0; t < n; ++t) {
+    s0[t] = sums[t];
+    if (R == 2) s1[t] = sums[kK + t];
   }
 }
 
-// out[r][c0, c0 + w) = inv[r] * sum_{j in [lo, hi)} p[r][j - lo] * v_j[c0, c0 + w), w in
-// (32 (NC - 1), 32 NC], for R rows: accumulators per 32-column chunk hold its even and its odd
-// columns and are interleaved back once at the end.
+// acc_r[32 c + (0..15 | 16..31)] (+)= sum_{j in [j0, j1)} p_r[j - j0] * (even | odd columns of v_j[c0 +
+// 32 c, ...)), c < NC, for R rows; `first` starts the sums at zero. The accumulators live in
+// registers across the keys of a chunk and in memory (f32, exact) between chunks, so every
+// column's sum is still the same chain of FMAs in key order.
 template <int R, int NC>
-void weighted_sum(const float* const* p, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi, int64_t c0,
-                  int64_t w, const float* inv, float* const* out) {
+void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int64_t j0, int64_t j1, int64_t c0,
+                   int64_t w, float* const* acc_mem, bool first) {
   __mmask32 m[NC];
 #pragma GCC unroll 4
   for (int c = 0; c < NC; ++c) m[c] = chunk_mask(w - 32 * c);
   __m512 acc[R][2 * NC];
-#pragma GCC unroll 8
+#pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int i = 0; i < 2 * NC; ++i) acc[r][i] = _mm512_setzero_ps();
-  for (int64_t j = lo; j < hi; ++j) {
+    for (int i = 0; i < 2 * NC; ++i) acc[r][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem[r] + c0 + 16 * i);
+  for (int64_t j = j0; j < j1; ++j) {
     const uint16_t* vr = v + j * stride + c0;
-    if (j + kAhead < hi) prefetch_row(v + (j + kAhead) * stride + c0, w);
     __m512 pj[R];
 #pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) pj[r] = _mm512_set1_ps(p[r][j - lo]);
+    for (int r = 0; r < R; ++r) pj[r] = _mm512_set1_ps(p[r][j - j0]);
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const __m512i x = load_chunk(vr + 32 * c, m[c]);
@@ -156,32 +152,35 @@ void weighted_sum(const float* const* p, const uint16_t* v, int64_t stride, int6
       }
     }
   }
-  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
 #pragma GCC unroll 2
-  for (int r = 0; r < R; ++r) {
-    const __m512 sc = _mm512_set1_ps(inv[r]);
-#pragma GCC unroll 4
-    for (int c = 0; c < NC; ++c) {
-      float* o = out[r] + c0 + 32 * c;
-      _mm512_storeu_ps(o, _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], first, acc[r][2 * c + 1]), sc));
-      if (w - 32 * c > 16)
-        _mm512_storeu_ps(o + 16, _mm512_mul_ps(_mm512_permutex2var_ps(acc[r][2 * c], second, acc[r][2 * c + 1]), sc));
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NC; ++i) _mm512_storeu_ps(acc_mem[r] + c0 + 16 * i, acc[r][i]);
+}
+
+template <int R>
+void weighted_part_all(const float* const* p, const uint16_t* v, int64_t stride, int64_t j0, int64_t j1, int64_t Dh,
+                       float* const* acc_mem, bool first) {
+  for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
+    const int64_t w = std::min<int64_t>(128, Dh - c0);
+    switch ((w + 31) / 32) {
+      case 1: weighted_part<R, 1>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
+      case 2: weighted_part<R, 2>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
+      case 3: weighted_part<R, 3>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
+      default: weighted_part<R, 4>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
     }
   }
 }
 
-template <int R>
-void weighted_sum_all(const float* const* p, const uint16_t* v, int64_t stride, int64_t lo, int64_t hi, int64_t Dh,
-                      const float* inv, float* const* out) {
-  for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
-    const int64_t w = std::min<int64_t>(128, Dh - c0);
-    switch ((w + 31) / 32) {
-      case 1: weighted_sum<R, 1>(p, v, stride, lo, hi, c0, w, inv, out); break;
-      case 2: weighted_sum<R, 2>(p, v, stride, lo, hi, c0, w, inv, out); break;
-      case 3: weighted_sum<R, 3>(p, v, stride, lo, hi, c0, w, inv, out); break;
-      default: weighted_sum<R, 4>(p, v, stride, lo, hi, c0, w, inv, out); break;
-    }
+// out[0, Dh) = inv * the columns of acc (per 32-column chunk: 16 even, then 16 odd) interleaved back.
+void finish_row(const float* acc, int64_t Dh, float inv, float* out) {
+  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+  const __m512 sc = _mm512_set1_ps(inv);
+  for (int64_t c = 0; 32 * c < Dh; ++c) {
+    const __m512 e = _mm512_loadu_ps(acc + 32 * c), o = _mm512_loadu_ps(acc + 32 * c + 16);
+    _mm512_storeu_ps(out + 32 * c, _mm512_mul_ps(_mm512_permutex2var_ps(e, first, o), sc));
+    if (Dh - 32 * c > 16) _mm512_storeu_ps(out + 32 * c + 16, _mm512_mul_ps(_mm512_permutex2var_ps(e, second, o), sc));
   }
 }
 
@@ -218,78 +217,118 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
   const int64_t chunks = (Dh + 31) / 32;
   const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
-  parallel_for(d.batch * Hkv, 1, [&](int64_t item_begin, int64_t item_end) {
+  // A work item is a batch row and a run of hg adjacent kv heads: its K/V reads are hg * Dh
+  // contiguous elements per cache row (all heads: whole rows, one sequential stream the hardware
+  // prefetchers follow), instead of Dh-element pieces Hkv * Dh apart, each a separate stream that
+  // started cold from DRAM. Heads are split while that leaves fewer than 4 items per thread.
+  int64_t hg = Hkv;
+  while (hg % 2 == 0 && d.batch * (Hkv / hg) < 4 * int64_t(max_threads())) hg /= 2;
+  const int64_t groups = Hkv / hg;
+  parallel_for(d.batch * groups, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
-    thread_local std::vector<float> qp, sc;
+    thread_local std::vector<float> qp, sc, acc, invs;
     for (int64_t item = item_begin; item < item_end; ++item) {
-      const int64_t b = item / Hkv, kvh = item % Hkv;
+      const int64_t b = item / groups, h0 = (item % groups) * hg;
       const int64_t len = kv_len[b], pos = q_pos[b];
       int64_t hi = len, lo = 0;
       if (d.causal) hi = std::min<int64_t>(hi, std::max<int64_t>(pos + 1, 0));
       if (d.sliding_window > 0) lo = std::max<int64_t>(0, pos - d.sliding_window + 1);
       hi = std::max(hi, lo);
-      const int64_t n = hi - lo;
-      if (int64_t(sc.size()) < 2 * (n + 16)) sc.resize(size_t(2 * (n + 16)));
-      if (int64_t(qp.size()) < 2 * chunks * 32) qp.resize(size_t(2 * chunks * 32));
-      const uint16_t* kb = k16 + (slot[b] * S * Hkv + kvh) * Dh;
-      const uint16_t* vb = v16 + (slot[b] * S * Hkv + kvh) * Dh;
-      for (int64_t g0 = 0; g0 < G; g0 += 2) {
-        const int R = G - g0 >= 2 ? 2 : 1;
-        float* o[2];
-        for (int r = 0; r < R; ++r) o[r] = out + (b * Hq + kvh * G + g0 + r) * Dh;
-        if (n == 0) {  // no visible key: zeros
-          for (int r = 0; r < R; ++r) std::fill(o[r], o[r] + Dh, 0.f);
-          continue;
-        }
-        // Q rows (f32, or bf16 widened) as [chunk][even 16, odd 16], zeros past Dh.
-        const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-        const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
-        for (int r = 0; r < R; ++r) {
-          const int64_t qoff = (b * Hq + kvh * G + g0 + r) * Dh;
-          float* dst = qp.data() + r * chunks * 32;
-          for (int64_t c = 0; c < chunks; ++c) {
-            const __mmask16 m1 = Dh - 32 * c > 16 ? __mmask16(0xffff) : __mmask16(0);  // columns 16-31 present
-            __m512 x0, x1;
-            if (d.q_type == DType::kF32) {
-              const float* qf = static_cast<const float*>(q) + qoff + 32 * c;
-              x0 = _mm512_loadu_ps(qf);
-              x1 = _mm512_maskz_loadu_ps(m1, qf + 16);
-            } else {
-              const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
-              x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)qb)), 16));
-              x1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
-            }
-            _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
-            _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
-          }
-        }
-        float* s[2] = {sc.data(), sc.data() + n + 16};
-        if (R == 2)
-          scores<2>(qp.data(), kb, vb, stride, lo, hi, Dh, s[0], s[1]);
-        else
-          scores<1>(qp.data(), kb, vb, stride, lo, hi, Dh, s[0], nullptr);
-        float inv[2] = {0.f, 0.f};
-        for (int r = 0; r < R; ++r) {
-          float* sr = s[r];
-          const __m512 scale = _mm512_set1_ps(d.scale);
-          for (int64_t i = 0; i < n; i += 16) {
-            const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
-            _mm512_mask_storeu_ps(sr + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + i), scale));
-          }
-          if (d.logit_softcap > 0.f)
-            for (int64_t i = 0; i < n; ++i) sr[i] = d.logit_softcap * std::tanh(sr[i] / d.logit_softcap);
-          if (bias)
-            for (int64_t i = 0; i < n; ++i) sr[i] += bias[b * S + lo + i];
-          const float l = softmax_in_place(sr, n);  // all -inf: zero weights (l = 0), zero output
-          if (l == 0.f) std::fill(sr, sr + n, 0.f);
-          inv[r] = l > 0.f ? 1.f / l : 0.f;
-        }
-        const float* p[2] = {s[0], s[1]};
-        if (R == 2)
-          weighted_sum_all<2>(p, vb, stride, lo, hi, Dh, inv, o);
-        else
-          weighted_sum_all<1>(p, vb, stride, lo, hi, Dh, inv, o);
+      const int64_t n = hi - lo, rows = hg * G, ld = n + 16;  // query heads of the item; score row length
+      float* o0 = out + (b * Hq + h0 * G) * Dh;  // the item's query heads are adjacent in the output
+      if (n == 0) {  // no visible key: zeros
+        std::fill(o0, o0 + rows * Dh, 0.f);
+        continue;
       }
+      if (int64_t(sc.size()) < rows * ld) sc.resize(size_t(rows * ld));
+      if (int64_t(qp.size()) < rows * chunks * 32) qp.resize(size_t(rows * chunks * 32));
+      if (int64_t(acc.size()) < rows * chunks * 32) acc.resize(size_t(rows * chunks * 32));
+      // Q rows (f32, or bf16 widened) as [chunk][even 16, odd 16], zeros past Dh; row i = query
+      // head h0 * G + i, so a pair of heads (g0, g0 + 1) of one kv head is two adjacent rows.
+      const __m512i even_idx = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+      const __m512i odd_idx = _mm512_add_epi32(even_idx, _mm512_set1_epi32(1));
+      for (int64_t i = 0; i < rows; ++i) {
+        const int64_t qoff = (b * Hq + h0 * G + i) * Dh;
+        float* dst = qp.data() + i * chunks * 32;
+        for (int64_t c = 0; c < chunks; ++c) {
+          const __mmask16 m1 = Dh - 32 * c > 16 ? __mmask16(0xffff) : __mmask16(0);  // columns 16-31 present
+          __m512 x0, x1;
+          if (d.q_type == DType::kF32) {
+            const float* qf = static_cast<const float*>(q) + qoff + 32 * c;
+            x0 = _mm512_loadu_ps(qf);
+            x1 = _mm512_maskz_loadu_ps(m1, qf + 16);
+          } else {
+            const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
+            x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)qb)), 16));
+            x1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
+          }
+          _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
+          _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
+        }
+      }
+      const uint16_t* kb = k16 + (slot[b] * S * Hkv + h0) * Dh;  // row j of head h0 + l at kb + j * stride + l * Dh
+      const uint16_t* vb = v16 + (slot[b] * S * Hkv + h0) * Dh;
+      const int64_t span = hg * Dh;
+      // Scores, 16 keys at a time for every head of the item (score row i at sc + i * ld, key j at
+      // j - lo). Rows kAhead keys ahead are prefetched; past the end, the first V rows of the P.V pass.
+      for (int64_t t = lo; t < std::min(hi, lo + kAhead); ++t) prefetch_span(kb + t * stride, span);
+      for (int64_t j = lo; j < hi; j += 16) {
+        for (int64_t l = 0; l < hg; ++l) {
+          // Head l's piece of the rows kAhead keys on, issued just before its own scores (all
+          // heads' prefetches in one burst before the first head measured slower).
+          for (int64_t t = j + kAhead; t < j + kAhead + 16; ++t) {
+            if (t < hi) prefetch_span(kb + t * stride + l * Dh, Dh);
+            else if (t - hi < std::min(kVChunk, n)) prefetch_span(vb + (lo + t - hi) * stride + l * Dh, Dh);
+          }
+          for (int64_t g0 = 0; g0 < G; g0 += 2) {
+            const int64_t i = l * G + g0;
+            const float* qr = qp.data() + i * chunks * 32;
+            float* s0 = sc.data() + i * ld + (j - lo);
+            if (G - g0 >= 2) {
+              score_keys<2>(qr, kb + l * Dh, stride, j, hi, Dh, s0, s0 + ld);
+              if (j + 8 < hi) score_keys<2>(qr, kb + l * Dh, stride, j + 8, hi, Dh, s0 + 8, s0 + ld + 8);
+            } else {
+              score_keys<1>(qr, kb + l * Dh, stride, j, hi, Dh, s0, nullptr);
+            }
+          }
+        }
+      }
+      if (int64_t(invs.size()) < rows) invs.resize(size_t(rows));
+      for (int64_t i = 0; i < rows; ++i) {
+        float* sr = sc.data() + i * ld;
+        const __m512 scale = _mm512_set1_ps(d.scale);
+        for (int64_t x = 0; x < n; x += 16) {
+          const __mmask16 m = n - x >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - x)) - 1);
+          _mm512_mask_storeu_ps(sr + x, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, sr + x), scale));
+        }
+        if (d.logit_softcap > 0.f)
+          for (int64_t x = 0; x < n; ++x) sr[x] = d.logit_softcap * std::tanh(sr[x] / d.logit_softcap);
+        if (bias)
+          for (int64_t x = 0; x < n; ++x) sr[x] += bias[b * S + lo + x];
+        const float l = softmax_in_place(sr, n);  // all -inf: zero weights (l = 0), zero output
+        if (l == 0.f) std::fill(sr, sr + n, 0.f);
+        invs[size_t(i)] = l > 0.f ? 1.f / l : 0.f;
+      }
+      // P.V in chunks of kVChunk keys, every head of the item per chunk, the next chunk's V rows
+      // prefetched (the first rows of the first chunk were prefetched by the score pass).
+      for (int64_t j0 = lo; j0 < hi; j0 += kVChunk) {
+        const int64_t j1 = std::min(hi, j0 + kVChunk);
+        for (int64_t l = 0; l < hg; ++l) {
+          for (int64_t t = j0 == lo ? lo + kAhead : j1; t < std::min(hi, j1 + kVChunk); ++t)
+            prefetch_span(vb + t * stride + l * Dh, Dh);
+          for (int64_t g0 = 0; g0 < G; g0 += 2) {
+            const int64_t i = l * G + g0;
+            // p_r[j - j0] = weight of key j (score row i + r).
+            const float* p[2] = {sc.data() + i * ld + (j0 - lo), sc.data() + (i + 1) * ld + (j0 - lo)};
+            float* a[2] = {acc.data() + i * chunks * 32, acc.data() + (i + 1) * chunks * 32};
+            if (G - g0 >= 2)
+              weighted_part_all<2>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
+            else
+              weighted_part_all<1>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
+          }
+        }
+      }
+      for (int64_t i = 0; i < rows; ++i) finish_row(acc.data() + i * chunks * 32, Dh, invs[size_t(i)], o0 + i * Dh);
     }
   });
 }
