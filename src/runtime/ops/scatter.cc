@@ -127,6 +127,11 @@ class Scatter : public OpKernel {
     for (size_t d = 0; d < p_.si_shape.size(); ++d)
       if (int64_t(d) != p_.ivd) batch.push_back(p_.si_shape[d]);
     std::vector<int64_t> idx(batch.size(), 0);
+    // Targets first, then the copies: a KV-cache row written at decode is cold (its slot's rows
+    // were last touched a step ago, behind a whole model of weights), and one memcpy after
+    // another waited for each row's lines in turn (~20 us for 8 rows of 2 KiB). Prefetching
+    // every target line before the first copy lets their misses overlap.
+    rows_.clear();
     for (int64_t u = 0; u < positions; ++u) {
       int64_t base = 0;
       for (size_t i = 0, sd = 0; i < idx.size(); ++i, ++sd) {
@@ -144,16 +149,21 @@ class Scatter : public OpKernel {
         }
         off += c * ostr[size_t(od)];
       }
-      if (in_bounds)
-        std::memcpy(static_cast<uint8_t*>(y.raw()) + size_t(off) * p_.esize[0],
-                    static_cast<const uint8_t*>(upd.raw()) + size_t(u) * row_bytes, row_bytes);
+      if (in_bounds) rows_.push_back({off, u});
       for (size_t d = idx.size(); d-- > 0;) {
         if (++idx[d] < batch[d]) break;
         idx[d] = 0;
       }
     }
+    uint8_t* dst = static_cast<uint8_t*>(y.raw());
+    const uint8_t* src = static_cast<const uint8_t*>(upd.raw());
+    for (auto [off, u] : rows_)
+      for (size_t c = 0; c < row_bytes; c += 64) __builtin_prefetch(dst + size_t(off) * p_.esize[0] + c, 1, 3);
+    // In update order, so a position written twice keeps the later update.
+    for (auto [off, u] : rows_) std::memcpy(dst + size_t(off) * p_.esize[0], src + size_t(u) * row_bytes, row_bytes);
     return ok_status();
   }
+  std::vector<std::pair<int64_t, int64_t>> rows_;  // run_rows: (operand offset, update position)
 
   ScatterPlan p_;
   BinaryBody body_;
