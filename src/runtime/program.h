@@ -65,7 +65,8 @@ class Program {
   // Thread-safety: run() and bind_weight() may be called from any thread; calls on one Program
   // are serialised by an internal mutex (kernels and the arena are shared state). Use one Program
   // per thread for parallel execution. Returned tensors are owned by the caller and never reused
-  // by later runs, except that an output aliased to a donated argument shares that argument's
+  // by later runs while the caller holds them (a result's buffer is recycled once every reference
+  // to it is gone), except that an output aliased to a donated argument shares that argument's
   // storage (its contents are the output).
   virtual Result<std::vector<Tensor>> run(std::string_view entry, std::vector<Tensor> args) = 0;
 
