@@ -50,8 +50,12 @@ void BM_Stream(benchmark::State& state) {
                                               benchmark::Counter::kIs1000);
   state.counters["threads"] = kernels::max_threads();
 }
-BENCHMARK(BM_Stream)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({1, 3072, 1024, 1})
-    ->Args({1, 1024, 3072, 1})->Args({4, 2048, 1024, 1})->Args({8, 2048, 1024, 1})
+// The decode step of a Qwen3-0.6B-shaped model (hidden 1024, 16 q / 8 kv heads of 128, MLP 3072):
+// q, k/v, o, gate/up, down, lm_head at M = 1 in both formats, then batched decode rows.
+BENCHMARK(BM_Stream)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({1, 1024, 1024, 0})
+    ->Args({1, 1024, 1024, 1})->Args({1, 1024, 2048, 0})->Args({1, 1024, 2048, 1})->Args({1, 3072, 1024, 0})
+    ->Args({1, 3072, 1024, 1})->Args({1, 1024, 3072, 0})->Args({1, 1024, 3072, 1})
+    ->Args({2, 2048, 1024, 1})->Args({4, 2048, 1024, 1})->Args({6, 2048, 1024, 1})->Args({8, 2048, 1024, 1})
     ->Args({1, 151936, 1024, 0})->Args({1, 151936, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Args: M, N, K, format. One weight re-used (cache resident: compute bound).

@@ -1,6 +1,6 @@
 // AVX-512 kernels for int8 weights (layout and arithmetic contract in matmul_int8.h). Compiled with
-// HLX_AVX512_FLAGS; the products need AVX512-VNNI too (given per function below, so the shared
-// flags stay as they are) and are called only when cpu_features().avx512vnni. Weights are widened
+// HLX_AVX512_FLAGS; the products also use AVX512-VNNI's vpdpwssd (inline asm below) and are called
+// only when cpu_features().avx512vnni. Weights are widened
 // with vpmovsxbw (32 bytes -> 16 columns of (k, k+1) int16 pairs) and multiplied with broadcast
 // activation pairs by vpdpwssd into int32 sums, one exact chunk of k-pairs at a time.
 #include <immintrin.h>
@@ -10,10 +10,16 @@
 
 #include "runtime/kernels/matmul_int8.h"
 
-#define HLX_VNNI __attribute__((target("avx512vnni")))
-
 namespace hlx::kernels::int8 {
 namespace {
+
+// acc += the int32 sums of the 16-bit pair products of a and b. Written as inline asm: GCC 12's
+// _mm512_dpwssd_epi32 kept every accumulator of a register tile on the stack (a store per
+// instruction), and the shared AVX-512 flags need no -mavx512vnni this way.
+inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
 
 inline __mmask16 mask16(int64_t cnt) {
   return cnt >= 16 ? __mmask16(0xffff) : cnt <= 0 ? __mmask16(0) : __mmask16((1u << cnt) - 1);
@@ -35,7 +41,7 @@ inline void store16(__m512 sum, float sa, const float* sw, int64_t col, int64_t 
 // One streaming pass: R rows x NB consecutive blocks from block b, V vectors of 16 columns per
 // block starting at vector v0 (V = 4: whole blocks; V = 2: one half), over all k-pairs.
 template <int R, int NB, int V>
-HLX_VNNI void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,
+void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,
                           const float* sw, int64_t b, int v0, DType c_type, void* c) {
   constexpr int W = NB * V;
   __m512 sum[R][W];
@@ -59,7 +65,7 @@ HLX_VNNI void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const flo
       }
       for (int r = 0; r < R; ++r) {
         const __m512i x = _mm512_set1_epi32(qa[r * pairs + p]);
-        for (int j = 0; j < W; ++j) acc[r][j] = _mm512_dpwssd_epi32(acc[r][j], x, w[j]);
+        for (int j = 0; j < W; ++j) acc[r][j] = dpwssd(acc[r][j], x, w[j]);
       }
     }
     for (int r = 0; r < R; ++r)
@@ -74,7 +80,7 @@ HLX_VNNI void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const flo
 // One register tile (6 rows x 64 columns) over the `pc` k-pairs of a chunk widened to int16 in
 // `w` ([pc][64][2] int16); ap: the tile's pairs of the chunk ([pc][6] int32). The chunk's int32 sums
 // are converted and added to the f32 running sums `sum` ([6][64]), or replace them for the first.
-HLX_VNNI void tile_chunk(int64_t pc, const int32_t* ap, const int16_t* w, float* sum, bool first) {
+void tile_chunk(int64_t pc, const int32_t* ap, const int16_t* w, float* sum, bool first) {
   __m512i acc[kTileRows][4];
   for (int r = 0; r < kTileRows; ++r)
     for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
@@ -85,10 +91,10 @@ HLX_VNNI void tile_chunk(int64_t pc, const int32_t* ap, const int16_t* w, float*
 #pragma GCC unroll 6
     for (int r = 0; r < kTileRows; ++r) {
       const __m512i x = _mm512_set1_epi32(ap[p * kTileRows + r]);
-      acc[r][0] = _mm512_dpwssd_epi32(acc[r][0], x, w0);
-      acc[r][1] = _mm512_dpwssd_epi32(acc[r][1], x, w1);
-      acc[r][2] = _mm512_dpwssd_epi32(acc[r][2], x, w2);
-      acc[r][3] = _mm512_dpwssd_epi32(acc[r][3], x, w3);
+      acc[r][0] = dpwssd(acc[r][0], x, w0);
+      acc[r][1] = dpwssd(acc[r][1], x, w1);
+      acc[r][2] = dpwssd(acc[r][2], x, w2);
+      acc[r][3] = dpwssd(acc[r][3], x, w3);
     }
   }
   for (int r = 0; r < kTileRows; ++r)
