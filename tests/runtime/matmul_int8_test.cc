@@ -339,6 +339,38 @@ TEST(PackedWeightInt8, RowsAreIndependentOfBatchAndThreads) {
   }
 }
 
+// Sibling products (q/k/v, gate/up) in one grouped call: A quantized once, one pool job, and every
+// output with the bits of its own multiply(); the streaming and the tiled kernels.
+TEST(PackedWeightInt8, GroupedProductsEqualSeparateOnes) {
+  const int64_t k = 257;
+  const int64_t ns[] = {200, 64, 130};
+  std::vector<std::unique_ptr<PackedWeight>> ws;
+  for (int64_t n : ns) {
+    std::vector<float> w = weights(k, n, true, uint32_t(n));
+    auto p = PackedWeight::pack(DType::kF32, k, n, true, w.data(), WeightFormat::kInt8);
+    ASSERT_TRUE(p.ok());
+    ws.push_back(std::move(p).value());
+  }
+  for (int threads : {1, 2}) {
+    kernels::ThreadLimit limit(threads);
+    for (int64_t m : {1, 2, 3, 7, 8, 9, 40}) {
+      std::vector<float> a = rand_vec(m * k, uint32_t(m));
+      std::vector<std::vector<bf16>> grouped, alone;
+      std::vector<kernels::GroupedProduct> products;
+      for (size_t i = 0; i < ws.size(); ++i) {
+        grouped.emplace_back(size_t(m * ns[i]), bf16{0x7fc0});
+        alone.emplace_back(size_t(m * ns[i]));
+        products.push_back({ws[i].get(), grouped.back().data()});
+        ASSERT_TRUE(ws[i]->multiply(m, DType::kF32, a.data(), DType::kBF16, alone.back().data()).ok());
+      }
+      ASSERT_TRUE(kernels::multiply_grouped(m, DType::kF32, a.data(), DType::kBF16, products).ok());
+      for (size_t i = 0; i < ws.size(); ++i)
+        EXPECT_EQ(std::memcmp(grouped[i].data(), alone[i].data(), grouped[i].size() * 2), 0)
+            << "product " << i << " m=" << m << " threads=" << threads;
+    }
+  }
+}
+
 TEST(PackedWeightInt8, BadInputsAreTypedErrors) {
   std::vector<float> w(64, 0.5f);
   EXPECT_EQ(PackedWeight::pack(DType::kI8, 8, 8, false, w.data(), WeightFormat::kInt8).status().kind(),

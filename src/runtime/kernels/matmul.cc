@@ -576,6 +576,11 @@ Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
       return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has k=",
                         products[i].weight->k(), ", product 0 has k=", products[0].weight->k());
   }
+  if (products.size() >= 2) {  // int8 weights have their own grouped run
+    Result<bool> int8 = multiply_grouped_int8(m, a_type, a, c_type, products);
+    if (!int8.ok()) return int8.status();
+    if (*int8) return ok_status();
+  }
   // One job only when every product would take the same kernel on its own: the streaming kernel
   // (M <= stream_max_m()) or, for larger M, the own GEMM (one packing of A, one tail).
   const bool stream = m <= stream_max_m();

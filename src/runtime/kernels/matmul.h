@@ -43,8 +43,8 @@ MatmulPaths matmul_paths();
 
 // How a packed weight is stored. kAsStored keeps the checkpoint's type (bf16/f32; f16 becomes
 // bf16). kInt8 quantizes per output column n: scale[n] = max_k |w[k, n]| / 127, q = round-half-even
-// (w / scale) in [-127, 127]; products are scale[n] * sum_k a[m, k] * q[k, n] with f32 activations
-// (bf16 widened) and f32 accumulation (matmul_int8.cc).
+// (w / scale) in [-127, 127]; each product quantizes its activations per row to int16 and sums
+// integer products exactly in chunks (the contract is in matmul_int8.h).
 enum class WeightFormat { kAsStored = 0, kInt8 = 1 };
 const char* weight_format_name(WeightFormat f);
 
@@ -101,5 +101,9 @@ size_t int8_packed_bytes(int64_t k, int64_t n);
 // checking the type (f32/bf16/f16) and k, n > 0.
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
                                                 const void* data);
+// multiply_grouped over int8 weights (matmul_int8.cc): false (nothing done) unless every product's
+// weight is int8 with the same K; else A is quantized once and all products run as one pool job.
+Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType c_type,
+                                   const std::vector<GroupedProduct>& products);
 
 }  // namespace hlx::kernels

@@ -194,17 +194,42 @@ class Int8PackedWeight final : public PackedWeight {
   }
 
   Status multiply(int64_t m, DType a_type, const void* a, DType c_type, void* c) const override {
+    const Int8PackedWeight* self = this;
+    return run(m, a_type, a, c_type, &self, &c, 1);
+  }
+
+  // C_i = A · W_i for `count` weights with the same K: A quantized once, and one parallel_for over
+  // the work items of all products (one pool start and one tail for q/k/v or gate/up). Each
+  // output is computed exactly as multiply() alone computes it.
+  static Status run(int64_t m, DType a_type, const void* a, DType c_type, const Int8PackedWeight* const* w,
+                    void* const* c, int count) {
     if ((a_type != DType::kF32 && a_type != DType::kBF16 && a_type != DType::kF16) ||
         (c_type != DType::kF32 && c_type != DType::kBF16))
       return make_error(ErrorKind::kUnsupported, "PackedWeight::multiply(int8): a=", dtype_name(a_type),
                         " c=", dtype_name(c_type), " (a f32/bf16/f16, c f32/bf16)");
     if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
-    if (m == 0) return ok_status();
-    const int8_t* q = static_cast<const int8_t*>(q_.get());
-    const float* sw = static_cast<const float*>(scale_.get());
-    const int64_t k = k_, n = n_, pairs = pairs_of(k), nblocks = nblocks_;
+    if (m == 0 || count == 0) return ok_status();
+    const int64_t k = w[0]->k_, pairs = pairs_of(k);
     const bool avx = avx512_vnni();
-    if (m <= kStreamMaxM) {
+    // Work items per product, and the first item of each (products are few: a linear scan).
+    const bool stream = m <= kStreamMaxM;
+    const int64_t tiles = (m + kTileRows - 1) / kTileRows, tile_words = pairs * kTileRows;
+    const int64_t groups = (tiles + kItemTiles - 1) / kItemTiles;
+    const int64_t group_tiles = (tiles + groups - 1) / groups;
+    std::vector<int64_t> first(size_t(count) + 1, 0);
+    for (int i = 0; i < count; ++i) {
+      const int64_t nb = w[i]->nblocks_;
+      // Streaming AVX-512: pairs of blocks (the kernel runs one or two rows over two at once).
+      const int64_t items = stream ? (avx ? (nb + 1) / 2 : nb) : groups * nb;
+      first[size_t(i) + 1] = first[size_t(i)] + items;
+    }
+    auto product_of = [&](int64_t item) {
+      int i = 0;
+      while (item >= first[size_t(i) + 1]) ++i;
+      return i;
+    };
+    const size_t c_size = dtype_size(c_type);
+    if (stream) {
       // Stream layout: rows quantized here (a decode row is a few hundred ns of work).
       char* buf = static_cast<char*>(tl_act.get(size_t(m * pairs) * 4 + 64));
       int32_t* qa = reinterpret_cast<int32_t*>(buf);
@@ -213,23 +238,21 @@ class Int8PackedWeight final : public PackedWeight {
         internal::FtzDazScope ftz;
         for (int64_t r = 0; r < m; ++r) sa[r] = quantize_row_any(a_type, a, r, k, qa + r * pairs);
       }
-      if (avx) {
-        // Pairs of blocks per item (the kernel runs one or two rows over two blocks at once).
-        const int64_t items = (nblocks + 1) / 2;
-        parallel_for(items, 1, [&](int64_t i0, int64_t i1) {
-          internal::FtzDazScope ftz;
-          stream_avx512(m, k, n, qa, sa, q, sw, 2 * i0, std::min(2 * i1, nblocks), c_type, c);
-        });
-      } else {
-        parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
-          internal::FtzDazScope ftz;
-          for (int64_t b = b0; b < b1; ++b) rows_portable(m, k, n, qa, pairs, 1, sa, q, sw, b, c_type, c);
-        });
-      }
+      parallel_for(first[size_t(count)], 1, [&](int64_t i0, int64_t i1) {
+        internal::FtzDazScope ftz;
+        for (int64_t item = i0; item < i1; ++item) {
+          const int p = product_of(item);
+          const Int8PackedWeight& wp = *w[p];
+          const int64_t j = item - first[size_t(p)];
+          const int8_t* q = static_cast<const int8_t*>(wp.q_.get());
+          const float* sw = static_cast<const float*>(wp.scale_.get());
+          if (avx) stream_avx512(m, k, wp.n_, qa, sa, q, sw, 2 * j, std::min(2 * j + 2, wp.nblocks_), c_type, c[p]);
+          else rows_portable(m, k, wp.n_, qa, pairs, 1, sa, q, sw, j, c_type, c[p]);
+        }
+      });
       return ok_status();
     }
     // Tile layout, quantized in parallel one register tile (6 rows) at a time.
-    const int64_t tiles = (m + kTileRows - 1) / kTileRows, tile_words = pairs * kTileRows;
     char* buf = static_cast<char*>(tl_act.get(size_t(tiles * tile_words) * 4 + size_t(m) * 4));
     int32_t* qa = reinterpret_cast<int32_t*>(buf);
     float* sa = reinterpret_cast<float*>(buf + size_t(tiles * tile_words) * 4);
@@ -248,24 +271,26 @@ class Int8PackedWeight final : public PackedWeight {
           for (int64_t p = 0; p < pairs; ++p) dst[p * kTileRows] = row[p];
         }
     });
-    // Items: (group of register tiles, block), claimed one at a time; consecutive items share the
-    // group, whose quantized rows stay in L2. Groups of about equal size, at most kItemTiles tiles.
-    const int64_t groups = (tiles + kItemTiles - 1) / kItemTiles;
-    const int64_t group_tiles = (tiles + groups - 1) / groups;
-    const size_t c_size = dtype_size(c_type);
-    parallel_for(groups * nblocks, 1, [&](int64_t i0, int64_t i1) {
+    // Items: (group of register tiles, block) of each product, claimed one at a time; consecutive
+    // items share the group, whose quantized rows stay in L2. Groups of about equal size, at most
+    // kItemTiles tiles.
+    parallel_for(first[size_t(count)], 1, [&](int64_t i0, int64_t i1) {
       internal::FtzDazScope ftz;
-      for (int64_t i = i0; i < i1; ++i) {
-        const int64_t g = i / nblocks, b = i % nblocks;
+      for (int64_t item = i0; item < i1; ++item) {
+        const int p = product_of(item);
+        const Int8PackedWeight& wp = *w[p];
+        const int64_t j = item - first[size_t(p)], g = j / wp.nblocks_, b = j % wp.nblocks_;
         const int64_t t0 = g * group_tiles, t1 = std::min(tiles, t0 + group_tiles);
+        const int8_t* q = static_cast<const int8_t*>(wp.q_.get());
+        const float* sw = static_cast<const float*>(wp.scale_.get());
         if (avx) {
           void* scratch = tl_tile.get(size_t(tile_scratch_bytes()));
-          tile_avx512(t0, t1, m, k, n, qa, sa, q, sw, b, scratch, c_type, c);
+          tile_avx512(t0, t1, m, k, wp.n_, qa, sa, q, sw, b, scratch, c_type, c[p]);
         } else {
           for (int64_t t = t0; t < t1; ++t) {
             const int64_t r0 = t * kTileRows, rows = std::min(kTileRows, m - r0);
-            rows_portable(rows, k, n, qa + t * tile_words, 1, kTileRows, sa + r0, q, sw, b, c_type,
-                          static_cast<char*>(c) + size_t(r0 * n) * c_size);
+            rows_portable(rows, k, wp.n_, qa + t * tile_words, 1, kTileRows, sa + r0, q, sw, b, c_type,
+                          static_cast<char*>(c[p]) + size_t(r0 * wp.n_) * c_size);
           }
         }
       }
@@ -287,6 +312,20 @@ class Int8PackedWeight final : public PackedWeight {
 size_t int8_packed_bytes(int64_t k, int64_t n) {
   const int64_t cols = (n + int8::kBlock - 1) / int8::kBlock * int8::kBlock;
   return size_t(cols * 2 * int8::pairs_of(k)) + size_t(cols) * 4;  // int8 k-pairs + f32 scales
+}
+
+Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType c_type,
+                                   const std::vector<GroupedProduct>& products) {
+  std::vector<const int8::Int8PackedWeight*> w;
+  std::vector<void*> c;
+  for (const GroupedProduct& p : products) {
+    const auto* q = dynamic_cast<const int8::Int8PackedWeight*>(p.weight);
+    if (!q || q->k() != products[0].weight->k()) return false;
+    w.push_back(q);
+    c.push_back(p.c);
+  }
+  HLX_RETURN_IF_ERROR(int8::Int8PackedWeight::run(m, a_type, a, c_type, w.data(), c.data(), int(w.size())));
+  return true;
 }
 
 Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
