@@ -1,6 +1,9 @@
 #include "engine/sampling.h"
 
 #include <algorithm>
+#if defined(__SSE4_1__)
+#include <smmintrin.h>
+#endif
 #include <cmath>
 #include <limits>
 
@@ -123,7 +126,79 @@ Result<std::vector<std::pair<int64_t, double>>> Sampler::candidates(std::span<co
 
 double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 
+// Greedy without candidates(): that copies the row, then builds a (id, double) pair per finite
+// logit (2.4 MB at a 152k vocabulary) to take one minimum, ~0.5 ms a row, 8 rows a decode step at
+// 8 slots. Same result: the lowest id with the largest finite penalized logit, where only the
+// tokens the penalties touch can differ from the row (they are skipped by the scan and scored after).
+Result<int64_t> Sampler::greedy(std::span<const float> logits) const {
+  if (logits.empty()) return make_error(ErrorKind::kInvalidArgument, "sampling an empty logits row");
+  const int64_t v = int64_t(logits.size());
+  const bool rep = params_.repetition_penalty != 1.0f;
+  const bool pres = params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
+  std::vector<int64_t> touched;
+  if (rep)
+    for (const auto& [t, n] : seen_)
+      if (t >= 0 && t < v) touched.push_back(t);
+  if (pres)
+    for (const auto& [t, n] : generated_)
+      if (t >= 0 && t < v) touched.push_back(t);
+  std::sort(touched.begin(), touched.end());
+  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  const float inf = std::numeric_limits<float>::infinity();
+  int64_t best = -1;
+  float bv = -inf;
+  // The first of the largest finite values of [a, e), if above bv: its maximum, then the first
+  // index holding it (two branch-free passes; -0 and +0 compare equal, so either finds the first).
+  auto scan = [&](int64_t a, int64_t e) {
+    const float* x = logits.data();
+    float m = -inf;
+    int64_t i = a;
+#if defined(__SSE4_1__)
+    const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), inf_bits = _mm_set1_epi32(0x7f800000);
+    const __m128 ninf = _mm_set1_ps(-inf);
+    __m128 m4 = ninf;
+    for (; i + 4 <= e; i += 4) {
+      const __m128 v = _mm_loadu_ps(x + i);
+      const __m128i finite = _mm_cmplt_epi32(_mm_and_si128(_mm_castps_si128(v), abs_mask), inf_bits);
+      m4 = _mm_max_ps(m4, _mm_blendv_ps(ninf, v, _mm_castsi128_ps(finite)));
+    }
+    alignas(16) float lanes[4];
+    _mm_store_ps(lanes, m4);
+    for (float l : lanes) m = std::max(m, l);
+#endif
+    for (; i < e; ++i)
+      if (x[i] > m && x[i] < inf) m = x[i];
+    if (!(m > bv) || m == -inf) return;
+    for (i = a; x[i] != m; ++i) {
+    }
+    bv = m;
+    best = i;
+  };
+  int64_t from = 0;
+  for (int64_t t : touched) {
+    scan(from, t);
+    from = t + 1;
+  }
+  scan(from, v);
+  for (int64_t t : touched) {  // the arithmetic of apply_penalties
+    float l = logits[size_t(t)];
+    if (rep && seen_.count(t)) l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
+    if (pres) {
+      auto it = generated_.find(t);
+      if (it != generated_.end())
+        l -= params_.frequency_penalty * float(it->second) + (it->second > 0 ? params_.presence_penalty : 0.0f);
+    }
+    if (std::isfinite(l) && (best < 0 || l > bv || (l == bv && t < best))) {
+      bv = l;
+      best = t;
+    }
+  }
+  if (best < 0) return make_error(ErrorKind::kInvalidArgument, "no finite logit in a row of ", logits.size());
+  return best;
+}
+
 Result<int64_t> Sampler::sample(std::span<const float> logits) {
+  if (params_.temperature == 0) return greedy(logits);
   HLX_ASSIGN_OR_RETURN(auto c, candidates(logits));
   if (params_.temperature == 0 || c.size() == 1) {
     if (params_.temperature != 0) uniform();  // one draw per sampled token, whatever the row

@@ -70,6 +70,8 @@ class Sampler {
   // Kept candidates (id, probability) in (probability desc, id asc) order, normalised.
   Result<std::vector<std::pair<int64_t, double>>> candidates(std::span<const float> logits) const;
   double uniform();
+  // sample() at temperature 0 (no RNG draw), without building the candidate list.
+  Result<int64_t> greedy(std::span<const float> logits) const;
 
   SamplingParams params_;
   std::mt19937_64 rng_;

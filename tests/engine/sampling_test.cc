@@ -204,12 +204,55 @@ TEST(Sampling, PenaltiesMatchTheirDefinitions) {
   EXPECT_EQ(Sampler::create(SamplingParams{}, prompt)->sample(row).value(), 3);
 }
 
+// Greedy takes a path of its own (no candidate list): the lowest id with the largest finite
+// penalized logit, against a plain loop over a penalized copy. Rows hold NaN, +-inf, ties, +-0,
+// few distinct values (many ties) and penalized tokens that lead, tie or fall behind.
+TEST(Sampling, GreedyIsTheLowestIdOfTheLargestFinitePenalizedLogit) {
+  std::mt19937 g(11);
+  for (int trial = 0; trial < 400; ++trial) {
+    const size_t n = 1 + g() % 300;
+    std::vector<float> row(n);
+    const int levels = 1 + int(g() % 6);
+    for (auto& x : row) {
+      const uint32_t k = g() % 20;
+      x = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -INFINITY : k == 3 ? -0.0f : k == 4 ? 0.0f
+                                                                   : float(int(g() % levels) - 2);
+    }
+    SamplingParams p;
+    if (trial % 4 != 0) p.repetition_penalty = trial % 3 ? 1.5f : 0.5f;
+    if (trial % 5 != 0) {
+      p.presence_penalty = trial % 2 ? 0.5f : -1.0f;
+      p.frequency_penalty = 0.25f;
+    }
+    std::vector<int64_t> prompt;
+    for (int i = int(g() % 6); i > 0; --i) prompt.push_back(int64_t(g() % (n + 3)));  // ids past the row too
+    auto s = Sampler::create(p, prompt);
+    ASSERT_TRUE(s.ok());
+    for (int i = int(g() % 6); i > 0; --i) s->accept(int64_t(g() % n));
+    std::vector<float> pen = row;
+    s->apply_penalties(pen);
+    int64_t want = -1;
+    for (size_t i = 0; i < n; ++i)
+      if (std::isfinite(pen[i]) && (want < 0 || pen[i] > pen[size_t(want)])) want = int64_t(i);
+    auto got = s->sample(row);
+    if (want < 0) {
+      EXPECT_EQ(got.status().kind(), ErrorKind::kInvalidArgument) << "trial " << trial;
+    } else {
+      ASSERT_TRUE(got.ok()) << "trial " << trial << ": " << got.status().to_string();
+      EXPECT_EQ(*got, want) << "trial " << trial;
+    }
+  }
+}
+
 TEST(Sampling, RowWithoutFiniteLogitIsAnError) {
   std::vector<float> bad = {NAN, -INFINITY};
   SamplingParams p;
   p.temperature = 1.0f;
   EXPECT_EQ(Sampler::create(p)->sample(bad).status().kind(), ErrorKind::kInvalidArgument);
   EXPECT_EQ(Sampler::create(p)->sample(std::vector<float>{}).status().kind(), ErrorKind::kInvalidArgument);
+  // And greedy (temperature 0).
+  EXPECT_EQ(Sampler::create(SamplingParams{})->sample(bad).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(Sampler::create(SamplingParams{})->sample(std::vector<float>{}).status().kind(), ErrorKind::kInvalidArgument);
 }
 
 }  // namespace
