@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "engine/sampling.h"
 #include "engine/text_model.h"
 #include "models/text_spec.h"
 #include "runtime/kernels/cpu.h"
@@ -77,8 +78,11 @@ std::vector<int64_t> prompt_tokens(int64_t n, int64_t vocab, int64_t salt) {
   return t;
 }
 
+// The next token as the engine picks it at temperature 0 (the server's greedy sampler), so the
+// decode figures include the same per-row cost a served request pays.
 int64_t argmax(const float* row, int64_t n) {
-  return std::max_element(row, row + n) - row;
+  static engine::Sampler greedy = engine::Sampler::create(engine::SamplingParams{}).value();
+  return greedy.sample({row, size_t(n)}).value();
 }
 
 // Bytes one decode step streams from the checkpoint: every tensor except an untied embedding table

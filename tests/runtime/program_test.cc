@@ -114,6 +114,38 @@ TEST(Program, ArenaIsSmallerThanTheSumOfIntermediatesOnAChain) {
   EXPECT_NE(dump->find("arena+"), std::string::npos) << *dump;
 }
 
+// A result's buffer is recycled by a later run only after the caller has dropped it: results held
+// across runs keep their own values.
+TEST(Program, HeldResultsKeepTheirValuesAndDroppedOnesAreRecycled) {
+  IrBuilder b;
+  b.fn.name = "main";
+  auto x = b.arg(tt(DType::kF32, {64}));
+  ret(b, {b.op("stablehlo.negate", {x}, {tt(DType::kF32, {64})}).results[0]});
+  auto p = compile({b.fn});
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  auto run = [&](const Tensor& in) {
+    auto out = (*p)->run("main", {in});
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    return out.ok() ? (*out)[0] : Tensor();
+  };
+  Tensor x1 = random_tensor(DType::kF32, {64}, 1), x2 = random_tensor(DType::kF32, {64}, 2);
+  Tensor r1 = run(x1);
+  Tensor r1_view = r1;  // a second reference to the same storage
+  Tensor r2 = run(x2);
+  ASSERT_NE(r2.raw(), r1.raw());
+  const void* recycled = r2.raw();
+  r2 = Tensor();  // dropped: the next run may write into it
+  Tensor r3 = run(x1);
+  EXPECT_EQ(r3.raw(), recycled);
+  Tensor r4 = run(x2);  // r3 still held: a fresh buffer
+  EXPECT_NE(r4.raw(), r3.raw());
+  for (int i = 0; i < 64; ++i) {
+    EXPECT_EQ(r1_view.data<float>()[i], -x1.data<float>()[i]);
+    EXPECT_EQ(r3.data<float>()[i], -x1.data<float>()[i]);
+    EXPECT_EQ(r4.data<float>()[i], -x2.data<float>()[i]);
+  }
+}
+
 TEST(Program, InPlaceReuseWhenTheInputDies) {
   IrBuilder b;
   b.fn.name = "main";
