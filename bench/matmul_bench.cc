@@ -40,8 +40,10 @@ std::vector<std::unique_ptr<kernels::PackedWeight>> make_weights(int64_t k, int6
   return out;
 }
 
-// Args: M, N, K. Prefill-sized products re-use one weight (compute bound); see BM_StreamBf16 for
-// the bandwidth-bound case.
+// Args: M, N, K. Products that re-use one cache-resident weight: the kernels' compute rate without
+// DRAM (prefill-sized M, and decode-sized M to see the streaming kernel's own rate: Gdp/s counts
+// G vdpbf16ps/s, 32 multiply-adds each; ~6 G/s per core is the peak). See BM_StreamBf16 for the
+// bandwidth-bound case.
 void BM_PackedBf16(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   auto ws = make_weights(k, n, 0);
@@ -55,10 +57,13 @@ void BM_PackedBf16(benchmark::State& state) {
   }
   state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
+  state.counters["Gdp/s"] = benchmark::Counter(double(m * n * k) / 32, benchmark::Counter::kIsIterationInvariantRate,
+                                               benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_PackedBf16)->Args({128, 2048, 2048})->Args({512, 2048, 2048})->Args({128, 3072, 1024})
-    ->Args({16, 2048, 2048})->Unit(benchmark::kMicrosecond)->UseRealTime();
+    ->Args({16, 2048, 2048})->Args({1, 512, 1024})->Args({4, 512, 1024})->Args({8, 512, 1024})
+    ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
 // Args: M, N, K. Cycles through 1 GiB of distinct packed weights so every product streams its
 // weight from DRAM, like a decode step does.
@@ -85,33 +90,11 @@ BENCHMARK(BM_StreamBf16)->Args({1, 2048, 2048})->Args({1, 4096, 4096})->Args({1,
     ->Args({8, 3072, 1024})->Args({8, 1024, 3072})->Args({16, 2048, 2048})->Args({1, 151936, 1024})
     ->Unit(benchmark::kMicrosecond)->UseRealTime();
 
-// Args: M, N, K. The small-M product on one cache-resident weight, repeated: the kernel's compute
-// rate without DRAM (counter: G vdpbf16ps/s, 32 multiply-adds each; ~6 G/s per core is the peak).
-void BM_HotBf16(benchmark::State& state) {
-  const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
-  auto ws = make_weights(k, n, 0);
-  if (ws.empty()) return state.SkipWithError("pack failed");
-  auto a = random_bf16(m * k, 1);
-  std::vector<float> c(static_cast<size_t>(m * n));
-  for (auto _ : state) {
-    Status s = ws[0]->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
-    if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
-    benchmark::DoNotOptimize(c.data());
-  }
-  state.counters["Gdp/s"] = benchmark::Counter(double(m * n * k) / 32, benchmark::Counter::kIsIterationInvariantRate,
-                                               benchmark::Counter::kIs1000);
-  state.counters["threads"] = omp_get_max_threads();
-}
-BENCHMARK(BM_HotBf16)->Args({1, 512, 1024})->Args({4, 512, 1024})->Args({8, 512, 1024})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
-
-// Arg: M. One decode step's products for Qwen3-0.6B shapes in model order (28 x q, k, v, o,
-// gate, up, down, then the 151936-row lm_head; 1.19 GB of bf16 weights): the per-product pool
-// job start/finish and the wait for the last thread's blocks count here, unlike in BM_StreamBf16.
-// The decode step's weights (Qwen3-0.6B: 28 layers of q, k, v, o, gate, up, down, plus lm_head),
-// packed once. step(grouped) multiplies by all of them: with `grouped`, q/k/v and gate/up run as
-// one kernels::multiply_grouped each, as the runtime's plan groups sibling dot_generals
-// (HLX_GROUP_DOTS); otherwise one multiply per weight.
+// The decode step's weights (Qwen3-0.6B: 28 layers of q, k, v, o, gate, up, down, plus lm_head;
+// 1.19 GB of bf16), packed once. step(grouped) multiplies by all of them: with `grouped`, q/k/v
+// and gate/up run as one kernels::multiply_grouped each, as the runtime's plan groups sibling
+// dot_generals (HLX_GROUP_DOTS); otherwise one multiply per weight. Unlike in BM_StreamBf16, each
+// product's pool job start/finish and the wait for the last thread's blocks count here.
 struct DecodeStep {
   int64_t m = 1;
   std::vector<std::unique_ptr<kernels::PackedWeight>> ws;

@@ -42,7 +42,7 @@ TEST(Cpu, MatchesKernelReportedFlags) {
   const auto& f = kernels::cpu_features();
   EXPECT_FALSE(f.model_name.empty());
   if (baseline_forced()) {
-    EXPECT_FALSE(f.avx2 || f.avx512f || f.avx512bf16 || f.amx_tile || f.amx_bf16);
+    EXPECT_FALSE(f.avx2 || f.avx512f || f.avx512bf16 || f.avx512vnni || f.amx_tile || f.amx_bf16);
     return;
   }
   auto flags = cpuinfo_flags();
@@ -55,6 +55,7 @@ TEST(Cpu, MatchesKernelReportedFlags) {
   EXPECT_EQ(f.avx512bw, flags.count("avx512bw") == 1);
   EXPECT_EQ(f.avx512vl, flags.count("avx512vl") == 1);
   EXPECT_EQ(f.avx512bf16, flags.count("avx512_bf16") == 1);
+  EXPECT_EQ(f.avx512vnni, flags.count("avx512_vnni") == 1);
   EXPECT_EQ(f.avx512fp16, flags.count("avx512_fp16") == 1);
   EXPECT_EQ(f.amx_tile, flags.count("amx_tile") == 1);
   EXPECT_EQ(f.amx_bf16, flags.count("amx_bf16") == 1);
@@ -63,7 +64,7 @@ TEST(Cpu, MatchesKernelReportedFlags) {
 
 TEST(Cpu, FeatureImplications) {
   const auto& f = kernels::cpu_features();
-  if (f.avx512bw || f.avx512vl || f.avx512bf16 || f.avx512fp16) EXPECT_TRUE(f.avx512f);
+  if (f.avx512bw || f.avx512vl || f.avx512bf16 || f.avx512vnni || f.avx512fp16) EXPECT_TRUE(f.avx512f);
   if (f.amx_bf16 || f.amx_int8) EXPECT_TRUE(f.amx_tile);
 }
 

@@ -1,7 +1,7 @@
 // Grouped sibling products (issue 7): kernels::multiply_grouped must give every output exactly the
-// bits of its own PackedWeight::multiply (M = 1..8 on the streaming kernel, a prefill M on the
-// fallback, 1 and 2 threads, f32/bf16 activations and results, int8 weights), and be close to a
-// double-precision loop written here; a Program whose sibling dot_generals were grouped into one
+// bits of its own PackedWeight::multiply (M = 1..8 on the streaming kernel, prefill M on the
+// grouped GEMM, 1 and 2 threads, f32/bf16 activations and results, int8 weights), and be close to
+// a double-precision loop written here; a Program whose sibling dot_generals were grouped into one
 // step must return the same bits as the plan with HLX_GROUP_DOTS=0.
 #include <gtest/gtest.h>
 
@@ -96,13 +96,13 @@ TEST(DotGroup, StreamingGroupHasEachProductsBits) {
   check_group(k, sib, {1, 2, 3, 4, 5, 6, 7, 8});
 }
 
-TEST(DotGroup, PrefillMFallsBackToEachMultiply) {
+TEST(DotGroup, PrefillMGivesEachMultiplysBits) {
   const int64_t k = 128;
   auto sib = make_siblings(k, {192, 64, 64}, kernels::WeightFormat::kAsStored, 11);
   check_group(k, sib, {9, 40});
 }
 
-TEST(DotGroup, Int8WeightsRunEachMultiply) {
+TEST(DotGroup, Int8WeightsGiveEachMultiplysBits) {
   const int64_t k = 96;
   auto sib = make_siblings(k, {128, 64}, kernels::WeightFormat::kInt8, 13);
   for (DType c_type : {DType::kF32, DType::kBF16})

@@ -82,11 +82,11 @@ class PackedWeight {
 };
 
 // Sibling products that share their left operand: C_i[M, N_i] = A[M, K] · W_i for every i (all
-// W_i with the same K). When every W_i is a bf16 weight on the streaming path (M <=
-// stream_max_m()) or, for larger M, on the own GEMM, they run as one job over the union of their
-// column blocks (one pool start and one tail for the group; the GEMM packs A once); otherwise
-// each runs multiply() in turn. Either way each C_i has exactly
-// the bits W_i->multiply() gives it. kInvalidArgument for a null weight or mismatched K.
+// W_i with the same K). When every W_i is a bf16 weight on the streaming kernel (M <=
+// stream_max_m()) or on the own GEMM (larger M), or every W_i is int8, they run as one job over
+// the union of their column blocks (one pool start and one tail for the group; A is packed or
+// quantized once); otherwise each runs multiply() in turn. Either way each C_i has exactly the
+// bits W_i->multiply() gives it. kInvalidArgument for a null weight or mismatched K.
 struct GroupedProduct {
   const PackedWeight* weight = nullptr;
   void* c = nullptr;
