@@ -53,22 +53,34 @@ void Sampler::accept(int64_t token) {
   generated_[token] += 1;
 }
 
-void Sampler::apply_penalties(std::span<float> logits) const {
-  const int64_t v = int64_t(logits.size());
-  if (params_.repetition_penalty != 1.0f) {
+std::vector<int64_t> Sampler::penalized_tokens(int64_t vocab) const {
+  std::vector<int64_t> t;
+  if (params_.repetition_penalty != 1.0f)
+    for (const auto& [id, n] : seen_)
+      if (id >= 0 && id < vocab) t.push_back(id);
+  if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
+    for (const auto& [id, n] : generated_)
+      if (id >= 0 && id < vocab) t.push_back(id);
+  std::sort(t.begin(), t.end());
+  t.erase(std::unique(t.begin(), t.end()), t.end());
+  return t;
+}
+
+float Sampler::penalized(int64_t token, float l) const {
+  if (params_.repetition_penalty != 1.0f && seen_.count(token)) {
     const float r = params_.repetition_penalty;
-    for (const auto& [t, n] : seen_) {
-      if (t < 0 || t >= v) continue;
-      float& l = logits[size_t(t)];
-      l = l > 0 ? l / r : l * r;
-    }
+    l = l > 0 ? l / r : l * r;
   }
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f) {
-    for (const auto& [t, n] : generated_) {
-      if (t < 0 || t >= v) continue;
-      logits[size_t(t)] -= params_.frequency_penalty * float(n) + (n > 0 ? params_.presence_penalty : 0.0f);
-    }
+    auto it = generated_.find(token);
+    if (it != generated_.end())
+      l -= params_.frequency_penalty * float(it->second) + (it->second > 0 ? params_.presence_penalty : 0.0f);
   }
+  return l;
+}
+
+void Sampler::apply_penalties(std::span<float> logits) const {
+  for (int64_t t : penalized_tokens(int64_t(logits.size()))) logits[size_t(t)] = penalized(t, logits[size_t(t)]);
 }
 
 Result<std::vector<std::pair<int64_t, double>>> Sampler::candidates(std::span<const float> logits_in) const {
@@ -133,17 +145,7 @@ double Sampler::uniform() { return double(rng_() >> 11) * 0x1.0p-53; }
 Result<int64_t> Sampler::greedy(std::span<const float> logits) const {
   if (logits.empty()) return make_error(ErrorKind::kInvalidArgument, "sampling an empty logits row");
   const int64_t v = int64_t(logits.size());
-  const bool rep = params_.repetition_penalty != 1.0f;
-  const bool pres = params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f;
-  std::vector<int64_t> touched;
-  if (rep)
-    for (const auto& [t, n] : seen_)
-      if (t >= 0 && t < v) touched.push_back(t);
-  if (pres)
-    for (const auto& [t, n] : generated_)
-      if (t >= 0 && t < v) touched.push_back(t);
-  std::sort(touched.begin(), touched.end());
-  touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+  const std::vector<int64_t> touched = penalized_tokens(v);
   const float inf = std::numeric_limits<float>::infinity();
   int64_t best = -1;
   float bv = -inf;
@@ -180,14 +182,8 @@ Result<int64_t> Sampler::greedy(std::span<const float> logits) const {
     from = t + 1;
   }
   scan(from, v);
-  for (int64_t t : touched) {  // the arithmetic of apply_penalties
-    float l = logits[size_t(t)];
-    if (rep && seen_.count(t)) l = l > 0 ? l / params_.repetition_penalty : l * params_.repetition_penalty;
-    if (pres) {
-      auto it = generated_.find(t);
-      if (it != generated_.end())
-        l -= params_.frequency_penalty * float(it->second) + (it->second > 0 ? params_.presence_penalty : 0.0f);
-    }
+  for (int64_t t : touched) {
+    const float l = penalized(t, logits[size_t(t)]);
     if (std::isfinite(l) && (best < 0 || l > bv || (l == bv && t < best))) {
       bv = l;
       best = t;
@@ -200,8 +196,8 @@ Result<int64_t> Sampler::greedy(std::span<const float> logits) const {
 Result<int64_t> Sampler::sample(std::span<const float> logits) {
   if (params_.temperature == 0) return greedy(logits);
   HLX_ASSIGN_OR_RETURN(auto c, candidates(logits));
-  if (params_.temperature == 0 || c.size() == 1) {
-    if (params_.temperature != 0) uniform();  // one draw per sampled token, whatever the row
+  if (c.size() == 1) {
+    uniform();  // one draw per sampled token, whatever the row
     return c.front().first;
   }
   const double u = uniform();

@@ -70,6 +70,9 @@ class Sampler {
   // Kept candidates (id, probability) in (probability desc, id asc) order, normalised.
   Result<std::vector<std::pair<int64_t, double>>> candidates(std::span<const float> logits) const;
   double uniform();
+  // Ids below `vocab` that a penalty applies to (sorted, unique), and a logit of `token` after them.
+  std::vector<int64_t> penalized_tokens(int64_t vocab) const;
+  float penalized(int64_t token, float l) const;
   // sample() at temperature 0 (no RNG draw), without building the candidate list.
   Result<int64_t> greedy(std::span<const float> logits) const;
 
