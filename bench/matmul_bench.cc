@@ -103,7 +103,7 @@ struct DecodeStep {
   double bytes = 0;
   std::vector<kernels::GroupedProduct> group;
 
-  Status init(int64_t rows) {
+  Status init(int64_t rows, kernels::WeightFormat format = kernels::WeightFormat::kAsStored) {
     m = rows;
     const int64_t layer[][2] = {{1024, 2048}, {1024, 1024}, {1024, 1024}, {2048, 1024},
                                 {1024, 3072}, {1024, 3072}, {3072, 1024}};  // {K, N}
@@ -112,14 +112,14 @@ struct DecodeStep {
     for (int l = 0; l < 28; ++l)
       for (size_t i = 0; i < 7; ++i) {
         HLX_ASSIGN_OR_RETURN(auto p, kernels::PackedWeight::pack(DType::kBF16, layer[i][0], layer[i][1], true,
-                                                                 src[i].data()));
+                                                                 src[i].data(), format));
+        bytes += double(p->packed_bytes());
         ws.push_back(std::move(p));
-        bytes += 2.0 * double(layer[i][0] * layer[i][1]);
       }
     auto head = random_bf16(int64_t(151936) * 1024, 11);
-    HLX_ASSIGN_OR_RETURN(auto p, kernels::PackedWeight::pack(DType::kBF16, 1024, 151936, true, head.data()));
+    HLX_ASSIGN_OR_RETURN(auto p, kernels::PackedWeight::pack(DType::kBF16, 1024, 151936, true, head.data(), format));
+    bytes += double(p->packed_bytes());
     ws.push_back(std::move(p));
-    bytes += 2.0 * 151936 * 1024;
     a = random_bf16(m * 3072, 1);
     c.assign(static_cast<size_t>(m * 151936), 0.f);
     return ok_status();
@@ -180,6 +180,35 @@ void BM_DecodeStepWeightsAB(benchmark::State& state) {
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_DecodeStepWeightsAB)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
+
+// The grouped decode step at M = 1 in bf16 and in int8 (--weights int8) in turn, on weights packed
+// once per format: both see the same load, so the ratio of their bandwidths (weight bytes over the
+// median wall time) shows how close the int8 kernels stream to the bf16 ones.
+void BM_DecodeStepBf16VsInt8(benchmark::State& state) {
+  DecodeStep d[2];
+  Status s = d[0].init(1);
+  if (s.ok()) s = d[1].init(1, kernels::WeightFormat::kInt8);
+  if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+  using clock = std::chrono::steady_clock;
+  std::vector<double> wall[2];
+  for (auto _ : state)
+    for (int i = 0; i < 2; ++i) {
+      const auto t0 = clock::now();
+      if (s = d[i].step(true); !s.ok()) return state.SkipWithError(s.to_string().c_str());
+      wall[i].push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
+    }
+  double gbps[2];
+  for (int i = 0; i < 2; ++i) {
+    std::sort(wall[i].begin(), wall[i].end());
+    const double ms = wall[i][wall[i].size() / 2];
+    gbps[i] = d[i].bytes / ms / 1e6;
+    state.counters[i ? "int8_ms" : "bf16_ms"] = ms;
+    state.counters[i ? "int8_GB/s" : "bf16_GB/s"] = gbps[i];
+  }
+  state.counters["int8/bf16_GB/s"] = gbps[1] / gbps[0];
+  state.counters["threads"] = omp_get_max_threads();
+}
+BENCHMARK(BM_DecodeStepBf16VsInt8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
 
 // The grouped decode step at M = 1, 4 and 8 in turn on the same packed weights, each iteration
 // running all three: on a busy machine the three see the same load. Counters: the median wall ms

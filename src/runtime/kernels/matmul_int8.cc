@@ -216,11 +216,12 @@ class Int8PackedWeight final : public PackedWeight {
     const int64_t tiles = (m + kTileRows - 1) / kTileRows, tile_words = pairs * kTileRows;
     const int64_t groups = (tiles + kItemTiles - 1) / kItemTiles;
     const int64_t group_tiles = (tiles + groups - 1) / groups;
+    const int64_t ib = stream_item_blocks(m);
     std::vector<int64_t> first(size_t(count) + 1, 0);
     for (int i = 0; i < count; ++i) {
       const int64_t nb = w[i]->nblocks_;
-      // Streaming AVX-512: pairs of blocks (the kernel runs one or two rows over two at once).
-      const int64_t items = stream ? (avx ? (nb + 1) / 2 : nb) : groups * nb;
+      // Streaming AVX-512: runs of stream_item_blocks(m) blocks (streamed together, matmul_int8.h).
+      const int64_t items = stream ? (avx ? (nb + ib - 1) / ib : nb) : groups * nb;
       first[size_t(i) + 1] = first[size_t(i)] + items;
     }
     auto product_of = [&](int64_t item) {
@@ -246,7 +247,7 @@ class Int8PackedWeight final : public PackedWeight {
           const int64_t j = item - first[size_t(p)];
           const int8_t* q = static_cast<const int8_t*>(wp.q_.get());
           const float* sw = static_cast<const float*>(wp.scale_.get());
-          if (avx) stream_avx512(m, k, wp.n_, qa, sa, q, sw, 2 * j, std::min(2 * j + 2, wp.nblocks_), c_type, c[p]);
+          if (avx) stream_avx512(m, k, wp.n_, qa, sa, q, sw, ib * j, std::min(ib * (j + 1), wp.nblocks_), c_type, c[p]);
           else rows_portable(m, k, wp.n_, qa, pairs, 1, sa, q, sw, j, c_type, c[p]);
         }
       });

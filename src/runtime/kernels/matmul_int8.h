@@ -58,6 +58,11 @@ inline int64_t pairs_of(int64_t k) { return (k + 1) / 2; }
 float quantize_act_row(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst);
 float quantize_act_row_avx512(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst);
 
+// Column blocks per work item of the streaming kernel: one row streams four blocks at once (four
+// DRAM streams per thread: the decode step's weights at M = 1 measured 1.17-1.19x the bandwidth of
+// two at once, in-process alternation, BM_DecodeStepBf16VsInt8 shapes); 2-8 rows take two or one.
+constexpr int64_t stream_item_blocks(int64_t m) { return m == 1 ? 4 : 2; }
+
 // Streaming product for all `m` rows (m <= kStreamMaxM) over column blocks [b0, b1).
 // qa: stream layout; c: [m, n] of c_type (row stride n).
 void stream_avx512(int64_t m, int64_t k, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,

@@ -124,12 +124,13 @@ void stream_avx512(int64_t m, int64_t k, int64_t n, const int32_t* qa, const flo
                    const float* sw, int64_t b0, int64_t b1, DType c_type, void* c) {
   const int64_t pairs = pairs_of(k);
   int64_t b = b0;
-  // One or two rows: two blocks at once (8 or 16 independent vpdpwssd chains).
-  if (m <= 2) {
-    for (; b + 2 <= b1; b += 2) {
-      if (m == 1) stream_pass<1, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-      else stream_pass<2, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-    }
+  // One row: four blocks at once, then two (16 or 8 independent vpdpwssd chains, one DRAM stream
+  // per block); two rows: two blocks (16 chains).
+  if (m == 1) {
+    for (; b + 4 <= b1; b += 4) stream_pass<1, 4, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+    for (; b + 2 <= b1; b += 2) stream_pass<1, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+  } else if (m == 2) {
+    for (; b + 2 <= b1; b += 2) stream_pass<2, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
   }
   for (; b < b1; ++b) {
     switch (m) {
