@@ -154,9 +154,8 @@ void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTar
   const int64_t c_size = int64_t(dtype_size(c_type));
   const int64_t tile_words = pairs * kRows;
   // Column blocks of all targets, numbered one after another: block_start[t] is target t's first.
-  std::vector<int64_t> block_start(size_t(count) + 1, 0);
-  for (int t = 0; t < count; ++t) block_start[t + 1] = block_start[t] + (targets[t].n + 63) / 64;
-  const int64_t nblocks = block_start[count];
+  const std::vector<int64_t> block_start = block_starts(targets, count);
+  const int64_t nblocks = block_start.back();
   // The caller's buffer, shared by the pool threads for this call.
   uint32_t* a_packed = static_cast<uint32_t*>(tl_a.get(size_t(tiles * tile_words) * 4));
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(a);
@@ -175,10 +174,9 @@ void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTar
     FtzDazScope ftz_daz;
     for (int64_t i = i0; i < i1; ++i) {
       const int64_t g = by_column ? i % groups : i / nblocks, cb = by_column ? i / groups : i % nblocks;
-      int t = 0;
-      while (cb >= block_start[t + 1]) ++t;
+      const int t = part_of(block_start, cb);
       const GemvTarget& tg = targets[t];
-      const int64_t nb = cb - block_start[t];
+      const int64_t nb = cb - block_start[size_t(t)];
       const bf16* w = tg.w_packed + nb * tg.kp * 64;
       const int64_t n0 = nb * 64, nv = std::min<int64_t>(64, tg.n - n0);
       for (int64_t r = g * group_tiles; r < std::min(tiles, (g + 1) * group_tiles); ++r)

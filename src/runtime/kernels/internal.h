@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "core/dtype.h"
 
@@ -64,6 +65,12 @@ struct GemvTarget {
   const bf16* w_packed = nullptr;
   void* c = nullptr;
 };
+// Numbering across consecutive parts: first[t] is part t's first index, first.back() the total.
+// block_starts: the parts are the targets' 64-column blocks, in target order.
+std::vector<int64_t> block_starts(const GemvTarget* targets, int count);
+// The part t holding index i (first[t] <= i < first[t + 1]).
+int part_of(const std::vector<int64_t>& first, int64_t i);
+
 // C_t = A · W_t for `count` products sharing A (and so M and K), as ONE parallel_for over the
 // union of their column blocks: sibling products (q/k/v, gate/up) pay one pool start and one
 // tail instead of one each. Every output gets exactly gemv_vnni_bf16_avx512's bits.

@@ -48,6 +48,16 @@ void* ScratchBuffer::get(size_t bytes) {
   return buf.get();
 }
 
+std::vector<int64_t> block_starts(const GemvTarget* targets, int count) {
+  std::vector<int64_t> first{0};
+  for (int t = 0; t < count; ++t) first.push_back(first.back() + (targets[t].n + 63) / 64);
+  return first;
+}
+
+int part_of(const std::vector<int64_t>& first, int64_t i) {
+  return int(std::upper_bound(first.begin(), first.end(), i) - first.begin()) - 1;
+}
+
 void f32_to_bf16_n(const float* src, int64_t n, bf16* dst) {
   if (cpu_features().avx512bf16) return f32_to_bf16_avx512(src, n, dst);
   for (int64_t i = 0; i < n; ++i) dst[i] = f32_to_bf16(src[i]);

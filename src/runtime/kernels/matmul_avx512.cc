@@ -190,8 +190,7 @@ void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf
 void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count,
                                    DType c_type) {
   // Column blocks are numbered across the targets in order: target t owns [first[t], first[t + 1]).
-  std::vector<int64_t> first{0};
-  for (int t = 0; t < count; ++t) first.push_back(first.back() + (targets[t].n + 63) / 64);
+  const std::vector<int64_t> first = block_starts(targets, count);
   const int64_t nblocks = first.back();
   // Pieces of consecutive column blocks, claimed dynamically (parallel.h): 1/(4T) of the blocks
   // while more than half are left (long contiguous streams per thread, and a thread descheduled
@@ -210,7 +209,7 @@ void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const Ge
   parallel_for(int64_t(bounds.size()) - 1, 1, [&](int64_t i0, int64_t i1) {
     FtzDazScope ftz_daz;
     const int64_t g0 = bounds[size_t(i0)], g1 = bounds[size_t(i1)];
-    int t = int(std::upper_bound(first.begin(), first.end(), g0) - first.begin()) - 1;
+    int t = part_of(first, g0);
     for (int64_t g = g0; g < g1; ++g) {
       while (g >= first[size_t(t) + 1]) ++t;
       const GemvTarget& tg = targets[t];

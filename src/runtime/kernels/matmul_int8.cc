@@ -37,18 +37,28 @@ WeightFormatScope::~WeightFormatScope() { tl_format = saved_; }
 
 namespace int8 {
 
+namespace {
+
+// max |x[at + i]| over i < k (x of type t); NaN when some value is NaN or infinite. Portable twin of
+// maxabs_avx512.
+float maxabs_portable(DType t, const void* x, int64_t at, int64_t k) {
+  float maxabs = 0.f;
+  int finite = 1;
+  for (int64_t i = 0; i < k; ++i) {
+    const float v = std::fabs(internal::load_f32(t, x, at + i));
+    finite &= int(v <= std::numeric_limits<float>::max());  // false for NaN and Inf
+    maxabs = maxabs < v ? v : maxabs;
+  }
+  return finite ? maxabs : std::numeric_limits<float>::quiet_NaN();
+}
+
+}  // namespace
+
 // Portable activation quantization (matmul_int8.h), run under FTZ/DAZ: the comparisons and the
 // division then read an |a| below FLT_MIN as 0, as the AVX-512 version's instructions do.
 float quantize_act_row(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
   const int64_t pairs = pairs_of(k);
-  float maxabs = 0.f;
-  int finite = 1;
-  for (int64_t kk = 0; kk < k; ++kk) {
-    const float v = std::fabs(internal::load_f32(a_type, a, row * k + kk));
-    finite &= int(v <= std::numeric_limits<float>::max());  // false for NaN and Inf
-    maxabs = maxabs < v ? v : maxabs;
-  }
-  const float s = finite ? maxabs / 32767.f : std::numeric_limits<float>::quiet_NaN();
+  const float s = maxabs_portable(a_type, a, row * k, k) / 32767.f;  // NaN for a NaN/Inf row
   if (!(s > 0.f)) {  // zero (or flushed) row, or a NaN/Inf row
     std::memset(dst, 0, size_t(pairs) * 4);
     return s;
@@ -144,21 +154,10 @@ class Int8PackedWeight final : public PackedWeight {
           } else {
             for (int64_t kk = 0; kk < k; ++kk) col[size_t(kk)] = internal::load_f32(type, data, kk * n + n0 + j);
           }
-          // max |w| and whether every value is finite (|w| <= FLT_MAX is false for NaN and Inf),
-          // in a form the compiler vectorizes.
-          float maxabs = 0.f;
-          int finite = 1;
-          if (avx) {
-            maxabs = maxabs_avx512(col.data(), k);
-            finite = std::isfinite(maxabs);
-          } else {
-            for (int64_t kk = 0; kk < k; ++kk) {
-              const float v = std::fabs(col[size_t(kk)]);
-              finite &= int(v <= std::numeric_limits<float>::max());
-              maxabs = maxabs < v ? v : maxabs;
-            }
-          }
-          if (!finite) {
+          // max |w|; NaN when some value is NaN or infinite.
+          float maxabs =
+              avx ? maxabs_avx512(DType::kF32, col.data(), 0, k) : maxabs_portable(DType::kF32, col.data(), 0, k);
+          if (std::isnan(maxabs)) {
             bad_col.store(n0 + j);
             maxabs = 0.f;
           }
@@ -211,7 +210,7 @@ class Int8PackedWeight final : public PackedWeight {
     if (m == 0 || count == 0) return ok_status();
     const int64_t k = w[0]->k_, pairs = pairs_of(k);
     const bool avx = avx512_vnni();
-    // Work items per product, and the first item of each (products are few: a linear scan).
+    // Work items per product, and the first item of each.
     const bool stream = m <= kStreamMaxM;
     const int64_t tiles = (m + kTileRows - 1) / kTileRows, tile_words = pairs * kTileRows;
     const int64_t groups = (tiles + kItemTiles - 1) / kItemTiles;
@@ -224,11 +223,6 @@ class Int8PackedWeight final : public PackedWeight {
       const int64_t items = stream ? (avx ? (nb + ib - 1) / ib : nb) : groups * nb;
       first[size_t(i) + 1] = first[size_t(i)] + items;
     }
-    auto product_of = [&](int64_t item) {
-      int i = 0;
-      while (item >= first[size_t(i) + 1]) ++i;
-      return i;
-    };
     const size_t c_size = dtype_size(c_type);
     if (stream) {
       // Stream layout: rows quantized here (a decode row is a few hundred ns of work).
@@ -242,7 +236,7 @@ class Int8PackedWeight final : public PackedWeight {
       parallel_for(first[size_t(count)], 1, [&](int64_t i0, int64_t i1) {
         internal::FtzDazScope ftz;
         for (int64_t item = i0; item < i1; ++item) {
-          const int p = product_of(item);
+          const int p = internal::part_of(first, item);
           const Int8PackedWeight& wp = *w[p];
           const int64_t j = item - first[size_t(p)];
           const int8_t* q = static_cast<const int8_t*>(wp.q_.get());
@@ -278,7 +272,7 @@ class Int8PackedWeight final : public PackedWeight {
     parallel_for(first[size_t(count)], 1, [&](int64_t i0, int64_t i1) {
       internal::FtzDazScope ftz;
       for (int64_t item = i0; item < i1; ++item) {
-        const int p = product_of(item);
+        const int p = internal::part_of(first, item);
         const Int8PackedWeight& wp = *w[p];
         const int64_t j = item - first[size_t(p)], g = j / wp.nblocks_, b = j % wp.nblocks_;
         const int64_t t0 = g * group_tiles, t1 = std::min(tiles, t0 + group_tiles);

@@ -78,7 +78,8 @@ void tile_avx512(int64_t t0, int64_t t1, int64_t m, int64_t k, int64_t n, const 
 // Weight packing helpers. q[i] = round-half-even(x[i] / s) clamped to [-127, 127] for i < k
 // (s > 0); the same values as the portable loop in matmul_int8.cc.
 void quantize_row_avx512(const float* x, int64_t k, float s, int8_t* q);
-// max_i |x[i]| over i < k; NaN when some x[i] is NaN or infinite.
-float maxabs_avx512(const float* x, int64_t k);
+// max |x[at + i]| over i < k for x of type t (f32/bf16/f16), as f32; NaN when some value is NaN
+// or infinite. Under DAZ (the activations' case) an |x| below FLT_MIN reads as 0.
+float maxabs_avx512(DType t, const void* x, int64_t at, int64_t k);
 
 }  // namespace hlx::kernels::int8

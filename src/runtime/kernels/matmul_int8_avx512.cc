@@ -118,6 +118,14 @@ inline __m512 load_act16(DType t, const void* a, int64_t at, __mmask16 mask) {
   }
 }
 
+// round-half-even(x / s) clamped to [-bound, bound], as int32 lanes (both quantizations of the
+// contract: weights to int8, activations to int16).
+inline __m512i quantize16(__m512 x, float s, float bound) {
+  __m512 v = _mm512_div_ps(x, _mm512_set1_ps(s));
+  v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  return _mm512_cvtps_epi32(_mm512_min_ps(_mm512_max_ps(v, _mm512_set1_ps(-bound)), _mm512_set1_ps(bound)));
+}
+
 }  // namespace
 
 void stream_avx512(int64_t m, int64_t k, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,
@@ -174,50 +182,36 @@ void tile_avx512(int64_t t0, int64_t t1, int64_t m, int64_t k, int64_t n, const 
                 b * kBlock + j * 16, n, c_type, c, t * kTileRows + r);
 }
 
-float quantize_act_row_avx512(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
-  const int64_t pairs = pairs_of(k), at = row * k;
-  __m512 mx = _mm512_setzero_ps();
+float maxabs_avx512(DType t, const void* x, int64_t at, int64_t k) {
+  __m512 m = _mm512_setzero_ps();
   __mmask16 bad = 0;
   for (int64_t i = 0; i < k; i += 16) {
-    const __m512 v = _mm512_abs_ps(load_act16(a_type, a, at + i, mask16(k - i)));
+    const __m512 v = _mm512_abs_ps(load_act16(t, x, at + i, mask16(k - i)));
     bad |= _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x80);  // QNaN, +Inf, SNaN (after abs)
-    mx = _mm512_max_ps(mx, v);  // under DAZ an |a| below FLT_MIN compares as 0
+    m = _mm512_max_ps(m, v);  // under DAZ an |x| below FLT_MIN compares as 0
   }
-  const float s = bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(mx) / 32767.f;
+  return bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
+}
+
+float quantize_act_row_avx512(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
+  const int64_t pairs = pairs_of(k), at = row * k;
+  const float s = maxabs_avx512(a_type, a, at, k) / 32767.f;  // NaN for a NaN/Inf row
   int16_t* out = reinterpret_cast<int16_t*>(dst);
   if (!(s > 0.f)) {
     for (int64_t p = 0; p < pairs; ++p) dst[p] = 0;
     return s;
   }
-  const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-32767.f), hi = _mm512_set1_ps(32767.f);
   for (int64_t i = 0; i < 2 * pairs; i += 16) {  // lanes past k load 0 and quantize to 0
-    __m512 v = _mm512_div_ps(load_act16(a_type, a, at + i, mask16(k - i)), sv);
-    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-    _mm256_mask_storeu_epi16(out + i, mask16(2 * pairs - i), _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(v)));
+    const __m512i v = quantize16(load_act16(a_type, a, at + i, mask16(k - i)), s, 32767.f);
+    _mm256_mask_storeu_epi16(out + i, mask16(2 * pairs - i), _mm512_cvtepi32_epi16(v));
   }
   return s;
 }
 
-float maxabs_avx512(const float* x, int64_t k) {
-  __m512 m = _mm512_setzero_ps();
-  __mmask16 bad = 0;
-  for (int64_t i = 0; i < k; i += 16) {
-    const __m512 v = _mm512_abs_ps(_mm512_maskz_loadu_ps(mask16(k - i), x + i));
-    bad |= _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x80);  // QNaN, +Inf, SNaN (after abs)
-    m = _mm512_max_ps(m, v);
-  }
-  return bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
-}
-
 void quantize_row_avx512(const float* x, int64_t k, float s, int8_t* q) {
-  const __m512 sv = _mm512_set1_ps(s), lo = _mm512_set1_ps(-127.f), hi = _mm512_set1_ps(127.f);
   for (int64_t i = 0; i < k; i += 16) {
     const __mmask16 mask = mask16(k - i);
-    __m512 v = _mm512_div_ps(_mm512_maskz_loadu_ps(mask, x + i), sv);
-    v = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    v = _mm512_min_ps(_mm512_max_ps(v, lo), hi);
-    _mm_mask_storeu_epi8(q + i, mask, _mm512_cvtepi32_epi8(_mm512_cvtps_epi32(v)));
+    _mm_mask_storeu_epi8(q + i, mask, _mm512_cvtepi32_epi8(quantize16(_mm512_maskz_loadu_ps(mask, x + i), s, 127.f)));
   }
 }
 
