@@ -5,7 +5,9 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <random>
 #include <thread>
 #include <vector>
@@ -82,6 +84,62 @@ TEST(ParallelFor, ConcurrentCallersFromSeveralThreads) {
     });
   for (auto& c : callers) c.join();
   EXPECT_EQ(failures.load(), 0);
+}
+
+// The pool's hand-off under stress (issue 16): thousands of jobs of random sizes and grains back
+// to back from one caller. Every item records the job it belongs to; each item of each job must
+// run exactly once, and no item may run after its parallel_for returned. Besides natural timing,
+// the pool's test delays widen the windows a preempted worker or caller would open (a worker
+// between reading the job state and the job fields, a caller between writing the fields and
+// publishing the job): the pool before issue 16 ran items twice in every such round. All per-job
+// records outlive the loop, so a late or duplicated item is counted, not a use-after-free.
+TEST(ParallelFor, StressEveryItemOfEveryJobOnceAndNoneAfterReturn) {
+  ThreadLimit limit(std::max(2, kernels::hardware_threads()));
+  struct Job {
+    std::vector<std::atomic<int>> hits;
+    std::atomic<bool> returned{false};
+    std::atomic<int> wrong_job{0}, late{0};
+  };
+  const int64_t delays[][2] = {{0, 0}, {2000, 1000}, {0, 2000}, {300, 300}};  // worker, caller ns
+  for (auto [worker_ns, caller_ns] : delays) {
+    kernels::set_pool_handoff_delays_for_testing(worker_ns, caller_ns);
+    constexpr int kJobs = 8000;
+    std::mt19937 rng(16);
+    std::vector<std::unique_ptr<Job>> jobs;
+    jobs.reserve(kJobs);
+    std::atomic<int> running_job{-1};
+    for (int j = 0; j < kJobs; ++j) {
+      const int64_t n = 1 + int64_t(rng() % 200);
+      const int64_t grain = 1 + int64_t(rng() % 8);
+      const int spin = int(rng() % 64);
+      auto& job = *jobs.emplace_back(std::make_unique<Job>());
+      job.hits = std::vector<std::atomic<int>>(size_t(n));
+      running_job.store(j);
+      parallel_for(n, grain, [&job, j, n, spin, &running_job](int64_t b, int64_t e) {
+        if (running_job.load() != j) job.wrong_job.fetch_add(1);
+        for (int64_t i = b; i < e; ++i) {
+          if (i < 0 || i >= n) {
+            job.wrong_job.fetch_add(1);
+            continue;
+          }
+          for (std::atomic<int> s{0}; s.load(std::memory_order_relaxed) < spin;) s.fetch_add(1, std::memory_order_relaxed);
+          job.hits[size_t(i)].fetch_add(1);
+          if (job.returned.load()) job.late.fetch_add(1);
+        }
+      });
+      job.returned.store(true);
+    }
+    int64_t bad_counts = 0, late = 0, wrong = 0;
+    for (auto& job : jobs) {
+      for (auto& h : job->hits) bad_counts += h.load() != 1;
+      late += job->late.load();
+      wrong += job->wrong_job.load();
+    }
+    EXPECT_EQ(bad_counts, 0) << "items not run exactly once; delays " << worker_ns << "/" << caller_ns << " ns";
+    EXPECT_EQ(late, 0) << "items run after their parallel_for returned; delays " << worker_ns << "/" << caller_ns;
+    EXPECT_EQ(wrong, 0) << "chunks of a job that was not current, or out of range; delays " << worker_ns << "/" << caller_ns;
+  }
+  kernels::set_pool_handoff_delays_for_testing(0, 0);
 }
 
 // Products large enough to be cut into several 128 x 256 pool tiles, with ragged last tiles.

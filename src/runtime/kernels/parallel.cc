@@ -1,3 +1,23 @@
+// The runtime's thread pool: one job at a time, items claimed chunk by chunk by the caller and
+// the workers.
+//
+// Protocol (the hand-off between a caller and the workers):
+// - `state_` packs a job generation (high 40 bits) and the next unclaimed chunk (low 24 bits);
+//   chunk kClosed means no chunk of that generation may be claimed.
+// - A caller (one at a time, under mu_) opening job G: (1) stores state_ = G | kClosed, (2) stores
+//   the job fields fn_, n_, grain_ and resets done_, each field with release order, (3) publishes
+//   state_ = G | 0 with release order.
+// - A worker claims chunk i of G by: load state_ (acquire) = G | i, load the fields (acquire),
+//   then compare-exchange state_ from G | i to G | i+1.
+// Invariants:
+// - A successful claim ran on the fields of G. The state load synchronises with step (3) of G,
+//   so the fields read are G's or newer; if any was newer, its store followed step (1) of a later
+//   job, which then happens-before the compare-exchange, so state_ no longer holds G | i and the
+//   claim fails. (An ABA would need 2^40 jobs between a worker's load and its compare-exchange.)
+// - done_ counts only items of the current job: a claimed chunk adds its size after running, and
+//   a caller returns when done_ reaches its n, i.e. when every chunk of its job has been claimed
+//   and has finished. The next job resets done_ only after that, so no stale add can land in it.
+// - fn_ points to the caller's function, which outlives every claim of its job (previous point).
 #include "runtime/kernels/parallel.h"
 
 #include <immintrin.h>
@@ -20,6 +40,22 @@ thread_local int tl_limit = 0;  // 0 = the default
 thread_local bool tl_in_job = false;  // inside a parallel_for chunk: nested calls run serially
 
 using Clock = std::chrono::steady_clock;
+
+std::atomic<int64_t> g_worker_delay_ns{0}, g_caller_delay_ns{0};  // set_pool_handoff_delays_for_testing
+
+void pause_for(int64_t ns) {
+  const Clock::time_point t0 = Clock::now();
+  while (std::chrono::duration<double, std::nano>(Clock::now() - t0).count() < double(ns)) _mm_pause();
+}
+
+// A worker's pause at a claim: uniform in [0, max) from a per-thread xorshift.
+void worker_delay() {
+  const int64_t max = g_worker_delay_ns.load(std::memory_order_relaxed);
+  if (max <= 0) return;
+  thread_local uint64_t x = 0x9e3779b97f4a7c15ull ^ uint64_t(reinterpret_cast<uintptr_t>(&x));
+  x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+  pause_for(int64_t(x % uint64_t(max)));
+}
 
 // How long an idle worker spins before sleeping. Decode runs a few hundred parallel_for calls per
 // token a few microseconds apart, so a short spin avoids a futex wake per call; on a busy machine
@@ -59,16 +95,18 @@ class Pool {
     tl_in_job = true;
     const Clock::time_point t0 = Clock::now();
     ensure_workers(threads - 1);
-    fn_.store(&fn, std::memory_order_relaxed);
-    n_.store(n, std::memory_order_relaxed);
-    grain_.store(grain, std::memory_order_relaxed);
-    workers_wanted_.store(threads - 1, std::memory_order_relaxed);
+    const uint64_t gen = (generation(state_.load(std::memory_order_relaxed)) + 1) & kGenMask;
+    state_.store(gen << kIndexBits | kClosed, std::memory_order_relaxed);  // (1) close claims
+    fn_.store(&fn, std::memory_order_release);                                // (2) job fields
+    n_.store(n, std::memory_order_release);
+    grain_.store(grain, std::memory_order_release);
     done_.store(0, std::memory_order_relaxed);
-    const uint64_t gen = (state_.load(std::memory_order_relaxed) >> 32) + 1;
-    state_.store(gen << 32, std::memory_order_seq_cst);  // publishes the fields above
+    workers_wanted_.store(threads - 1, std::memory_order_relaxed);
+    if (const int64_t d = g_caller_delay_ns.load(std::memory_order_relaxed)) pause_for(d);
+    state_.store(gen << kIndexBits, std::memory_order_seq_cst);  // (3) open chunk 0
     epoch_.fetch_add(1, std::memory_order_seq_cst);
     if (sleepers_.load(std::memory_order_seq_cst) > 0) epoch_.notify_all();
-    work(gen);
+    work(gen, /*is_worker=*/false);
     // Only chunks already claimed (running on a worker) remain; wait for them.
     const Clock::time_point t_own = Clock::now();
     int spins = 0;
@@ -98,20 +136,22 @@ class Pool {
     }
   }
 
-  // Claims chunks of job `gen` until none are left. Returns when the job is exhausted or a newer
-  // job has replaced it.
-  void work(uint64_t gen) {
+  static uint64_t generation(uint64_t state) { return state >> kIndexBits; }
+
+  // Claims chunks of job `gen` until none are left. Returns when the job is exhausted, closed, or
+  // a newer job has replaced it (see the protocol at the top of the file).
+  void work(uint64_t gen, bool is_worker) {
     for (;;) {
       uint64_t s = state_.load(std::memory_order_acquire);
-      if ((s >> 32) != gen) return;
-      const int64_t n = n_.load(std::memory_order_relaxed), grain = grain_.load(std::memory_order_relaxed);
-      const auto* fn = fn_.load(std::memory_order_relaxed);
-      const int64_t begin = int64_t(s & 0xffffffffu);
+      const uint64_t chunk = s & kClosed;
+      if (generation(s) != gen || chunk == kClosed) return;
+      if (is_worker) worker_delay();
+      const auto* fn = fn_.load(std::memory_order_acquire);
+      const int64_t n = n_.load(std::memory_order_acquire), grain = grain_.load(std::memory_order_acquire);
+      const int64_t begin = int64_t(chunk) * grain;
       if (begin >= n) return;
+      if (!state_.compare_exchange_weak(s, s + 1, std::memory_order_acq_rel)) continue;
       const int64_t end = std::min(n, begin + grain);
-      // The claim succeeds only if job `gen` is still current and unclaimed at `begin`, so the
-      // fields read above belong to it (they change only after all its items are done).
-      if (!state_.compare_exchange_weak(s, (gen << 32) | uint64_t(end), std::memory_order_acq_rel)) continue;
       (*fn)(begin, end);
       done_.fetch_add(end - begin, std::memory_order_release);
     }
@@ -143,7 +183,7 @@ class Pool {
       }
       seen = e;
       if (index >= workers_wanted_.load(std::memory_order_relaxed)) continue;
-      work(state_.load(std::memory_order_acquire) >> 32);
+      work(generation(state_.load(std::memory_order_acquire)), /*is_worker=*/true);
     }
   }
 
@@ -154,7 +194,7 @@ class Pool {
   // the other threads saved, the next kSerialJobs jobs (a few decode steps) run on the calling
   // thread alone, then threads are tried again. On a quiet machine waits are microseconds.
   void note_wait(int threads, Clock::time_point t0, Clock::time_point t_own, Clock::time_point t_end) {
-    if (!backoff_enabled()) return;
+    if (!backoff_enabled() || g_worker_delay_ns.load(std::memory_order_relaxed) > 0) return;
     own_us_ += std::chrono::duration<double, std::micro>(t_own - t0).count();
     wait_us_ += std::chrono::duration<double, std::micro>(t_end - t_own).count();
     if (++window_jobs_ < 64) return;
@@ -176,7 +216,10 @@ class Pool {
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
   std::atomic<int64_t> n_{0}, grain_{1}, done_{0};
   std::atomic<int> workers_wanted_{0};
-  std::atomic<uint64_t> state_{0};  // job generation << 32 | next unclaimed item
+  static constexpr int kIndexBits = 24;
+  static constexpr uint64_t kClosed = (uint64_t(1) << kIndexBits) - 1;  // also the chunk mask
+  static constexpr uint64_t kGenMask = (uint64_t(1) << (64 - kIndexBits)) - 1;
+  std::atomic<uint64_t> state_{kClosed};  // job generation << kIndexBits | next unclaimed chunk
   std::atomic<uint32_t> epoch_{0};
   std::atomic<int> sleepers_{0};
 };
@@ -207,10 +250,17 @@ ThreadLimit::~ThreadLimit() {
   omp_set_num_threads(saved_omp_);
 }
 
+void set_pool_handoff_delays_for_testing(int64_t worker_ns, int64_t caller_ns) {
+  g_worker_delay_ns.store(std::max<int64_t>(0, worker_ns), std::memory_order_relaxed);
+  g_caller_delay_ns.store(std::max<int64_t>(0, caller_ns), std::memory_order_relaxed);
+}
+
+constexpr int64_t kMaxChunks = (int64_t(1) << 24) - 2;  // below Pool::kClosed
+
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(1, grain);
-  if (n >= (int64_t(1) << 31)) grain = std::max<int64_t>(grain, n >> 30);  // item index fits 32 bits
+  grain = std::max<int64_t>(grain, (n + kMaxChunks - 1) / kMaxChunks);  // chunk index fits the pool's state
   const int threads = int(std::min<int64_t>(max_threads(), (n + grain - 1) / grain));
   Pool::get().run(threads, n, grain, fn);
 }

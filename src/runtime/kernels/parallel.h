@@ -42,4 +42,11 @@ class ThreadLimit {
 // its items itself.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// For the pool's stress test only: widens the two windows of the job hand-off that a preempted
+// thread would open. A worker pauses up to `worker_ns` (pseudo-random per claim) between reading
+// the job state and reading the job fields; a caller pauses `caller_ns` between writing the job
+// fields and publishing the job. 0, 0 (the default) turns both off. While worker delays are on,
+// the oversubscription back-off (which would run jobs serially) is off.
+void set_pool_handoff_delays_for_testing(int64_t worker_ns, int64_t caller_ns);
+
 }  // namespace hlx::kernels
