@@ -76,8 +76,9 @@ hlx_status_t hlx_last_admission(hlx_admission_t* out);
 typedef struct hlx_model_s hlx_model_t; /* opaque */
 
 typedef enum hlx_kv_dtype_e {
-  HLX_KV_DTYPE_BF16 = 0, /* default */
-  HLX_KV_DTYPE_F32 = 1
+  HLX_KV_DTYPE_BF16 = 0,
+  HLX_KV_DTYPE_F32 = 1,
+  HLX_KV_DTYPE_AUTO = 2 /* default: f32 for an f32 checkpoint, else bf16 */
 } hlx_kv_dtype_t;
 
 /* Value of hlx_model_options_t.context_capacity meaning "the model's default" (4096 tokens or
@@ -94,7 +95,7 @@ typedef struct hlx_model_options_s {
   int64_t context_capacity; /* HLX_CONTEXT_CAPACITY_DEFAULT or [1, HLX_MAX_CONTEXT_CAPACITY] */
   int64_t slots;            /* KV slots = concurrent requests, [1, HLX_MAX_SLOTS]; default 1 */
   int32_t threads;          /* runtime threads, 0 = all cores, [0, HLX_MAX_THREADS]; default 0 */
-  int32_t kv_dtype;         /* an hlx_kv_dtype_t; default HLX_KV_DTYPE_BF16 */
+  int32_t kv_dtype;         /* an hlx_kv_dtype_t; default HLX_KV_DTYPE_AUTO */
   int32_t load_tokenizer;   /* 1 (default): load DIR/tokenizer.json when present; 0: never */
   int32_t skip_special_tokens; /* 1 (default): special tokens are left out of generated text */
 } hlx_model_options_t;

@@ -277,7 +277,7 @@ hlx_status_t hlx_model_options_init(hlx_model_options_t* o) {
   o->context_capacity = HLX_CONTEXT_CAPACITY_DEFAULT;
   o->slots = 1;
   o->threads = 0;
-  o->kv_dtype = HLX_KV_DTYPE_BF16;
+  o->kv_dtype = HLX_KV_DTYPE_AUTO;
   o->load_tokenizer = 1;
   o->skip_special_tokens = 1;
   return ok();
@@ -304,8 +304,9 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
       return fail(HLX_STATUS_INVALID_ARGUMENT, "slots ", o.slots, " is outside [1, ", HLX_MAX_SLOTS, "]");
     if (o.threads < 0 || o.threads > HLX_MAX_THREADS)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "threads ", o.threads, " is outside [0, ", HLX_MAX_THREADS, "]");
-    if (o.kv_dtype != HLX_KV_DTYPE_BF16 && o.kv_dtype != HLX_KV_DTYPE_F32)
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "kv_dtype ", o.kv_dtype, " is unknown (expected HLX_KV_DTYPE_BF16 = 0 or HLX_KV_DTYPE_F32 = 1)");
+    if (o.kv_dtype != HLX_KV_DTYPE_BF16 && o.kv_dtype != HLX_KV_DTYPE_F32 && o.kv_dtype != HLX_KV_DTYPE_AUTO)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "kv_dtype ", o.kv_dtype,
+                  " is unknown (expected HLX_KV_DTYPE_BF16 = 0, HLX_KV_DTYPE_F32 = 1 or HLX_KV_DTYPE_AUTO = 2)");
     if (o.load_tokenizer != 0 && o.load_tokenizer != 1)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "load_tokenizer ", o.load_tokenizer, " must be 0 or 1");
     if (o.skip_special_tokens != 0 && o.skip_special_tokens != 1)
@@ -327,7 +328,7 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     to.context_capacity = o.context_capacity == HLX_CONTEXT_CAPACITY_DEFAULT ? 0 : o.context_capacity;
     to.slots = o.slots;
     to.threads = o.threads;
-    to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
+    if (o.kv_dtype != HLX_KV_DTYPE_AUTO) to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
     auto model = hlx::engine::TextModel::load(m->dir, to);
     if (!model.ok()) return fail(model.status().with_context("hlx_model_load: '" + m->dir + "'"));
     m->model = std::move(*model);

@@ -300,16 +300,16 @@ Status run_bench(const BenchArgs& a) {
   // ---- roofline
   const size_t wbytes = weight_bytes_per_token(spec, o.weight_format);
   auto roofline = [&](int64_t batch, int64_t ctx, double bandwidth) {
-    const double per_step = double(wbytes) + double(batch) * double(kv_bytes_per_token(spec, o.kv_dtype, ctx));
+    const double per_step = double(wbytes) + double(batch) * double(kv_bytes_per_token(spec, m->shape().kv_dtype, ctx));
     return double(batch) * bandwidth / per_step;
   };
   const int64_t mid_ctx = a.context + a.decode_tokens / 2;
   rec["roofline"] = {{"weight_bytes_per_token", wbytes},
-                     {"kv_bytes_per_token_at_context", kv_bytes_per_token(spec, o.kv_dtype, mid_ctx)},
+                     {"kv_bytes_per_token_at_context", kv_bytes_per_token(spec, m->shape().kv_dtype, mid_ctx)},
                      {"context", mid_ctx},
                      {"decode_tok_s_batch1", roofline(1, mid_ctx, bw)}};
   std::printf("roofline: %s weights + %s KV per token at context %lld -> %.1f tok/s at batch 1\n",
-              gb(double(wbytes)).c_str(), gb(double(kv_bytes_per_token(spec, o.kv_dtype, mid_ctx))).c_str(),
+              gb(double(wbytes)).c_str(), gb(double(kv_bytes_per_token(spec, m->shape().kv_dtype, mid_ctx))).c_str(),
               static_cast<long long>(mid_ctx), roofline(1, mid_ctx, bw));
 
   // ---- prefill / TTFT

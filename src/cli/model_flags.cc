@@ -5,7 +5,7 @@ namespace hlx::cli {
 void ModelFlags::add_to(CLI::App* sub) {
   sub->add_option("--capacity", capacity,
                   "context capacity (default: min(4096, max_position_embeddings); see docs/CAPACITY.md)");
-  sub->add_option("--kv-dtype", kv_dtype, "bf16 (default) | f32");
+  sub->add_option("--kv-dtype", kv_dtype, "auto (default: f32 for an f32 checkpoint, else bf16) | bf16 | f32");
   sub->add_option("--threads", threads, "runtime threads (default: all cores)");
   sub->add_option("--weights", weights,
                   "matmul weights: int8 (per-channel, quantized at load) | the checkpoint's own type (default)");
@@ -14,9 +14,12 @@ void ModelFlags::add_to(CLI::App* sub) {
 Result<engine::TextModelOptions> ModelFlags::options() const {
   engine::TextModelOptions o;
   o.context_capacity = capacity;
-  auto kv = dtype_from_name(kv_dtype);
-  if (!kv) return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", kv_dtype, "' (expected bf16 or f32)");
-  o.kv_dtype = *kv;
+  if (kv_dtype != "auto") {
+    auto kv = dtype_from_name(kv_dtype);
+    if (!kv || (*kv != DType::kBF16 && *kv != DType::kF32))
+      return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", kv_dtype, "' (expected auto, bf16 or f32)");
+    o.kv_dtype = *kv;
+  }
   o.threads = threads;
   if (weights == "int8") {
     o.weight_format = kernels::WeightFormat::kInt8;

@@ -11,7 +11,7 @@ namespace hlx::cli {
 
 struct ModelFlags {
   int64_t capacity = 0;  // 0: the model's default (docs/CAPACITY.md)
-  std::string kv_dtype = "bf16";
+  std::string kv_dtype = "auto";
   int threads = 0;       // 0: all cores
   std::string weights;   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
 

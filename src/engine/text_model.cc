@@ -169,15 +169,14 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
 
   if (options.slots < 1)
     return make_error(ErrorKind::kInvalidArgument, "slots must be >= 1, got ", options.slots);
-  if (options.kv_dtype != DType::kBF16 && options.kv_dtype != DType::kF32)
-    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16 or f32, got ", dtype_name(options.kv_dtype));
+  if (options.kv_dtype && *options.kv_dtype != DType::kBF16 && *options.kv_dtype != DType::kF32)
+    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16 or f32, got ", dtype_name(*options.kv_dtype));
   int64_t capacity = options.context_capacity ? options.context_capacity : default_context_capacity(spec);
   if (capacity < 1) return make_error(ErrorKind::kInvalidArgument, "context capacity must be >= 1, got ", capacity);
   // i32 positions and slot ids in the modules.
   if (capacity > INT32_MAX || options.slots > INT32_MAX)
     return make_error(ErrorKind::kInvalidArgument, "context capacity ", capacity, " / slots ", options.slots,
                       " exceed the i32 range of positions");
-  m->shape_ = models::EngineShape{capacity, options.slots, options.kv_dtype};
   m->buckets_ = options.prefill_buckets.empty() ? models::default_prefill_buckets(capacity) : options.prefill_buckets;
   HLX_RETURN_IF_ERROR(validate_buckets(m->buckets_, capacity).with_context("prefill buckets"));
   m->options_ = options;
@@ -206,6 +205,10 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
                       " asked, but ", model_dir, " stores ", dtype_name(m->weights_.front().second.dtype()),
                       " weights (", m->weights_.front().first, "); use its own type or int8");
   m->stats_.checkpoint_ms = ms_since(t0);
+  if (!options.kv_dtype)
+    options.kv_dtype = !m->weights_.empty() && m->weights_.front().second.dtype() == DType::kF32 ? DType::kF32 : DType::kBF16;
+  m->options_.kv_dtype = options.kv_dtype;
+  m->shape_ = models::EngineShape{capacity, options.slots, *options.kv_dtype};
 
   // Every module is emitted (or read and checked) now, so identity and capacity mismatches fail
   // here; only compilation may be deferred.
@@ -225,8 +228,8 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   HLX_ASSIGN_OR_RETURN(int64_t cache_elems, checked_num_elements(cache_shape));
   for (int64_t l = 0; l < spec.num_layers; ++l)
     for (int kv = 0; kv < 2; ++kv) {
-      m->caches_.push_back(Tensor::zeros(options.kv_dtype, cache_shape));
-      m->stats_.kv_bytes += size_t(cache_elems) * dtype_size(options.kv_dtype);
+      m->caches_.push_back(Tensor::zeros(*options.kv_dtype, cache_shape));
+      m->stats_.kv_bytes += size_t(cache_elems) * dtype_size(*options.kv_dtype);
     }
   m->pool_ = SlotPool(options.slots);
   m->history_.assign(size_t(options.slots), {});

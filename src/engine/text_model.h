@@ -48,7 +48,9 @@ int64_t default_context_capacity(const models::TextModelSpec& spec);
 struct TextModelOptions {
   int64_t context_capacity = 0;          // 0: default_context_capacity(spec)
   int64_t slots = 1;                     // KV slots = largest decode batch
-  DType kv_dtype = DType::kBF16;         // bf16 (default) or f32
+  // bf16 or f32; unset: follow the checkpoint (f32 weights -> f32, bf16/f16 -> bf16), so an f32
+  // checkpoint's logits are not rounded through a bf16 cache.
+  std::optional<DType> kv_dtype;
   std::vector<int64_t> prefill_buckets;  // empty: models::default_prefill_buckets(capacity)
   int threads = 0;                       // runtime threads, 0 = all cores
   std::optional<std::string> modules_dir;  // load pre-emitted .mlir files instead of emitting

@@ -233,6 +233,41 @@ TEST_P(TextModelFamily, RejectedRequestsTouchNoSlotAndNoCache) {
 
 INSTANTIATE_TEST_SUITE_P(Families, TextModelFamily, testing::Values("llama", "qwen2", "qwen3", "gemma3_text"));
 
+// The KV dtype follows the checkpoint unless set (issue 16): an f32 checkpoint keeps f32 K/V, so
+// its logits are not rounded through a bf16 cache; a bf16 checkpoint gets bf16 K/V.
+TEST(TextModel, KvDtypeDefaultsToTheCheckpointsComputeType) {
+  TextModelOptions o;
+  o.context_capacity = 32;
+  auto f32_default = load_or_fail(fixture_dir("qwen3"), o);
+  ASSERT_TRUE(f32_default);
+  EXPECT_EQ(f32_default->shape().kv_dtype, DType::kF32);
+  o.kv_dtype = DType::kF32;
+  auto f32_explicit = load_or_fail(fixture_dir("qwen3"), o);
+  o.kv_dtype = DType::kBF16;
+  auto bf16_kv = load_or_fail(fixture_dir("qwen3"), o);
+  ASSERT_TRUE(f32_explicit && bf16_kv);
+  EXPECT_EQ(bf16_kv->shape().kv_dtype, DType::kBF16);
+  auto p = prompt_of(9, f32_default->spec().vocab_size);
+  auto a = f32_default->prefill(0, p), b = f32_explicit->prefill(0, p), c = bf16_kv->prefill(0, p);
+  ASSERT_TRUE(a.ok() && b.ok() && c.ok());
+  EXPECT_EQ(std::memcmp(a->raw(), b->raw(), a->nbytes()), 0) << "default is not the f32 cache";
+  EXPECT_NE(std::memcmp(a->raw(), c->raw(), a->nbytes()), 0) << "a bf16 cache would round K/V";
+
+  const std::string bf16_dir = (fs::path(testing::TempDir()) / ("hlx_kv_auto_bf16_" + std::to_string(::getpid()))).string();
+  models::FixtureOptions fo;
+  fo.family = "qwen3";
+  fo.preset = "tiny";
+  fo.dtype = DType::kBF16;
+  fo.seed = 7;
+  ASSERT_TRUE(models::write_text_fixture(bf16_dir, fo).ok());
+  TextModelOptions d;
+  d.context_capacity = 32;
+  auto bf16_default = load_or_fail(bf16_dir, d);
+  ASSERT_TRUE(bf16_default);
+  EXPECT_EQ(bf16_default->shape().kv_dtype, DType::kBF16);
+  fs::remove_all(bf16_dir);
+}
+
 TEST(TextModel, CheckpointShapeMismatchNamesTensorAndBothShapes) {
   std::string dir = (fs::path(testing::TempDir()) / ("hlx_engine_badshape_" + std::to_string(::getpid()))).string();
   models::FixtureOptions fo;
