@@ -102,9 +102,14 @@ struct ProgramResult {
 
 // Runs one program in this process and reports what happened.
 ProgramResult run_program(const std::string& path) {
+  // A typed kUnsupported refusal (an element type, op or feature hlx does not implement) at any
+  // stage is "unsupported"; anything else that fails before the checks run is an "error".
+  auto refused = [](const Status& s) -> ProgramResult {
+    return {s.kind() == ErrorKind::kUnsupported ? Outcome::kUnsupported : Outcome::kError, s.to_string()};
+  };
   auto module = shlo::parse_module_file(path);
-  if (!module.ok()) return {Outcome::kError, module.status().to_string()};
-  if (Status s = shlo::verify_module(*module); !s.ok()) return {Outcome::kError, s.to_string()};
+  if (!module.ok()) return refused(module.status());
+  if (Status s = shlo::verify_module(*module); !s.ok()) return refused(s);
   std::vector<std::string> failures;
   size_t checks = 0;
   rt::ProgramOptions options;
@@ -117,12 +122,9 @@ ProgramResult run_program(const std::string& path) {
     });
   }
   auto program = rt::Program::compile(std::make_shared<shlo::Module>(std::move(*module)), options);
-  if (!program.ok()) {
-    bool unsupported = program.status().kind() == ErrorKind::kUnsupported;
-    return {unsupported ? Outcome::kUnsupported : Outcome::kError, program.status().to_string()};
-  }
+  if (!program.ok()) return refused(program.status());
   auto outputs = (*program)->run("main", {});
-  if (!outputs.ok()) return {Outcome::kError, outputs.status().to_string()};
+  if (!outputs.ok()) return refused(outputs.status());
   if (checks == 0) return {Outcome::kError, "no check ran"};
   if (!failures.empty()) return {Outcome::kWrong, failures.front()};
   return {Outcome::kPass, ""};

@@ -235,7 +235,7 @@ Status TextParser::parse_region(Block& block, bool allow_label) {
 Status TextParser::parse_block_body(Block& block) {
   while (!sc_.try_consume("}")) {
     if (sc_.at_end()) return sc_.error("expected '}' to close a region, found end of input");
-    if (sc_.peek() == '^') return sc_.error("regions with more than one block are not supported");
+    if (sc_.peek() == '^') return sc_.unsupported("regions with more than one block are not supported");
     HLX_RETURN_IF_ERROR(parse_op(block.ops));
   }
   return ok_status();
@@ -300,7 +300,7 @@ Status TextParser::parse_generic_op(Op& op, std::vector<TensorType>& result_type
   HLX_RETURN_IF_ERROR(sc_.expect("("));
   HLX_RETURN_IF_ERROR(parse_uses(op.operands));
   HLX_RETURN_IF_ERROR(sc_.expect(")"));
-  if (sc_.peek() == '[') return sc_.error("successor blocks are not supported");
+  if (sc_.peek() == '[') return sc_.unsupported("successor blocks are not supported");
   if (sc_.peek() == '<') {
     sc_.try_consume("<");
     HLX_RETURN_IF_ERROR(sc_.expect("{"));

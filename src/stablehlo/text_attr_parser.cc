@@ -26,11 +26,26 @@ void put_le(std::vector<uint8_t>& bytes, size_t index, uint64_t v, size_t size) 
 
 }  // namespace
 
+// Element types of the StableHLO spec (besides the ones hlx implements): refusing one of these is
+// "unsupported", any other identifier is a parse error.
+static bool is_stablehlo_element_type(std::string_view id) {
+  static constexpr std::string_view kKnown[] = {"f64", "ui16", "ui32", "ui64", "i2", "i4", "ui2", "ui4", "si8",
+                                                "complex", "tf32", "f4E2M1FN", "f6E2M3FN", "f6E3M2FN", "f8E3M4",
+                                                "f8E4M3", "f8E4M3FN", "f8E4M3FNUZ", "f8E4M3B11FNUZ", "f8E5M2",
+                                                "f8E5M2FNUZ", "f8E8M0FNU", "index"};
+  for (std::string_view k : kKnown)
+    if (id == k) return true;
+  return false;
+}
+
 Result<DType> TextParser::parse_element_type() {
   size_t at = sc_.pos();
   std::string_view id = sc_.bare_id();
   if (id.empty()) return sc_.error("expected element type, found ", sc_.found());
   if (std::optional<DType> t = dtype_from_name(id)) return *t;
+  if (is_stablehlo_element_type(id))
+    return sc_.unsupported_at(at, "unsupported element type '", id,
+                              "' (hlx implements f32, f16, bf16, i64, i32, i16, i8, ui8, i1)");
   return sc_.error_at(at, "unsupported element type '", id,
                       "' (expected one of f32, f16, bf16, i64, i32, i16, i8, ui8, i1)");
 }
@@ -48,7 +63,7 @@ Result<TensorType> TextParser::parse_tensor_type() {
   TensorType t;
   // Dimensions are `N x` prefixes; the element type follows the last 'x'.
   while (is_digit(sc_.peek()) || sc_.peek() == '?') {
-    if (sc_.peek() == '?') return sc_.error("dynamic dimensions ('?') are not supported");
+    if (sc_.peek() == '?') return sc_.unsupported("dynamic dimensions ('?') are not supported");
     size_t dim_at = sc_.pos();
     int64_t d = 0;
     std::string_view text = sc_.text();
@@ -65,7 +80,7 @@ Result<TensorType> TextParser::parse_tensor_type() {
     if (t.shape.size() > 256) return sc_.error_at(dim_at, "tensor rank exceeds 256");
   }
   HLX_ASSIGN_OR_RETURN(t.dtype, parse_element_type());
-  if (sc_.peek() == ',') return sc_.error("tensor encodings are not supported");
+  if (sc_.peek() == ',') return sc_.unsupported("tensor encodings are not supported");
   HLX_RETURN_IF_ERROR(sc_.expect(">"));
   Result<int64_t> n = checked_num_elements(t.shape);
   if (!n.ok()) return sc_.error_at(at, "invalid tensor type: ", n.status().message());
@@ -256,7 +271,7 @@ Result<Attr> TextParser::parse_attr() {
       if (sc_.try_keyword("index")) {
         t = DType::kI64;
       } else if (sc_.try_keyword("f64")) {
-        return sc_.error_at(type_at, "f64 attributes are not supported");
+        return sc_.unsupported_at(type_at, "f64 attributes are not supported");
       } else {
         HLX_ASSIGN_OR_RETURN(t, parse_element_type());
       }
@@ -266,7 +281,7 @@ Result<Attr> TextParser::parse_attr() {
       return sc_.error_at(num_at, "float literal '", spelling, "' with integer type ", dtype_name(t));
     if (is_float(t)) {
       if (!typed && is_float_spelling)
-        return sc_.error_at(num_at, "untyped float attribute '", spelling, "' is f64, which is not supported");
+        return sc_.unsupported_at(num_at, "untyped float attribute '", spelling, "' is f64, which is not supported");
       std::optional<uint64_t> bits = parse_float_bits(spelling, t);
       if (!bits) return sc_.error_at(num_at, "invalid ", dtype_name(t), " literal '", spelling, "'");
       return Attr::floating(float_bits_to_double(*bits, t), t);

@@ -61,6 +61,17 @@ class Scanner {
   Status error_at(size_t offset, const Args&... args) const {
     return make_error(ErrorKind::kParse, where(offset), ": ", args...);
   }
+  // Valid StableHLO that hlx does not implement (an element type, a syntax feature): typed
+  // kUnsupported so tools can tell it from malformed text.
+  template <class... Args>
+  Status unsupported(const Args&... args) {
+    skip_ws();
+    return unsupported_at(pos_, args...);
+  }
+  template <class... Args>
+  Status unsupported_at(size_t offset, const Args&... args) const {
+    return make_error(ErrorKind::kUnsupported, where(offset), ": ", args...);
+  }
   // A short quote of what comes next, for "expected X, found Y" messages.
   std::string found();
 

@@ -305,7 +305,7 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
       HLX_RETURN_IF_ERROR(pair("lhs_contracting_dimensions", "rhs_contracting_dimensions"));
       op.attrs.push_back({"dot_dimension_numbers", Attr::structure("dot", std::move(dims))});
       if (sc_.try_consume(",")) {
-        if (sc_.try_keyword("algorithm")) return sc_.error("dot_general 'algorithm' is not supported");
+        if (sc_.try_keyword("algorithm")) return sc_.unsupported("dot_general 'algorithm' is not supported");
         HLX_RETURN_IF_ERROR(sc_.expect_keyword("precision"));
         HLX_RETURN_IF_ERROR(sc_.expect("="));
         HLX_RETURN_IF_ERROR(sc_.expect("["));
@@ -319,7 +319,7 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
           HLX_RETURN_IF_ERROR(sc_.expect("]"));
         }
         op.attrs.push_back({"precision_config", Attr::array(std::move(precisions))});
-        if (sc_.try_consume(",")) return sc_.error("dot_general 'algorithm' is not supported");
+        if (sc_.try_consume(",")) return sc_.unsupported("dot_general 'algorithm' is not supported");
       }
       HLX_RETURN_IF_ERROR(attr_dict());
       return functional();
@@ -419,7 +419,7 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
       HLX_ASSIGN_OR_RETURN(std::string composite, sc_.string_literal());
       op.attrs.push_back({"name", Attr::string(std::move(composite))});
       HLX_RETURN_IF_ERROR(parse_uses(op.operands));
-      if (sc_.peek() == '(') return sc_.error("composite regions are not supported");
+      if (sc_.peek() == '(') return sc_.unsupported("composite regions are not supported");
       HLX_RETURN_IF_ERROR(attr_dict());
       return functional();
     }

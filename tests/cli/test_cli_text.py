@@ -125,6 +125,24 @@ def main():
         expect_error(args, "unknown id", "out of range", "detokenize", "-m", m, "--ids", "999999")
         expect_error(args, "empty stop", "invalid argument", "generate", "-m", m, "-p", "hi", "--stop", "")
 
+        # conformance: a program in a valid element type hlx does not implement is "unsupported",
+        # a malformed one an "error" (issue 16).
+        progs = os.path.join(tmp, "programs")
+        os.makedirs(progs)
+        def program(ty, value):
+            return ("func.func public @main() -> tensor<2x" + ty + "> {\n"
+                    f"  %0 = stablehlo.constant dense<{value}> : tensor<2x{ty}>\n"
+                    f"  %1 = stablehlo.add %0, %0 : tensor<2x{ty}>\n"
+                    f"  %2 = stablehlo.constant dense<{value}{value}> : tensor<2x{ty}>\n"
+                    f"  stablehlo.custom_call @check.expect_eq(%1, %2) {{has_side_effect = true}} : (tensor<2x{ty}>, tensor<2x{ty}>) -> ()\n"
+                    f"  return %1 : tensor<2x{ty}>\n}}\n")
+        open(os.path.join(progs, "add_i32.mlir"), "w").write(program("i32", 2).replace("dense<22>", "dense<4>"))
+        open(os.path.join(progs, "add_ui64.mlir"), "w").write(program("ui64", 2).replace("dense<22>", "dense<4>"))
+        open(os.path.join(progs, "add_f64.mlir"), "w").write(program("f64", "2.0").replace("dense<2.02.0>", "dense<4.0>"))
+        open(os.path.join(progs, "broken.mlir"), "w").write("func.func public @main( {\n")
+        out = hlx(args, "conformance", progs, ok=False).stdout.decode()
+        check("4 programs: 1 pass, 2 unsupported, 0 wrong, 1 error" in out, f"conformance summary: {out!r}")
+
     if failures:
         print(f"{len(failures)} failure(s)")
         return 1
