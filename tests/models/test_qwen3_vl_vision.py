@@ -190,14 +190,19 @@ def main():
                 t = Tower(model)
                 fn(t)
                 f, d = t.forward(patches, gh, gw)
-                return max(float(np.abs(f - want_f).max()), float(np.abs(d - want_d).max()))
-            for name, fn in (("no position embedding", lambda t: setattr(t, "use_pos", False)),
-                             ("no 2D rotary", lambda t: setattr(t, "use_rotary", False)),
-                             ("raster instead of block order (positions)", lambda t: setattr(t, "block_order", False)),
-                             ("taps one block later", lambda t: setattr(t, "taps", [i + 1 for i in t.taps])),
-                             ("tanh GELU in the mergers", lambda t: setattr(t, "merger_act", gelu_tanh))):
+                k = min(len(d), len(want_d))  # a tap shifted past the last block disappears
+                return max(float(np.abs(f - want_f).max()), float(np.abs(d[:k] - want_d[:k]).max()))
+            # erf vs tanh GELU differ by at most ~1e-3 per activation, so that ablation only has to
+            # clear the tolerance (measured errors are ~2e-6); the others move outputs by O(1).
+            for name, fn, need in (("no position embedding", lambda t: setattr(t, "use_pos", False), 100 * TOL),
+                                   ("no 2D rotary", lambda t: setattr(t, "use_rotary", False), 100 * TOL),
+                                   ("raster instead of block order (positions)",
+                                    lambda t: setattr(t, "block_order", False), 100 * TOL),
+                                   ("taps one block later", lambda t: setattr(t, "taps", [i + 1 for i in t.taps]),
+                                    100 * TOL),
+                                   ("tanh GELU in the mergers", lambda t: setattr(t, "merger_act", gelu_tanh), 2 * TOL)):
                 e = effect(fn)
-                check(e > 100 * TOL, f"{w}x{h}: ablation {name}: outputs move by {e:.3g}")
+                check(e > need, f"{w}x{h}: ablation {name}: outputs move by {e:.3g} (> {need:g})")
             # Patches in raster order instead of block order (the processor's job): features move.
             raster = patches.reshape(gh // 2, gw // 2, 2, 2, -1).transpose(0, 2, 1, 3, 4).reshape(gh * gw, -1)
             f, _ = tower.forward(raster, gh, gw)
