@@ -53,9 +53,29 @@ void expected_signature(const models::TextModelSpec& spec, const models::EngineS
                                         ? tt(DType::kF32, {r.rows, spec.vocab_size})
                                         : tt(DType::kF32, {spec.vocab_size})});
       break;
+    case TextEntry::kPrefillEmbeddingsMrope:
+    case TextEntry::kPrefillEmbeddingsDeepstack: {
+      const int64_t nv = r.visual_rows > 0 ? r.visual_rows : r.rows;
+      inputs->push_back({"embeddings", tt(DType::kF32, {r.rows, spec.hidden_size})});
+      if (r.entry == TextEntry::kPrefillEmbeddingsMrope || !spec.mrope_section.empty())
+        inputs->push_back({"rope_positions", tt(i32, {3, r.rows})});
+      if (r.entry == TextEntry::kPrefillEmbeddingsDeepstack) {
+        inputs->push_back({"visual_positions", tt(i32, {nv})});
+        inputs->push_back(
+            {"layer_features", tt(DType::kF32, {int64_t(spec.deepstack_layers.size()), nv, spec.hidden_size})});
+        inputs->push_back({"visual_count", tt(i32, {})});
+      }
+      inputs->push_back({"length", tt(i32, {})});
+      inputs->push_back({"start", tt(i32, {})});
+      inputs->push_back({"slot", tt(i32, {})});
+      results->push_back({"logits", tt(DType::kF32, {spec.vocab_size})});
+      break;
+    }
     case TextEntry::kDecode:
+    case TextEntry::kDecodeMrope:
       inputs->push_back({"tokens", tt(i32, {r.rows})});
       inputs->push_back({"positions", tt(i32, {r.rows})});
+      if (r.entry == TextEntry::kDecodeMrope) inputs->push_back({"rope_positions", tt(i32, {r.rows})});
       inputs->push_back({"slots", tt(i32, {r.rows})});
       results->push_back({"logits", tt(DType::kF32, {r.rows, spec.vocab_size})});
       break;

@@ -57,9 +57,18 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
     k = norm(c, k, c.layer_weight(layer, "self_attn.k_norm.weight"));
   }
   f.set_scope(str_cat("layer ", layer, " rotary"));
-  const Value& inv_freq = sliding ? c.inv_freq_local : c.inv_freq_global;
-  q = shlo::rotary(f, q, c.positions, inv_freq);
-  k = shlo::rotary(f, k, c.positions, inv_freq);
+  if (c.mrope_positions.valid()) {
+    for (int64_t a = 0; a < 3; ++a) {
+      Value pos = f.reshape(f.slice(c.mrope_positions, {a, 0}, {a + 1, t}), {t});
+      q = shlo::rotary(f, q, pos, c.inv_freq_mrope[size_t(a)]);
+      k = shlo::rotary(f, k, pos, c.inv_freq_mrope[size_t(a)]);
+    }
+  } else {
+    const Value& inv_freq = sliding ? c.inv_freq_local : c.inv_freq_global;
+    const Value& pos = c.rotary_positions.valid() ? c.rotary_positions : c.positions;
+    q = shlo::rotary(f, q, pos, inv_freq);
+    k = shlo::rotary(f, k, pos, inv_freq);
+  }
 
   // Write this step's K/V rows at (slot, position) before attending, so a row sees itself.
   f.set_scope(str_cat("layer ", layer, " kv write"));

@@ -31,6 +31,12 @@ struct DecoderContext {
   shlo::Value attn_q_pos;      // [B, Tq] i32
   shlo::Value attn_kv_len;     // [B] i32
   shlo::Value inv_freq_global, inv_freq_local;  // [Dh/2] f32 constants
+  // M-RoPE entries: positions [3, T] i32 and per axis the inverse frequencies of that axis (zero
+  // elsewhere). Rotary then runs once per axis; a zero angle is an exact identity (cos 0 = 1,
+  // sin 0 = 0), so with equal axes the result is bit-identical to one 1D rotary.
+  shlo::Value mrope_positions;
+  std::vector<shlo::Value> inv_freq_mrope;
+  shlo::Value rotary_positions;  // decode_mrope: [T] i32 rotary positions (cache rows stay `positions`)
   std::vector<shlo::Value> caches;  // k_cache.0, v_cache.0, ... (replaced by the updated caches)
   Status status;                     // first missing weight
 

@@ -544,7 +544,9 @@ std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
 
 std::string fixture_tokenizer_name(const std::string& family) {
   if (is_gemma(family)) return "gemma3";
-  if (family == "llama" || family == "qwen2" || family == "qwen3" || is_llava_fixture_family(family)) return "qwen3";
+  if (family == "llama" || family == "qwen2" || family == "qwen3" || is_llava_fixture_family(family) ||
+      is_qwen3_vl_fixture_family(family))
+    return "qwen3";
   return "";
 }
 

@@ -25,7 +25,17 @@ void describe_rope(std::string& out, const char* key, const RopeSpec& r) {
                  " original_max_position=", r.original_max_position, "\n");
 }
 
-bool is_prefill(TextEntry e) { return e != TextEntry::kDecode; }
+bool is_decode(TextEntry e) { return e == TextEntry::kDecode || e == TextEntry::kDecodeMrope; }
+bool is_prefill(TextEntry e) { return !is_decode(e); }
+bool takes_embeddings(TextEntry e) {
+  return e == TextEntry::kPrefillEmbeddings || e == TextEntry::kPrefillEmbeddingsMrope ||
+         e == TextEntry::kPrefillEmbeddingsDeepstack;
+}
+// Prefill entries that take [3, Lp] rotary positions.
+bool takes_mrope(const TextModelSpec& s, TextEntry e) {
+  return e == TextEntry::kPrefillEmbeddingsMrope || (e == TextEntry::kPrefillEmbeddingsDeepstack && !s.mrope_section.empty());
+}
+int64_t visual_rows(const EntryRequest& r) { return r.visual_rows > 0 ? r.visual_rows : r.rows; }
 
 Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryRequest& req) {
   auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, args...); };
@@ -47,6 +57,28 @@ Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryReq
     return bad("text spec of ", s.model_type, ": layer_is_sliding has ", s.layer_is_sliding.size(),
                " entries for ", s.num_layers, " layers");
   if (!is_float(s.weight_dtype)) return bad("weight dtype ", dtype_name(s.weight_dtype), " is not a float type");
+  if ((req.entry == TextEntry::kPrefillEmbeddingsMrope || req.entry == TextEntry::kDecodeMrope) &&
+      s.mrope_section.empty())
+    return bad(entry_name(req.entry), " needs an M-RoPE model (", s.model_type, " has no mrope_section)");
+  if (!s.mrope_section.empty()) {
+    int64_t sum = 0;
+    for (int64_t v : s.mrope_section) sum += v;
+    if (s.mrope_section.size() != 3 || sum != s.head_dim / 2)
+      return bad("mrope_section of ", s.model_type, " must have 3 entries summing to head_dim / 2 = ", s.head_dim / 2);
+  }
+  if (req.entry == TextEntry::kPrefillEmbeddingsDeepstack) {
+    if (s.deepstack_layers.empty())
+      return bad("prefill_embeddings_deepstack needs DeepStack layers (", s.model_type, " has none)");
+    for (size_t k = 0; k < s.deepstack_layers.size(); ++k)
+      if (s.deepstack_layers[k] < 0 || s.deepstack_layers[k] >= s.num_layers ||
+          (k > 0 && s.deepstack_layers[k] <= s.deepstack_layers[k - 1]))
+        return bad("deepstack layer ", s.deepstack_layers[k], " (index ", k,
+                   ") must be increasing and within [0, ", s.num_layers, ")");
+    if (req.visual_rows < 0 || visual_rows(req) > req.rows)
+      return bad("prefill_embeddings_deepstack visual_rows ", req.visual_rows, " must be in [0, rows ", req.rows, "]");
+  } else if (req.visual_rows != 0) {
+    return bad(entry_name(req.entry), " takes no visual_rows (got ", req.visual_rows, ")");
+  }
   return ok_status();
 }
 
@@ -78,6 +110,9 @@ const char* entry_name(TextEntry e) {
     case TextEntry::kPrefillEmbeddings: return "prefill_embeddings";
     case TextEntry::kPrefillAllLogits: return "prefill_all_logits";
     case TextEntry::kDecode: return "decode";
+    case TextEntry::kPrefillEmbeddingsMrope: return "prefill_embeddings_mrope";
+    case TextEntry::kPrefillEmbeddingsDeepstack: return "prefill_embeddings_deepstack";
+    case TextEntry::kDecodeMrope: return "decode_mrope";
   }
   return "?";
 }
@@ -89,6 +124,30 @@ std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
   for (int64_t b = 32; b < context_capacity; b *= 4) out.push_back(b);
   out.push_back(context_capacity);
   return out;
+}
+
+Status check_deepstack_payload(const TextModelSpec& spec, const EntryRequest& req, int64_t length,
+                               const Tensor& visual_positions, const Tensor& layer_features, int64_t count) {
+  auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, "deepstack payload: ", args...); };
+  if (req.entry != TextEntry::kPrefillEmbeddingsDeepstack)
+    return bad("entry ", entry_name(req.entry), " is not prefill_embeddings_deepstack");
+  const int64_t nv = visual_rows(req), k = int64_t(spec.deepstack_layers.size());
+  if (length < 0 || length > req.rows) return bad("length ", length, " outside [0, rows ", req.rows, "]");
+  if (visual_positions.dtype() != DType::kI32 || visual_positions.shape() != Shape{nv} || !visual_positions.defined())
+    return bad("visual_positions must be i32 [", nv, "], got ", visual_positions.type_string());
+  if (layer_features.dtype() != DType::kF32 || layer_features.shape() != Shape{k, nv, spec.hidden_size} ||
+      !layer_features.defined())
+    return bad("layer_features must be f32 [", k, ", ", nv, ", ", spec.hidden_size, "] (K layers, Nv rows, hidden), got ",
+               layer_features.type_string());
+  if (count < 0 || count > nv) return bad("visual count ", count, " outside [0, ", nv, "]");
+  const int32_t* p = visual_positions.data<int32_t>();
+  for (int64_t i = 0; i < count; ++i) {
+    if (p[i] < 0 || p[i] >= length)
+      return bad("visual_positions[", i, "] = ", p[i], " is not a real row of this chunk [0, ", length, ")");
+    if (i > 0 && p[i] <= p[i - 1])
+      return bad("visual_positions[", i, "] = ", p[i], " after ", p[i - 1], " (must be sorted and unique)");
+  }
+  return ok_status();
 }
 
 std::string text_entry_description(const TextModelSpec& s, const EngineShape& shape, const EntryRequest& req) {
@@ -111,6 +170,16 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
                "\n");
   describe_rope(d, "rope", s.rope);
   describe_rope(d, "rope_local", s.rope_local);
+  // Lines that exist only for M-RoPE / DeepStack specs (absent otherwise, so the identity of every
+  // other model is what it was before these features).
+  if (!s.mrope_section.empty())
+    d += str_cat("mrope_section=", s.mrope_section[0], ",", s.mrope_section[1], ",", s.mrope_section[2],
+                 " interleaved\n");
+  if (!s.deepstack_layers.empty()) {
+    d += "deepstack_layers=";
+    for (size_t i = 0; i < s.deepstack_layers.size(); ++i) d += str_cat(i ? "," : "", s.deepstack_layers[i]);
+    d += "\n";
+  }
   d += str_cat("sliding_window=", s.sliding_window, "\nlayer_is_sliding=");
   for (bool b : s.layer_is_sliding) d += b ? '1' : '0';
   d += str_cat("\nmax_position_embeddings=", s.max_position_embeddings, "\nweight_dtype=", dtype_name(s.weight_dtype),
@@ -119,6 +188,7 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
   d += str_cat("\nactivation_dtype=f32\ncontext_capacity=", shape.context_capacity, "\nslots=", shape.slots,
                "\nkv_dtype=", dtype_name(shape.kv_dtype), "\n");
   d += str_cat("entry=", entry_name(req.entry), "\nrows=", req.rows, "\n");
+  if (req.entry == TextEntry::kPrefillEmbeddingsDeepstack) d += str_cat("visual_rows=", visual_rows(req), "\n");
   return d;
 }
 
@@ -129,7 +199,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   shlo::FunctionBuilder& f = mb.function(entry);
   DecoderContext c(f, spec, shape);
   const int64_t t = req.rows, hidden = spec.hidden_size, S = shape.context_capacity;
-  const bool decode = req.entry == TextEntry::kDecode;
+  const bool decode = is_decode(req.entry);
 
   // ---- signature: weights in layout order, then the entry's inputs, then the donated caches.
   for (const TensorInfo& info : text_checkpoint_layout(spec)) {
@@ -140,15 +210,24 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   const TensorType i32_scalar{DType::kI32, {}};
   const TensorType i32_rows{DType::kI32, {t}};
   Value tokens, embeddings, length, start, slot, positions, slots;
+  Value rope_positions, visual_positions, layer_features, visual_count;
+  const int64_t nv = visual_rows(req), n_deep = int64_t(spec.deepstack_layers.size());
   if (decode) {
     tokens = f.arg(i32_rows, "tokens");
     positions = f.arg(i32_rows, "positions");
+    if (req.entry == TextEntry::kDecodeMrope) rope_positions = f.arg(i32_rows, "rope_positions");
     slots = f.arg(i32_rows, "slots");
   } else {
-    if (req.entry == TextEntry::kPrefillEmbeddings)
+    if (takes_embeddings(req.entry))
       embeddings = f.arg(TensorType{DType::kF32, {t, hidden}}, "embeddings");
     else
       tokens = f.arg(i32_rows, "tokens");
+    if (takes_mrope(spec, req.entry)) rope_positions = f.arg(TensorType{DType::kI32, {3, t}}, "rope_positions");
+    if (req.entry == TextEntry::kPrefillEmbeddingsDeepstack) {
+      visual_positions = f.arg(TensorType{DType::kI32, {nv}}, "visual_positions");
+      layer_features = f.arg(TensorType{DType::kF32, {n_deep, nv, hidden}}, "layer_features");
+      visual_count = f.arg(i32_scalar, "visual_count");
+    }
     length = f.arg(i32_scalar, "length");
     start = f.arg(i32_scalar, "start");
     slot = f.arg(i32_scalar, "slot");
@@ -185,6 +264,18 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   }
   c.inv_freq_global = inv_freq_constant(f, spec.rope, spec.head_dim);
   c.inv_freq_local = inv_freq_constant(f, spec.rope_local, spec.head_dim);
+  if (rope_positions.valid() && !decode) {
+    c.mrope_positions = rope_positions;
+    const std::vector<float> inv = rope_inv_freq(spec.rope, spec.head_dim);
+    const std::vector<int> axis = mrope_axis_of_frequency(spec);
+    for (int a = 0; a < 3; ++a) {
+      Tensor masked = Tensor::empty(DType::kF32, {int64_t(inv.size())});
+      for (size_t i = 0; i < inv.size(); ++i) masked.data<float>()[i] = axis[i] == a ? inv[i] : 0.f;
+      c.inv_freq_mrope.push_back(f.constant(masked));
+    }
+  } else if (rope_positions.valid()) {
+    c.rotary_positions = rope_positions;
+  }
 
   // ---- embedding.
   f.set_scope("embedding");
@@ -205,12 +296,40 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
 
   // ---- layers.
   LayerFn layer = layer_fn(spec.family);
-  for (int64_t l = 0; l < spec.num_layers; ++l) x = layer(c, l, x);
+  // DeepStack: which feature row (if any) each prefill row takes, found by comparing row indices
+  // with visual_positions (no scatter, so nothing depends on how duplicates would collide).
+  Value ds_index, ds_has;
+  if (visual_positions.valid()) {
+    f.set_scope("deepstack rows");
+    const TensorType i32_tv{DType::kI32, {t, nv}};
+    Value row = f.iota(i32_tv, 0), v = f.iota(i32_tv, 1);
+    Value match = f.logical_and(f.compare(shlo::CompareDir::kEQ, f.broadcast_in_dim(visual_positions, {t, nv}, {1}), row),
+                                f.compare(shlo::CompareDir::kLT, v, f.broadcast_in_dim(visual_count, {t, nv}, {})));
+    ds_index = f.reduce_sum(f.select(match, v, f.full(0, i32_tv)), {1});                       // [T]
+    ds_has = f.compare(shlo::CompareDir::kGT, f.reduce_sum(f.select(match, f.full(1, i32_tv), f.full(0, i32_tv)), {1}),
+                       f.full(0, i32_rows));                                                     // [T]
+  }
+  for (int64_t l = 0; l < spec.num_layers; ++l) {
+    x = layer(c, l, x);
+    if (!ds_index.valid()) continue;
+    for (int64_t k = 0; k < n_deep; ++k) {
+      if (spec.deepstack_layers[size_t(k)] != l) continue;
+      f.set_scope(str_cat("layer ", l, " deepstack ", k));
+      Value feat = f.reshape(f.slice(layer_features, {k, 0, 0}, {k + 1, nv, hidden}), {nv, hidden});
+      shlo::GatherDims gd;
+      gd.offset_dims = {1};
+      gd.collapsed_slice_dims = {0};
+      gd.start_index_map = {0};
+      gd.index_vector_dim = 1;
+      Value rows_feat = f.gather(feat, f.reshape(ds_index, {t, 1}), gd, {1, hidden});  // [T, hidden]
+      x = f.select(f.broadcast_in_dim(ds_has, {t, hidden}, {0}), f.add(x, rows_feat), x);
+    }
+  }
 
   // ---- final norm and logits.
   f.set_scope("logits");
   Value rows = x;
-  if (req.entry == TextEntry::kPrefill || req.entry == TextEntry::kPrefillEmbeddings) {
+  if (is_prefill(req.entry) && req.entry != TextEntry::kPrefillAllLogits) {
     // Only row length-1 (dynamic_slice clamps a length of 0 to row 0).
     Value last = f.sub(length, f.scalar(1, DType::kI32));
     rows = f.dynamic_slice(x, {last, f.scalar(0, DType::kI32)}, {1, hidden});

@@ -12,6 +12,23 @@
 //   decode                  (tokens: tensor<B x i32>, positions: tensor<B x i32>, slots: tensor<B x i32>,
 //                            caches...) -> (logits: tensor<B x vocab x f32>, caches...)
 //
+//   M-RoPE specs (Qwen3-VL, spec.mrope_section) add variants; the plain entries stay as above:
+//   prefill_embeddings_mrope (embeddings, rope_positions: tensor<3 x Lp x i32>, length, start, slot,
+//                            caches...) -> as prefill_embeddings. Rotary of row i uses
+//                            rope_positions[:, i] (axes T, H, W); the cache row and causality still
+//                            follow start + i.
+//   prefill_embeddings_deepstack (embeddings, rope_positions (M-RoPE specs only),
+//                            visual_positions: tensor<Nv x i32>, layer_features: tensor<K x Nv x hidden x f32>,
+//                            visual_count: tensor<i32>, length, start, slot, caches...) -> as prefill.
+//                            After decoder layer spec.deepstack_layers[k], row visual_positions[v]
+//                            (a row of this chunk) gets layer_features[k, v] added, for v < visual_count.
+//                            Entries v >= visual_count are ignored. Rows are matched by comparison and
+//                            gathered, so the caller must pass sorted unique in-range rows (checked at
+//                            the TextModel boundary, not here). Nv = EntryRequest::visual_rows.
+//   decode_mrope            (tokens, positions, rope_positions: tensor<B x i32>, slots, caches...):
+//                            as decode with rotary at rope_positions (= cache length + the slot's
+//                            rope delta; the three axes are equal for generated tokens).
+//
 //   Caches are tensor<N x S x Hkv x Dh x kv_dtype> (N = slots, S = capacity), donated: the cache
 //   argument i carries `tf.aliasing_output = 1 + i`. Prefill rows i < length get position start + i
 //   and are written at (slot, start + i); rows >= length are padding and are never read. Cache
@@ -37,18 +54,35 @@ struct EngineShape {
 // capacity itself (e.g. 1000 -> 32, 128, 512, 1000).
 std::vector<int64_t> default_prefill_buckets(int64_t context_capacity);
 
-enum class TextEntry { kPrefill, kPrefillEmbeddings, kPrefillAllLogits, kDecode };
+enum class TextEntry {
+  kPrefill,
+  kPrefillEmbeddings,
+  kPrefillAllLogits,
+  kDecode,
+  kPrefillEmbeddingsMrope,
+  kPrefillEmbeddingsDeepstack,
+  kDecodeMrope,
+};
 const char* entry_name(TextEntry e);
 
 struct EntryRequest {
   TextEntry entry = TextEntry::kPrefill;
   int64_t rows = 0;  // Lp for prefill entries (a bucket), B for decode
+  int64_t visual_rows = 0;  // prefill_embeddings_deepstack: static max Nv (0 = rows)
 };
 
 // Emits the module for one entry. The module attribute `hlx.identity` is the SHA-256 of the
 // canonical description (schema version, spec, shape, entry, rows); the public function is
 // named after the entry.
 Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShape& shape, const EntryRequest& request);
+
+// Checks one prefill_embeddings_deepstack payload before any runtime call (for the TextModel
+// boundary): visual_positions i32 [Nv] and layer_features f32 [K, Nv, hidden] with Nv =
+// visual_rows of `req` and K = spec.deepstack_layers.size(); 0 <= count <= Nv; the first `count`
+// positions strictly increasing (sorted, unique) and inside the chunk's real rows [0, length).
+// Entries past `count` are padding and not read. Errors: kInvalidArgument naming the values.
+Status check_deepstack_payload(const TextModelSpec& spec, const EntryRequest& req, int64_t length,
+                               const Tensor& visual_positions, const Tensor& layer_features, int64_t count);
 
 // The canonical description hashed into the identity (readable, for error messages and tests).
 std::string text_entry_description(const TextModelSpec& spec, const EngineShape& shape, const EntryRequest& request);

@@ -34,6 +34,8 @@ constexpr FamilyDefaults kLlamaDefaults{32000, 4096, 11008, 32, 32, 2048, 10000.
 constexpr FamilyDefaults kQwen2Defaults{151936, 4096, 22016, 32, 32, 32768, 10000.0, false};
 // Qwen3Config: as Qwen2 plus head_dim 128 and num_key_value_heads 32.
 constexpr FamilyDefaults kQwen3Defaults{151936, 4096, 22016, 32, 32, 32768, 10000.0, false};
+// Qwen3VLTextConfig: as Qwen3 with max_position_embeddings 128000 and rope_theta 5e5.
+constexpr FamilyDefaults kQwen3VLDefaults{151936, 4096, 22016, 32, 32, 128000, 500000.0, false};
 // Gemma3TextConfig: 262208/2304/9216/26/8 (kv 4, head_dim 256), 131072, rope_theta 1e6, tied.
 constexpr FamilyDefaults kGemma3Defaults{262208, 2304, 9216, 26, 8, 131072, 1000000.0, true};
 
@@ -85,6 +87,44 @@ Status parse_rope_dict(const ConfigView& d, const std::string& key, RopeSpec& ro
   return unsupported(d, key, str_cat("rope type '", type, "' (implemented: default, linear, llama3)"));
 }
 
+// M-RoPE keys live in the same rope dictionary as the type. Qwen3-VL always interleaves (its
+// rotary ignores `mrope_interleaved`) and defaults the section to [24, 20, 20]; any other model
+// carrying `mrope_section` is refused rather than silently run with 1D rotary.
+Status parse_mrope(const ConfigView& c, const ConfigView& scaling, const ConfigView& params, bool qwen3_vl,
+                   TextModelSpec& s) {
+  const ConfigView* where = nullptr;
+  for (const ConfigView* d : {&scaling, &params})
+    if (!d->empty() && (d->has("mrope_section") || d->has("mrope_interleaved"))) where = d;
+  if (!qwen3_vl) {
+    if (where)
+      return unsupported(*where, "mrope_section",
+                         str_cat("M-RoPE for model_type ", s.model_type, " (implemented for qwen3_vl_text)"));
+    return ok_status();
+  }
+  std::vector<int64_t> section = {24, 20, 20};
+  if (where && where->has("mrope_section")) {
+    HLX_ASSIGN_OR_RETURN(section, where->require_int_array("mrope_section"));
+  }
+  if (where && where->has("mrope_interleaved")) {
+    HLX_ASSIGN_OR_RETURN(bool interleaved, where->require_bool("mrope_interleaved"));
+    if (!interleaved)
+      return unsupported(*where, "mrope_interleaved", "false (chunked M-RoPE is not implemented)");
+  }
+  int64_t sum = 0;
+  for (int64_t v : section) sum += v < 0 ? -(int64_t(1) << 40) : v;
+  if (section.size() != 3 || sum != s.head_dim / 2)
+    return invalid(where ? *where : c, "mrope_section",
+                   str_cat("needs 3 non-negative entries summing to head_dim / 2 = ", s.head_dim / 2, ", got [",
+                           [&] {
+                             std::string t;
+                             for (size_t i = 0; i < section.size(); ++i) t += str_cat(i ? ", " : "", section[i]);
+                             return t;
+                           }(),
+                           "]"));
+  s.mrope_section = section;
+  return ok_status();
+}
+
 Result<DType> parse_dtype(const ConfigView& text, const ConfigView& root) {
   // "torch_dtype" (transformers v4) or "dtype" (v5), in the text config or at the root.
   std::string name;
@@ -131,9 +171,13 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
     HLX_ASSIGN_OR_RETURN(type, c.optional_string("model_type", "llama"));
     s.weight_prefix = "language_model.model.";
     lm_head = "language_model.lm_head.weight";
+  } else if (root_type == "qwen3_vl") {
+    // Qwen3VLForConditionalGeneration: `model.language_model` + a top-level lm_head.
+    HLX_ASSIGN_OR_RETURN(type, c.optional_string("model_type", "qwen3_vl_text"));
+    s.weight_prefix = "model.language_model.";
   } else if (root.has("text_config")) {
     return make_error(ErrorKind::kUnsupported, root.where(), ": model_type '", root_type,
-                      "' wraps a text_config (wrappers implemented for text: gemma3, llava)");
+                      "' wraps a text_config (wrappers implemented for text: gemma3, llava, qwen3_vl)");
   }
   if (root_type == "gemma3_text" && has_arch("Gemma3ForConditionalGeneration")) s.weight_prefix = "model.language_model.";
   s.model_type = type;
@@ -148,13 +192,18 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
   } else if (type == "qwen3") {
     s.family = Family::kQwen3;
     def = &kQwen3Defaults;
+  } else if (type == "qwen3_vl_text") {
+    s.family = Family::kQwen3;  // the Qwen3 decoder; M-RoPE and DeepStack are spec fields
+    def = &kQwen3VLDefaults;
   } else if (type == "gemma3_text") {
     s.family = Family::kGemma3;
     def = &kGemma3Defaults;
   } else {
     return make_error(ErrorKind::kUnsupported, c.where(), ": model_type '", type,
-                      "' is not a supported text decoder (llama, qwen2, qwen3, gemma3_text, gemma3, llava)");
+                      "' is not a supported text decoder (llama, qwen2, qwen3, qwen3_vl_text, gemma3_text, gemma3, "
+                      "llava, qwen3_vl)");
   }
+  const bool qwen3_vl = type == "qwen3_vl_text";
   const bool gemma = s.family == Family::kGemma3;
 
   HLX_ASSIGN_OR_RETURN(s.vocab_size, c.optional_int("vocab_size", def->vocab_size));
@@ -253,6 +302,19 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
     HLX_RETURN_IF_ERROR(parse_rope_dict(params, "rope_parameters", s.rope));
     s.rope_local = s.rope;
   }
+  HLX_RETURN_IF_ERROR(parse_mrope(c, scaling, params, qwen3_vl, s));
+  if (qwen3_vl) {
+    // DeepStack: one feature per vision tap, added after decoder layers 0 .. K-1.
+    HLX_ASSIGN_OR_RETURN(ConfigView vision, root.optional_sub("vision_config"));
+    std::vector<int64_t> taps = {8, 16, 24};  // Qwen3VLVisionConfig default
+    if (vision.has("deepstack_visual_indexes")) {
+      HLX_ASSIGN_OR_RETURN(taps, vision.require_int_array("deepstack_visual_indexes"));
+    }
+    if (int64_t(taps.size()) > s.num_layers)
+      return invalid(vision, "deepstack_visual_indexes",
+                     str_cat(taps.size(), " taps for ", s.num_layers, " decoder layers"));
+    for (size_t k = 0; k < taps.size(); ++k) s.deepstack_layers.push_back(int64_t(k));
+  }
   if (!(s.rope.theta > 0) || !(s.rope_local.theta > 0))
     return invalid(c, "rope_theta", str_cat(s.rope.theta, " / local ", s.rope_local.theta, " must be > 0"));
 
@@ -316,6 +378,18 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
     HLX_ASSIGN_OR_RETURN(s.eos_token_ids, root.optional_int_list("eos_token_id"));
   }
   return s;
+}
+
+std::vector<int> mrope_axis_of_frequency(const TextModelSpec& spec) {
+  std::vector<int> axis(size_t(std::max<int64_t>(spec.head_dim / 2, 0)), 0);
+  if (spec.mrope_section.size() != 3) return axis;
+  // apply_interleaved_mrope: H takes slice(1, 3 * section[1], 3), W slice(2, 3 * section[2], 3).
+  for (size_t i = 0; i < axis.size(); ++i) {
+    const int64_t ii = int64_t(i);
+    if (ii % 3 == 1 && ii < 3 * spec.mrope_section[1]) axis[i] = 1;
+    if (ii % 3 == 2 && ii < 3 * spec.mrope_section[2]) axis[i] = 2;
+  }
+  return axis;
 }
 
 std::vector<float> rope_inv_freq(const RopeSpec& rope, int64_t head_dim) {

@@ -49,6 +49,13 @@ struct TextModelSpec {
   int64_t sliding_window = 0;         // 0 = none
   std::vector<bool> layer_is_sliding; // per layer
   int64_t max_position_embeddings = 0;
+  // Qwen3-VL interleaved M-RoPE (rope_scaling / rope_parameters `mrope_section`): empty = 1D
+  // rotary. Frequency i of head_dim/2 takes its angle from axis H when i % 3 == 1 and
+  // i < 3 * section[1], from W when i % 3 == 2 and i < 3 * section[2], else from T.
+  std::vector<int64_t> mrope_section;
+  // DeepStack (Qwen3-VL): feature k is added to the residual after decoder layer
+  // deepstack_layers[k] at the visual rows (upstream: layers 0 .. K-1, K = number of vision taps).
+  std::vector<int64_t> deepstack_layers;
   DType weight_dtype = DType::kBF16;  // torch_dtype of the checkpoint
   std::vector<int64_t> eos_token_ids;
 };
@@ -56,6 +63,10 @@ struct TextModelSpec {
 // Parses config.json (its text_config for multimodal wrappers). Unknown model_type or unsupported
 // options (e.g. an unknown rope_scaling type) fail with kUnsupported naming them.
 Result<TextModelSpec> text_spec_from_config(const HfConfig& config);
+
+// The rotary axis (0 = T, 1 = H, 2 = W) of each of the head_dim / 2 frequencies under the spec's
+// interleaved M-RoPE (all 0 without mrope_section).
+std::vector<int> mrope_axis_of_frequency(const TextModelSpec& spec);
 
 // Inverse frequencies for rotary embedding after rope scaling, length head_dim / 2, in f32.
 std::vector<float> rope_inv_freq(const RopeSpec& rope, int64_t head_dim);

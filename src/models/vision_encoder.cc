@@ -71,7 +71,9 @@ Value gelu_erf(FunctionBuilder& f, const Value& x) {
   return f.select(positive, f.sub(x, half_x_erfc), half_x_erfc);
 }
 
-Value activation(FunctionBuilder& f, VisionActivation a, const Value& x) {
+}  // namespace
+
+Value vision_activation(FunctionBuilder& f, VisionActivation a, const Value& x) {
   const TensorType& ty = x.type();
   switch (a) {
     case VisionActivation::kQuickGelu:  // x * sigmoid(1.702 x)
@@ -85,6 +87,8 @@ Value activation(FunctionBuilder& f, VisionActivation a, const Value& x) {
   }
   return Value();
 }
+
+namespace {
 
 // [1, C, H, W] pixels -> [N, D] patch projections: each P x P patch (row-major over the patch grid)
 // flattened as (c, py, px), the conv weight [D, C, P, P] flattened the same way, one dot_general.
@@ -134,7 +138,7 @@ Value encoder_layer(VisionContext& c, int64_t layer, const Value& x) {
 
   f.set_scope(str_cat("vision layer ", layer, " mlp"));
   h = shlo::layer_norm(f, r, lw("layer_norm2.weight"), lw("layer_norm2.bias"), eps);
-  h = activation(f, v.activation, lin(h, "mlp.fc1"));
+  h = vision_activation(f, v.activation, lin(h, "mlp.fc1"));
   return f.add(r, lin(h, "mlp.fc2"));
 }
 
@@ -223,7 +227,7 @@ Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec) {
     b2 = c.weight(p + "linear_2.bias");
   }
   Value h = linear(f, x, c.weight(p + "linear_1.weight"), spec.projector_bias ? &b1 : nullptr);
-  h = activation(f, spec.projector_activation, h);
+  h = vision_activation(f, spec.projector_activation, h);
   Value out = linear(f, h, c.weight(p + "linear_2.weight"), spec.projector_bias ? &b2 : nullptr);
 
   f.ret({out}, {{{shlo::kArgNameAttr, Attr::string("features")}}});

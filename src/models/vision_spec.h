@@ -88,3 +88,15 @@ Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec);
 std::string vision_entry_description(const LlavaSpec& spec);
 
 }  // namespace hlx::models
+
+namespace hlx::shlo {
+class FunctionBuilder;
+class Value;
+}  // namespace hlx::shlo
+
+namespace hlx::models {
+// The activation `a` on f32 x in plain StableHLO (erf GELU via Abramowitz & Stegun 7.1.26, see
+// vision_encoder.cc); shared by the vision towers.
+shlo::Value vision_activation(shlo::FunctionBuilder& f, VisionActivation a, const shlo::Value& x);
+
+}  // namespace hlx::models

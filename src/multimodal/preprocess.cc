@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "io/file.h"
+#include "multimodal/qwen3_vl_processor.h"
 
 namespace hlx::mm {
 
@@ -47,6 +48,11 @@ Status read_size(const ConfigView& view, const std::string& key, int64_t* shorte
 }  // namespace
 
 Result<PreprocessConfig> PreprocessConfig::from_config(const ConfigView& view) {
+  // A Qwen2-VL config's `size` holds pixel counts (shortest_edge = min h*w), not an edge.
+  HLX_ASSIGN_OR_RETURN(ImageProcessorKind kind, image_processor_kind(view));
+  if (kind != ImageProcessorKind::kFixed)
+    return make_error(ErrorKind::kUnsupported, view.where(),
+                      ": a Qwen2VLImageProcessor config (dynamic resolution) is read by Qwen2VLImageConfig");
   PreprocessConfig c;
   HLX_ASSIGN_OR_RETURN(c.do_resize, view.optional_bool("do_resize", true));
   HLX_RETURN_IF_ERROR(read_size(view, "size", &c.shortest_edge, &c.height, &c.width));

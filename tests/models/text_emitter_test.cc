@@ -246,3 +246,123 @@ TEST(TextEmitter, DimensionScanDetectsTheCapacity) {
 
 }  // namespace
 }  // namespace hlx::models
+
+namespace hlx::models {
+namespace {
+
+const char* kQwen3VL = R"({"model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"],
+    "torch_dtype": "bfloat16", "vision_config": {"deepstack_visual_indexes": [1, 3]},
+    "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 96, "intermediate_size": 160,
+    "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 24, "vocab_size": 300,
+    "rope_scaling": {"rope_type": "default", "mrope_section": [6, 3, 3], "mrope_interleaved": true}}})";
+
+std::vector<std::string> arg_names(const shlo::Module& m, const char* entry) {
+  std::vector<std::string> out;
+  const shlo::Function* fn = m.find_function(entry);
+  if (!fn) return out;
+  for (size_t i = 0; i < fn->arg_attrs.size(); ++i)
+    if (const std::string* n = str_attr(fn->arg_attrs[i], shlo::kArgNameAttr)) out.push_back(*n);
+  return out;
+}
+
+TEST(TextEmitter, MropeAndDeepstackEntries) {
+  const TextModelSpec spec = spec_of(kQwen3VL);
+  const EngineShape shape{48, 2, DType::kBF16};
+  std::string ids[3];
+  int i = 0;
+  for (TextEntry e : {TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope}) {
+    EntryRequest req{e, e == TextEntry::kDecodeMrope ? 2 : 16, e == TextEntry::kPrefillEmbeddingsDeepstack ? 10 : 0};
+    Result<shlo::Module> m = emit_text_entry(spec, shape, req);
+    ASSERT_TRUE(m.ok()) << m.status().to_string();
+    ASSERT_TRUE(shlo::verify_module(*m).ok()) << entry_name(e);
+    std::vector<std::string> names = arg_names(*m, entry_name(e));
+    std::vector<std::string> want;
+    if (e == TextEntry::kDecodeMrope) {
+      want = {"tokens", "positions", "rope_positions", "slots"};
+    } else {
+      want = {"embeddings", "rope_positions"};
+      if (e == TextEntry::kPrefillEmbeddingsDeepstack)
+        want.insert(want.end(), {"visual_positions", "layer_features", "visual_count"});
+      want.insert(want.end(), {"length", "start", "slot"});
+    }
+    for (int64_t l = 0; l < spec.num_layers; ++l) {
+      want.push_back(str_cat("k_cache.", l));
+      want.push_back(str_cat("v_cache.", l));
+    }
+    EXPECT_EQ(names, want) << entry_name(e);
+    const std::string* id = str_attr(m->attrs, shlo::kIdentityAttr);
+    ASSERT_NE(id, nullptr);
+    ids[i++] = *id;
+  }
+  EXPECT_NE(ids[0], ids[1]);
+  // Layer features are [K, Nv, hidden] with K = number of vision taps; target layers in the identity.
+  EXPECT_NE(text_entry_description(spec, shape, {TextEntry::kPrefillEmbeddingsDeepstack, 16, 10})
+                .find("deepstack_layers=0,1\n"),
+            std::string::npos);
+  TextModelSpec shifted = spec;
+  shifted.deepstack_layers = {1, 2};
+  EXPECT_NE(text_entry_description(spec, shape, {TextEntry::kPrefillEmbeddingsDeepstack, 16, 10}),
+            text_entry_description(shifted, shape, {TextEntry::kPrefillEmbeddingsDeepstack, 16, 10}));
+}
+
+TEST(TextEmitter, MropeEntriesRefusedWithoutMrope) {
+  const TextModelSpec plain = spec_of(kQwen3);
+  const EngineShape shape{48, 1, DType::kBF16};
+  for (TextEntry e : {TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope}) {
+    Result<shlo::Module> m = emit_text_entry(plain, shape, {e, 8, 0});
+    ASSERT_FALSE(m.ok()) << entry_name(e);
+    EXPECT_EQ(m.status().kind(), ErrorKind::kInvalidArgument);
+  }
+  const TextModelSpec vl = spec_of(kQwen3VL);
+  // visual_rows above the rows, and visual_rows on an entry that takes none.
+  EXPECT_EQ(emit_text_entry(vl, shape, {TextEntry::kPrefillEmbeddingsDeepstack, 8, 9}).status().kind(),
+            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(emit_text_entry(vl, shape, {TextEntry::kPrefill, 8, 4}).status().kind(), ErrorKind::kInvalidArgument);
+}
+
+// Plain entries of a non-M-RoPE model carry no M-RoPE / DeepStack lines in their identity (so
+// every existing module keeps its identity).
+TEST(TextEmitter, PlainIdentityHasNoMropeLines) {
+  const std::string d = text_entry_description(spec_of(kQwen3), EngineShape{48, 1, DType::kBF16}, {TextEntry::kPrefill, 8});
+  EXPECT_EQ(d.find("mrope"), std::string::npos);
+  EXPECT_EQ(d.find("deepstack"), std::string::npos);
+  EXPECT_EQ(d.find("visual_rows"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace hlx::models
+
+namespace hlx::models {
+namespace {
+
+TEST(TextEmitter, DeepstackPayloadChecks) {
+  const TextModelSpec spec = spec_of(kQwen3VL);  // K = 2, hidden 96
+  const EntryRequest req{TextEntry::kPrefillEmbeddingsDeepstack, 16, 6};
+  auto positions = [](std::vector<int32_t> v) {
+    Tensor t = Tensor::zeros(DType::kI32, {6});
+    std::copy(v.begin(), v.end(), t.data<int32_t>());
+    return t;
+  };
+  const Tensor feats = Tensor::zeros(DType::kF32, {2, 6, 96});
+  EXPECT_TRUE(check_deepstack_payload(spec, req, 12, positions({2, 3, 7, 11}), feats, 4).ok());
+  EXPECT_TRUE(check_deepstack_payload(spec, req, 12, positions({}), feats, 0).ok());  // zero visual rows
+  auto expect_bad = [&](const Status& s, const std::string& needle) {
+    ASSERT_FALSE(s.ok()) << needle;
+    EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(s.message().find(needle), std::string::npos) << s.message();
+  };
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({2, 2, 7}), feats, 3), "sorted and unique");
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({3, 2}), feats, 2), "sorted and unique");
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({2, 12}), feats, 2), "= 12 is not a real row");
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({-1}), feats, 1), "= -1");
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({1}), feats, 7), "count 7");
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({1}), Tensor::zeros(DType::kF32, {3, 6, 96}), 1),
+             "f32 [2, 6, 96]");
+  expect_bad(check_deepstack_payload(spec, req, 12, positions({1}), Tensor::zeros(DType::kBF16, {2, 6, 96}), 1),
+             "f32 [2, 6, 96]");
+  expect_bad(check_deepstack_payload(spec, req, 12, Tensor::zeros(DType::kI32, {5}), feats, 1), "i32 [6]");
+  expect_bad(check_deepstack_payload(spec, req, 17, positions({1}), feats, 1), "length 17");
+}
+
+}  // namespace
+}  // namespace hlx::models

@@ -245,10 +245,54 @@ TEST(TextSpec, LlavaWrapperPrefixes) {
   EXPECT_EQ(q.lm_head_name, "language_model.model.embed_tokens.weight");
 }
 
+TEST(TextSpec, Qwen3VLInterleavedMrope) {
+  TextModelSpec s = must(R"({"model_type": "qwen3_vl", "architectures": ["Qwen3VLForConditionalGeneration"],
+      "vision_config": {"deepstack_visual_indexes": [5, 11, 17]},
+      "text_config": {"model_type": "qwen3_vl_text", "hidden_size": 2048, "num_attention_heads": 16,
+                      "num_key_value_heads": 8, "head_dim": 128, "num_hidden_layers": 28, "rope_theta": 5000000,
+                      "rope_scaling": {"mrope_interleaved": true, "mrope_section": [24, 20, 20],
+                                       "rope_type": "default"}}})");
+  EXPECT_EQ(s.family, Family::kQwen3);
+  EXPECT_TRUE(s.qk_norm);
+  EXPECT_EQ(s.weight_prefix, "model.language_model.");
+  EXPECT_EQ(s.lm_head_name, "lm_head.weight");
+  EXPECT_EQ(s.mrope_section, (std::vector<int64_t>{24, 20, 20}));
+  EXPECT_EQ(s.deepstack_layers, (std::vector<int64_t>{0, 1, 2}));
+  EXPECT_DOUBLE_EQ(s.rope.theta, 5000000.0);
+  // apply_interleaved_mrope: H at 1, 4, ..., 58; W at 2, 5, ..., 59; T elsewhere (incl. 60..63).
+  std::vector<int> axis = mrope_axis_of_frequency(s);
+  ASSERT_EQ(axis.size(), 64u);
+  for (int i = 0; i < 64; ++i) {
+    const int want = (i % 3 == 1 && i < 60) ? 1 : (i % 3 == 2 && i < 60) ? 2 : 0;
+    EXPECT_EQ(axis[size_t(i)], want) << i;
+  }
+  // transformers v5 layout: rope_parameters, section defaults to [24, 20, 20].
+  TextModelSpec v5 = must(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text",
+      "head_dim": 128, "rope_parameters": {"rope_type": "default", "rope_theta": 5000000}}})");
+  EXPECT_EQ(v5.mrope_section, (std::vector<int64_t>{24, 20, 20}));
+  EXPECT_DOUBLE_EQ(v5.rope.theta, 5000000.0);
+}
+
+TEST(TextSpec, MropeIsNeverSilentlyDropped) {
+  // A plain qwen3 / qwen2 with an mrope_section would run 1D rotary: refused, naming the key.
+  expect_error(R"({"model_type": "qwen3", "rope_scaling": {"rope_type": "default", "mrope_section": [16, 24, 24]}})",
+               ErrorKind::kUnsupported, "mrope_section");
+  expect_error(R"({"model_type": "qwen2", "rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24]}})",
+               ErrorKind::kUnsupported, "mrope_section");
+  expect_error(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128,
+      "rope_scaling": {"mrope_section": [24, 20, 21]}}})", ErrorKind::kInvalidArgument, "24, 20, 21");
+  expect_error(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128,
+      "rope_scaling": {"mrope_section": [24, 20, 20], "mrope_interleaved": false}}})", ErrorKind::kUnsupported,
+               "mrope_interleaved");
+  expect_error(R"({"model_type": "qwen3_vl", "vision_config": {"deepstack_visual_indexes": [1, 2, 3, 4]},
+      "text_config": {"model_type": "qwen3_vl_text", "num_hidden_layers": 3}})", ErrorKind::kInvalidArgument,
+               "deepstack_visual_indexes");
+}
+
 TEST(TextSpec, ErrorsNameTheOffendingValues) {
   expect_error(R"({"model_type": "mistral"})", ErrorKind::kUnsupported, "mistral");
-  expect_error(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text"}})",
-               ErrorKind::kUnsupported, "qwen3_vl");
+  expect_error(R"({"model_type": "qwen2_vl", "text_config": {"model_type": "qwen2"}})", ErrorKind::kUnsupported,
+               "qwen2_vl");
   expect_error(R"({"model_type": "llava", "text_config": {"model_type": "phi3"}})", ErrorKind::kUnsupported, "phi3");
   expect_error(R"({"hidden_size": 64})", ErrorKind::kNotFound, "model_type");
   expect_error(R"({"model_type": "llama", "hidden_act": "gelu"})", ErrorKind::kUnsupported, "gelu");
