@@ -1,9 +1,10 @@
 # Two commands set up everything on a fresh machine: `make demo` and `make test`.
 BUILD ?= build
 SAN_BUILD ?= build-san
+TSAN_BUILD ?= build-tsan
 CMAKE_FLAGS ?=
 
-.PHONY: setup build test test-release test-sanitize demo bench clean soak
+.PHONY: setup build test test-release test-sanitize test-tsan demo bench clean soak
 
 setup:
 	@bash scripts/setup.sh
@@ -25,7 +26,19 @@ test-sanitize: setup $(SAN_BUILD)/build.ninja
 	cmake --build $(SAN_BUILD)
 	cd $(SAN_BUILD) && ctest --output-on-failure -E '^(test_|conformance)'
 
-test: test-release test-sanitize
+# ThreadSanitizer over the code that shares memory between threads: the runtime's pool (and the
+# kernels it runs) and the batch engine with its submit/cancel threads. Only these two test
+# binaries are built. halt_on_error makes any report fail the run.
+$(TSAN_BUILD)/build.ninja:
+	CC=clang CXX=clang++ cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHLX_TSAN=ON
+
+TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"
+test-tsan: setup $(TSAN_BUILD)/build.ninja
+	cmake --build $(TSAN_BUILD) --target hlx_runtime_tests hlx_engine_tests
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_runtime_tests --gtest_filter='ParallelFor.*:PackedWeightTiles.*:Gemm.*:DotGroup.*:PackedWeightInt8.*:Attention.*:NativeAttention.*'
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_engine_tests --gtest_filter='*BatchEngine*:SessionCancel.*'
+
+test: test-release test-sanitize test-tsan
 
 demo: build
 	bash scripts/demo.sh $(BUILD)/bin/hlx
@@ -38,4 +51,4 @@ soak: build
 	/usr/bin/python3 tests/server/soak.py --hlx $(BUILD)/bin/hlx
 
 clean:
-	rm -rf $(BUILD) $(SAN_BUILD)
+	rm -rf $(BUILD) $(SAN_BUILD) $(TSAN_BUILD)
