@@ -164,6 +164,9 @@ Result<Image> decode_png(std::string_view bytes, const DecodeOptions& opt, const
       }
     }
   }
+  // The decoded rows are copied out: free them before a rotation allocates another image (peak
+  // 4 + 3 bytes a pixel, not 4 + 3 + 3; docs/SERVER.md counts on it).
+  std::vector<uint8_t>().swap(ctx.raw);
   // PIL's exif_transpose reads a PNG's eXIf chunk as well.
   if (opt.apply_exif_orientation && !ctx.exif.empty()) {
     int o = exif_orientation(ctx.exif);
@@ -327,6 +330,7 @@ Result<Image> decode_jpeg(std::string_view bytes, const DecodeOptions& opt, cons
       return make_error(ErrorKind::kUnsupported, source, ": JPEG with ", c, " output components");
     }
   }
+  std::vector<uint8_t>().swap(ctx.raw);  // before a rotation allocates another image
   if (opt.apply_exif_orientation && !ctx.exif.empty()) {
     int o = exif_orientation(ctx.exif);
     if (o != 1) return apply_orientation(img, o);
