@@ -73,6 +73,9 @@ class Sampler {
   // Ids below `vocab` that a penalty applies to (sorted, unique), and a logit of `token` after them.
   std::vector<int64_t> penalized_tokens(int64_t vocab) const;
   float penalized(int64_t token, float l) const;
+  // sample() with top-k off (or above the row's finite count) without sorting the whole row;
+  // -1 when the row needs the full path (see sampling.cc).
+  Result<int64_t> sample_full_vocab(std::span<const float> logits);
   // sample() at temperature 0 (no RNG draw), without building the candidate list.
   Result<int64_t> greedy(std::span<const float> logits) const;
 
