@@ -196,7 +196,7 @@ Result<int64_t> Sampler::greedy(std::span<const float> logits) const {
 
 namespace {
 
-// Sort key of a finite float: ascending key = descending value, -0 and +0 equal.
+// Sort key of a finite float: ascending key = descending value, -0 and +0 equal (as they compare).
 inline uint32_t descending_key(float f) {
   uint32_t b;
   if (f == 0.0f) f = 0.0f;
@@ -205,48 +205,54 @@ inline uint32_t descending_key(float f) {
   return ~ascending;
 }
 
-// Stable LSD radix sort of (key << 32 | id) records by the key alone (3 passes of 11 bits, a pass
-// skipped when every record has the same digit). Stability keeps the ids ascending within a key,
-// as they were pushed.
-void radix_sort_by_key(std::vector<uint64_t>& v, std::vector<uint64_t>& tmp) {
+inline float value_of_key(uint32_t key) {
+  const uint32_t ascending = ~key;
+  const uint32_t b = (ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// LSD radix sort of 32-bit keys (3 passes of 11 bits; a pass is skipped when every key has the
+// same digit there).
+void radix_sort(std::vector<uint32_t>& v, std::vector<uint32_t>& tmp) {
   constexpr int kBits = 11, kBuckets = 1 << kBits, kPasses = 3;
-  std::vector<uint32_t> hist(size_t(kPasses) * kBuckets, 0);
-  for (uint64_t r : v) {
-    const uint32_t k = uint32_t(r >> 32);
-    for (int p = 0; p < kPasses; ++p) ++hist[size_t(p) * kBuckets + ((k >> (p * kBits)) & (kBuckets - 1))];
-  }
+  uint32_t hist[kPasses][kBuckets] = {};
+  for (uint32_t k : v)
+    for (int p = 0; p < kPasses; ++p) ++hist[p][(k >> (p * kBits)) & (kBuckets - 1)];
   tmp.resize(v.size());
   for (int p = 0; p < kPasses; ++p) {
-    uint32_t* h = &hist[size_t(p) * kBuckets];
-    const uint32_t first = (uint32_t(v.front() >> 32) >> (p * kBits)) & (kBuckets - 1);
-    if (h[first] == v.size()) continue;  // all in one bucket: the pass would not move anything
+    uint32_t* h = hist[p];
+    if (h[(v.front() >> (p * kBits)) & (kBuckets - 1)] == v.size()) continue;
     uint32_t sum = 0;
     for (int b = 0; b < kBuckets; ++b) {
       const uint32_t n = h[b];
       h[b] = sum;
       sum += n;
     }
-    for (uint64_t r : v) tmp[h[(uint32_t(r >> 32) >> (p * kBits)) & (kBuckets - 1)]++] = r;
+    for (uint32_t k : v) tmp[h[(k >> (p * kBits)) & (kBuckets - 1)]++] = k;
     v.swap(tmp);
   }
 }
 
 }  // namespace
 
-// The same draw as candidates() + the loop in sample(), without sorting the whole vocabulary:
-// only the "head" (x - max >= kTailGap) is sorted (radix sort) and exponentiated. The tail cannot
-// change any sum of the old algorithm: in descending order a term is added to a partial sum that
-// is already >= its first term (1 for the softmax sum, p_0 for the others), and a tail term is
-// below 2^-55 of that first term, under half an ulp of the partial sum, so the addition rounds
-// back to the same value. Hence the softmax sum, the top-p cumulation, the renormalisation and
-// the draw's cumulation equal the old ones bit for bit; the tail only matters as "the last kept
-// candidate" (the draw's rounding fallback), which is the overall last in (x desc, id asc) order.
-// One case is left to the full path: min-p keeping all of the head and maybe part of the tail.
-// Returns -1 when the caller must take the full path (no RNG draw done then).
+// The same draw as candidates() + the loop in sample(), without their full sort of (id, double)
+// pairs. Only the "head" (x - max >= kTailGap) is sorted, as bare 32-bit order keys of the logits
+// (radix sort), and exponentiated; the id of the drawn position is recovered at the end (the r-th
+// id holding that logit, ties being in id order). The tail cannot change any sum of the old
+// algorithm: in descending order a term is added to a partial sum that already holds the first
+// term (1 for the softmax sum, p_0 for the others), and a tail term is below 2^-55 of that first
+// term, under half an ulp of the partial sum, so the addition rounds back to the same value. Hence
+// the softmax sum, the top-p cut, the renormalisation and the draw's cumulation equal the old ones
+// bit for bit; the tail only matters as "the last kept candidate" (the draw's rounding fallback),
+// the overall last in (x desc, id asc) order, found by a scan. One case is left to the full path:
+// min-p keeping the whole head and maybe part of the tail. Returns -1 for the full path (no RNG
+// draw done then).
 Result<int64_t> Sampler::sample_full_vocab(std::span<const float> logits_in) {
   constexpr double kTailGap = -40.0;  // exp(-40) = 4.2e-18 < 2^-55
-  if (logits_in.size() > UINT32_MAX) return int64_t(-1);  // ids are packed in 32 bits
-  std::vector<float> logits(logits_in.begin(), logits_in.end());
+  std::vector<float>& logits = row_;
+  logits.assign(logits_in.begin(), logits_in.end());
   apply_penalties(logits);
   const double inv_t = 1.0 / double(params_.temperature);
   float mx = -std::numeric_limits<float>::infinity(), mn = std::numeric_limits<float>::infinity();
@@ -265,32 +271,35 @@ Result<int64_t> Sampler::sample_full_vocab(std::span<const float> logits_in) {
   if (finite == 0) return make_error(ErrorKind::kInvalidArgument, "no finite logit in a row of ", logits.size());
   if (params_.top_k > 0 && size_t(params_.top_k) < finite) return int64_t(-1);
   const double xmax = double(mx) * inv_t;
-  std::vector<uint64_t> head, tmp;
-  head.reserve(std::min<size_t>(finite, 4096));
+  std::vector<uint32_t>& head = head_;
+  head.clear();
+  head.reserve(finite);
   double tail_max = -std::numeric_limits<double>::infinity();  // largest x - xmax in the tail
-  for (size_t i = 0; i < logits.size(); ++i) {
-    const float l = logits[i];
+  for (float l : logits) {
     if (!std::isfinite(l)) continue;
     const double d = double(l) * inv_t - xmax;
     if (d >= kTailGap)
-      head.push_back(uint64_t(descending_key(l)) << 32 | uint64_t(i));
+      head.push_back(descending_key(l));
     else
       tail_max = std::max(tail_max, d);
   }
   const size_t tail = finite - head.size();
-  if (head.size() > 64) {
-    radix_sort_by_key(head, tmp);
-  } else {
-    std::sort(head.begin(), head.end());  // (key, id) order is (x desc, id asc)
+  if (head.size() > 256)
+    radix_sort(head, sort_tmp_);
+  else
+    std::sort(head.begin(), head.end());
+  // Softmax over the head in sorted order (the tail adds nothing to the sum); equal logits share
+  // one exp.
+  std::vector<double>& p = head_p_;
+  p.resize(head.size());
+  double sum = 0, e = 0;
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (i == 0 || head[i] != head[i - 1]) e = std::exp(double(value_of_key(head[i])) * inv_t - xmax);
+    sum += (p[i] = e);
   }
-  // Softmax over the head in sorted order (the tail adds nothing to the sum).
-  std::vector<double> p(head.size());
-  double sum = 0;
-  for (size_t i = 0; i < head.size(); ++i)
-    sum += (p[i] = std::exp(double(logits[uint32_t(head[i])]) * inv_t - xmax));
   for (double& x : p) x /= sum;
   size_t keep = head.size();
-  bool keep_tail = true;
+  bool keep_tail = tail > 0;
   if (params_.top_p < 1.0f) {
     double cum = 0;
     for (size_t i = 0; i < head.size(); ++i) {
@@ -309,18 +318,23 @@ Result<int64_t> Sampler::sample_full_vocab(std::span<const float> logits_in) {
     if (k < keep) {
       keep = k;
       keep_tail = false;
-    } else if (keep_tail && tail > 0) {
+    } else if (keep_tail) {
       if (std::exp(tail_max) / sum >= floor) return int64_t(-1);  // min-p would keep some of the tail
       keep_tail = false;
     }
   }
-  if (!keep_tail || tail == 0) {
-    keep_tail = false;
-    last = int64_t(uint32_t(head[keep - 1]));
-  }
+  // The id at sorted position i: the r-th (in id order) of the logits holding that value.
+  auto id_at = [&](size_t i) -> int64_t {
+    size_t first = i;
+    while (first > 0 && head[first - 1] == head[i]) --first;
+    size_t r = i - first;
+    for (size_t id = 0; id < logits.size(); ++id)
+      if (std::isfinite(logits[id]) && descending_key(logits[id]) == head[i] && r-- == 0) return int64_t(id);
+    return -1;  // unreachable: the key came from this row
+  };
   if (keep + (keep_tail ? tail : 0) == 1) {
     uniform();  // one draw per sampled token, whatever the row
-    return int64_t(uint32_t(head[0]));
+    return id_at(0);
   }
   sum = 0;
   for (size_t i = 0; i < keep; ++i) sum += p[i];
@@ -328,9 +342,9 @@ Result<int64_t> Sampler::sample_full_vocab(std::span<const float> logits_in) {
   double cum = 0;
   for (size_t i = 0; i < keep; ++i) {
     cum += p[i] / sum;
-    if (u < cum) return int64_t(uint32_t(head[i]));
+    if (u < cum) return id_at(i);
   }
-  return last;  // rounding: u within the last ulp of 1
+  return keep_tail ? last : id_at(keep - 1);  // rounding: u within the last ulp of 1
 }
 
 Result<int64_t> Sampler::sample(std::span<const float> logits) {
