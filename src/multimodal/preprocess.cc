@@ -1,6 +1,7 @@
 #include "multimodal/preprocess.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "io/file.h"
 
@@ -165,9 +166,12 @@ Result<PreprocessMemory> preprocess_memory(const PreprocessConfig& cfg, int64_t 
   if (height <= 0 || width <= 0)
     return make_error(ErrorKind::kInvalidArgument, "image is empty: ", width, "x", height);
   const int64_t lo = std::min(height, width), hi = std::max(height, width);
-  if (hi > kMaxAspectRatio * lo)
-    return make_error(ErrorKind::kInvalidArgument, "image ", width, "x", height, " has an aspect ratio of ",
-                      double(hi) / double(lo), ", above the limit of ", kMaxAspectRatio);
+  if (hi > kMaxAspectRatio * lo) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.1f", double(hi) / double(lo));
+    return make_error(ErrorKind::kInvalidArgument, "image ", width, "x", height, " has an aspect ratio of ", ratio,
+                      ", above the limit of ", kMaxAspectRatio, " (long side / short side)");
+  }
   PreprocessMemory m;
   m.decoded = height * width * 3;
   HLX_ASSIGN_OR_RETURN(ResizePlan p, plan_resize(cfg, height, width));
