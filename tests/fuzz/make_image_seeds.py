@@ -29,12 +29,30 @@ def save(img, fmt, **kw):
     return b.getvalue()
 
 
+def png_chunk(kind, data):
+    return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data))
+
+
+def adam7_png(a):
+    """An Adam7-interlaced 8-bit RGB PNG of array a (PIL cannot write interlaced PNGs)."""
+    h, w, _ = a.shape
+    passes = [(0, 0, 8, 8), (4, 0, 8, 8), (0, 4, 4, 8), (2, 0, 4, 4), (0, 2, 2, 4), (1, 0, 2, 2), (0, 1, 1, 2)]
+    raw = b''
+    for x0, y0, dx, dy in passes:
+        sub = a[y0::dy, x0::dx]
+        if sub.size:
+            raw += b''.join(b'\x00' + row.tobytes() for row in sub)
+    ihdr = struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 1)
+    return (b'\x89PNG\r\n\x1a\n' + png_chunk(b'IHDR', ihdr) + png_chunk(b'IDAT', zlib.compress(raw)) +
+            png_chunk(b'IEND', b''))
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     rng = np.random.default_rng(24)
     rgb = Image.fromarray(rng.integers(0, 256, size=(5, 7, 3), dtype=np.uint8), 'RGB')
     write('rgb_7x5.png', save(rgb, 'PNG'))
-    write('rgb_7x5_interlaced.png', save(rgb, 'PNG', interlace=1))
+    write('rgb_7x5_interlaced.png', adam7_png(np.asarray(rgb)))
     write('rgba_7x5.png', save(rgb.convert('RGBA'), 'PNG'))
     write('gray1_9x4.png', save(rgb.convert('1'), 'PNG'))
     write('palette_trns.png', save(rgb.convert('P'), 'PNG', transparency=3))
@@ -55,8 +73,7 @@ def main():
     write('ratio_201_201x1.png', save(Image.new('RGB', (201, 1), (1, 2, 3)), 'PNG'))
     # A valid signature and IHDR declaring 100000 x 100000 with no data.
     ihdr = struct.pack('>IIBBBBB', 100000, 100000, 8, 2, 0, 0, 0)
-    chunk = struct.pack('>I', len(ihdr)) + b'IHDR' + ihdr + struct.pack('>I', zlib.crc32(b'IHDR' + ihdr))
-    write('huge_header.png', b'\x89PNG\r\n\x1a\n' + chunk)
+    write('huge_header.png', b'\x89PNG\r\n\x1a\n' + png_chunk(b'IHDR', ihdr))
 
 
 if __name__ == '__main__':
