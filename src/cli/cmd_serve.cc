@@ -68,6 +68,7 @@ Status run_serve(ServeArgs a) {
   HLX_RETURN_IF_ERROR(check_range("--max-headers", o.http.max_headers, 4, 10000));
   HLX_RETURN_IF_ERROR(check_range("--max-image-bytes", double(o.images.max_bytes), 1, 1e10));
   HLX_RETURN_IF_ERROR(check_range("--max-image-pixels", double(o.images.max_pixels), 1, 1e10));
+  HLX_RETURN_IF_ERROR(check_range("--max-request-image-pixels", double(o.images.max_request_pixels), 1, 1e11));
   HLX_RETURN_IF_ERROR(check_range("--max-images", double(o.max_images_per_request), 0, 1000));
   HLX_RETURN_IF_ERROR(check_range("--read-timeout", a.read_timeout_s, 0.01, 86400));
   HLX_RETURN_IF_ERROR(check_range("--write-timeout", a.write_timeout_s, 0.01, 86400));
@@ -189,6 +190,8 @@ CommandRun setup_serve(CLI::App& root) {
   sub->add_option("--max-headers", o.http.max_headers, "header lines limit (default 64)");
   sub->add_option("--max-image-bytes", o.images.max_bytes, "encoded image size limit (default 16777216 = 16 MiB)");
   sub->add_option("--max-image-pixels", o.images.max_pixels, "image width*height limit (default 16777216)");
+  sub->add_option("--max-request-image-pixels", o.images.max_request_pixels,
+                  "width*height summed over one request's images (default 16777216)");
   sub->add_option("--max-images", o.max_images_per_request, "images per request (default 8)");
   sub->add_option("--read-timeout", args->read_timeout_s, "seconds for a request's headers and body to arrive (default 30)");
   sub->add_option("--write-timeout", args->write_timeout_s, "seconds a write may wait on a client that stopped reading (default 30)");

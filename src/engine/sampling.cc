@@ -5,6 +5,7 @@
 #include <smmintrin.h>
 #endif
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace hlx::engine {
@@ -193,8 +194,165 @@ Result<int64_t> Sampler::greedy(std::span<const float> logits) const {
   return best;
 }
 
+namespace {
+
+// Sort key of a finite float: ascending key = descending value, -0 and +0 equal (as they compare).
+inline uint32_t descending_key(float f) {
+  uint32_t b;
+  if (f == 0.0f) f = 0.0f;
+  std::memcpy(&b, &f, 4);
+  const uint32_t ascending = (b & 0x80000000u) ? ~b : (b | 0x80000000u);
+  return ~ascending;
+}
+
+inline float value_of_key(uint32_t key) {
+  const uint32_t ascending = ~key;
+  const uint32_t b = (ascending & 0x80000000u) ? (ascending & 0x7fffffffu) : ~ascending;
+  float f;
+  std::memcpy(&f, &b, 4);
+  return f;
+}
+
+// LSD radix sort of 32-bit keys (3 passes of 11 bits; a pass is skipped when every key has the
+// same digit there).
+void radix_sort(std::vector<uint32_t>& v, std::vector<uint32_t>& tmp) {
+  constexpr int kBits = 11, kBuckets = 1 << kBits, kPasses = 3;
+  uint32_t hist[kPasses][kBuckets] = {};
+  for (uint32_t k : v)
+    for (int p = 0; p < kPasses; ++p) ++hist[p][(k >> (p * kBits)) & (kBuckets - 1)];
+  tmp.resize(v.size());
+  for (int p = 0; p < kPasses; ++p) {
+    uint32_t* h = hist[p];
+    if (h[(v.front() >> (p * kBits)) & (kBuckets - 1)] == v.size()) continue;
+    uint32_t sum = 0;
+    for (int b = 0; b < kBuckets; ++b) {
+      const uint32_t n = h[b];
+      h[b] = sum;
+      sum += n;
+    }
+    for (uint32_t k : v) tmp[h[(k >> (p * kBits)) & (kBuckets - 1)]++] = k;
+    v.swap(tmp);
+  }
+}
+
+}  // namespace
+
+// The same draw as candidates() + the loop in sample(), without their full sort of (id, double)
+// pairs. Only the "head" (x - max >= kTailGap) is sorted, as bare 32-bit order keys of the logits
+// (radix sort), and exponentiated; the id of the drawn position is recovered at the end (the r-th
+// id holding that logit, ties being in id order). The tail cannot change any sum of the old
+// algorithm: in descending order a term is added to a partial sum that already holds the first
+// term (1 for the softmax sum, p_0 for the others), and a tail term is below 2^-55 of that first
+// term, under half an ulp of the partial sum, so the addition rounds back to the same value. Hence
+// the softmax sum, the top-p cut, the renormalisation and the draw's cumulation equal the old ones
+// bit for bit; the tail only matters as "the last kept candidate" (the draw's rounding fallback),
+// the overall last in (x desc, id asc) order, found by a scan. One case is left to the full path:
+// min-p keeping the whole head and maybe part of the tail. Returns -1 for the full path (no RNG
+// draw done then).
+Result<int64_t> Sampler::sample_full_vocab(std::span<const float> logits_in) {
+  constexpr double kTailGap = -40.0;  // exp(-40) = 4.2e-18 < 2^-55
+  std::vector<float>& logits = row_;
+  logits.assign(logits_in.begin(), logits_in.end());
+  apply_penalties(logits);
+  const double inv_t = 1.0 / double(params_.temperature);
+  float mx = -std::numeric_limits<float>::infinity(), mn = std::numeric_limits<float>::infinity();
+  int64_t last = -1;  // smallest finite logit, largest id among equals: last in sorted order
+  size_t finite = 0;
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float l = logits[i];
+    if (!std::isfinite(l)) continue;
+    ++finite;
+    mx = std::max(mx, l);
+    if (l <= mn) {
+      mn = l;
+      last = int64_t(i);
+    }
+  }
+  if (finite == 0) return make_error(ErrorKind::kInvalidArgument, "no finite logit in a row of ", logits.size());
+  if (params_.top_k > 0 && size_t(params_.top_k) < finite) return int64_t(-1);
+  const double xmax = double(mx) * inv_t;
+  std::vector<uint32_t>& head = head_;
+  head.clear();
+  head.reserve(finite);
+  double tail_max = -std::numeric_limits<double>::infinity();  // largest x - xmax in the tail
+  for (float l : logits) {
+    if (!std::isfinite(l)) continue;
+    const double d = double(l) * inv_t - xmax;
+    if (d >= kTailGap)
+      head.push_back(descending_key(l));
+    else
+      tail_max = std::max(tail_max, d);
+  }
+  const size_t tail = finite - head.size();
+  if (head.size() > 256)
+    radix_sort(head, sort_tmp_);
+  else
+    std::sort(head.begin(), head.end());
+  // Softmax over the head in sorted order (the tail adds nothing to the sum); equal logits share
+  // one exp.
+  std::vector<double>& p = head_p_;
+  p.resize(head.size());
+  double sum = 0, e = 0;
+  for (size_t i = 0; i < head.size(); ++i) {
+    if (i == 0 || head[i] != head[i - 1]) e = std::exp(double(value_of_key(head[i])) * inv_t - xmax);
+    sum += (p[i] = e);
+  }
+  for (double& x : p) x /= sum;
+  size_t keep = head.size();
+  bool keep_tail = tail > 0;
+  if (params_.top_p < 1.0f) {
+    double cum = 0;
+    for (size_t i = 0; i < head.size(); ++i) {
+      cum += p[i];
+      if (cum >= double(params_.top_p)) {
+        keep = i + 1;
+        keep_tail = false;
+        break;
+      }
+    }
+  }
+  if (params_.min_p > 0.0f) {
+    const double floor = double(params_.min_p) * p[0];
+    size_t k = 1;
+    while (k < keep && p[k] >= floor) ++k;
+    if (k < keep) {
+      keep = k;
+      keep_tail = false;
+    } else if (keep_tail) {
+      if (std::exp(tail_max) / sum >= floor) return int64_t(-1);  // min-p would keep some of the tail
+      keep_tail = false;
+    }
+  }
+  // The id at sorted position i: the r-th (in id order) of the logits holding that value.
+  auto id_at = [&](size_t i) -> int64_t {
+    size_t first = i;
+    while (first > 0 && head[first - 1] == head[i]) --first;
+    size_t r = i - first;
+    for (size_t id = 0; id < logits.size(); ++id)
+      if (std::isfinite(logits[id]) && descending_key(logits[id]) == head[i] && r-- == 0) return int64_t(id);
+    return -1;  // unreachable: the key came from this row
+  };
+  if (keep + (keep_tail ? tail : 0) == 1) {
+    uniform();  // one draw per sampled token, whatever the row
+    return id_at(0);
+  }
+  sum = 0;
+  for (size_t i = 0; i < keep; ++i) sum += p[i];
+  const double u = uniform();
+  double cum = 0;
+  for (size_t i = 0; i < keep; ++i) {
+    cum += p[i] / sum;
+    if (u < cum) return id_at(i);
+  }
+  return keep_tail ? last : id_at(keep - 1);  // rounding: u within the last ulp of 1
+}
+
 Result<int64_t> Sampler::sample(std::span<const float> logits) {
   if (params_.temperature == 0) return greedy(logits);
+  if (params_.top_k == 0 || size_t(params_.top_k) >= logits.size()) {
+    HLX_ASSIGN_OR_RETURN(int64_t t, sample_full_vocab(logits));
+    if (t >= 0) return t;
+  }
   HLX_ASSIGN_OR_RETURN(auto c, candidates(logits));
   if (c.size() == 1) {
     uniform();  // one draw per sampled token, whatever the row

@@ -73,6 +73,9 @@ class Sampler {
   // Ids below `vocab` that a penalty applies to (sorted, unique), and a logit of `token` after them.
   std::vector<int64_t> penalized_tokens(int64_t vocab) const;
   float penalized(int64_t token, float l) const;
+  // sample() with top-k off (or above the row's finite count) without sorting the whole row;
+  // -1 when the row needs the full path (see sampling.cc).
+  Result<int64_t> sample_full_vocab(std::span<const float> logits);
   // sample() at temperature 0 (no RNG draw), without building the candidate list.
   Result<int64_t> greedy(std::span<const float> logits) const;
 
@@ -80,6 +83,11 @@ class Sampler {
   std::mt19937_64 rng_;
   std::unordered_map<int64_t, int64_t> seen_;       // prompt and generated tokens (repetition)
   std::unordered_map<int64_t, int64_t> generated_;  // generated token -> count
+  // sample_full_vocab's buffers, kept between tokens: fresh ones (4 MB at a 152k vocabulary)
+  // cost more in page faults than the sort itself.
+  std::vector<float> row_;
+  std::vector<uint32_t> head_, sort_tmp_;
+  std::vector<double> head_p_;
 };
 
 // Index of the largest value (lowest index on ties; NaN never wins). -1 for an empty row.

@@ -49,8 +49,8 @@ struct PngCtx {
   std::string source;
   char error[256] = {0};
   Status status;                // a non-libpng error (dimension limit) set before longjmp
-  std::vector<uint8_t> raw;     // decoded rows after libpng transforms
-  std::vector<png_bytep> rows;
+  std::vector<uint8_t> raw;     // rows after libpng transforms: one row, or all when interlaced
+  std::vector<uint8_t> pixels;  // the RGB result, width * height * 3
   std::vector<uint8_t> exif;    // eXIf payload (TIFF structure), when present
   int64_t width = 0, height = 0;
   int channels = 0;             // 1..4 after transforms
@@ -73,6 +73,25 @@ void png_read_fn(png_structp png, png_bytep out, png_size_t n) {
   }
   std::memcpy(out, ctx->bytes.data() + ctx->pos, n);
   ctx->pos += n;
+}
+
+// One row after libpng's transforms -> RGB.
+void png_convert_row(PngCtx* ctx, int64_t y, const uint8_t* in) {
+  uint8_t* out = ctx->pixels.data() + size_t(y * ctx->width * 3);
+  const int c = ctx->channels;
+  for (int64_t x = 0; x < ctx->width; ++x, out += 3) {
+    if (ctx->bit_depth == 16) {  // grayscale, PIL mode "I" -> RGB clips to [0, 255]
+      uint16_t v;
+      std::memcpy(&v, in + x * 2, 2);
+      out[0] = out[1] = out[2] = uint8_t(v > 255 ? 255 : v);
+    } else if (c <= 2) {  // L, LA: alpha dropped
+      out[0] = out[1] = out[2] = in[x * c];
+    } else {  // RGB, RGBA: alpha dropped
+      out[0] = in[x * c];
+      out[1] = in[x * c + 1];
+      out[2] = in[x * c + 2];
+    }
+  }
 }
 
 // Only POD locals; all state in *ctx. Returns false on error (message in ctx).
@@ -108,17 +127,29 @@ bool png_decode_c(PngCtx* ctx) {
   bool gray16 = (color == PNG_COLOR_TYPE_GRAY && depth == 16);
   if (depth == 16 && !gray16) png_set_strip_16(png);  // PIL's ";16B" unpackers keep the high byte
   if (gray16) png_set_swap(png);                      // native little-endian u16
-  if (png_get_interlace_type(png, info) != PNG_INTERLACE_NONE) png_set_interlace_handling(png);
+  const int passes = png_set_interlace_handling(png);
   png_read_update_info(png, info);
   ctx->width = w;
   ctx->height = h;
   ctx->channels = png_get_channels(png, info);
   ctx->bit_depth = png_get_bit_depth(png, info);
-  size_t rowbytes = png_get_rowbytes(png, info);
-  ctx->raw.resize(rowbytes * size_t(h));
-  ctx->rows.resize(h);
-  for (png_uint_32 y = 0; y < h; ++y) ctx->rows[y] = ctx->raw.data() + size_t(y) * rowbytes;
-  png_read_image(png, ctx->rows.data());
+  const size_t rowbytes = png_get_rowbytes(png, info);
+  // Row by row into the RGB result: no row-pointer array (8 bytes a row: 134 MB for a 1 x 16.7 M
+  // image) and, without interlacing, no full-size buffer of libpng rows either.
+  ctx->pixels.resize(size_t(w) * size_t(h) * 3);
+  if (passes == 1) {
+    ctx->raw.resize(rowbytes);
+    for (png_uint_32 y = 0; y < h; ++y) {
+      png_read_row(png, ctx->raw.data(), nullptr);
+      png_convert_row(ctx, y, ctx->raw.data());
+    }
+  } else {  // Adam7: every pass revisits the rows, so they are all kept until the last pass
+    ctx->raw.resize(rowbytes * size_t(h));
+    for (int pass = 0; pass < passes; ++pass)
+      for (png_uint_32 y = 0; y < h; ++y) png_read_row(png, ctx->raw.data() + size_t(y) * rowbytes, nullptr);
+    for (png_uint_32 y = 0; y < h; ++y) png_convert_row(ctx, y, ctx->raw.data() + size_t(y) * rowbytes);
+  }
+  std::vector<uint8_t>().swap(ctx->raw);
   png_read_end(png, info);  // collects an eXIf chunk placed after IDAT too
 #ifdef PNG_eXIf_SUPPORTED
   {
@@ -145,25 +176,7 @@ Result<Image> decode_png(std::string_view bytes, const DecodeOptions& opt, const
   Image img;
   img.width = ctx.width;
   img.height = ctx.height;
-  img.pixels.resize(size_t(img.width * img.height * 3));
-  const int c = ctx.channels;
-  for (int64_t y = 0; y < img.height; ++y) {
-    const uint8_t* in = ctx.rows[size_t(y)];
-    uint8_t* out = img.row(y);
-    for (int64_t x = 0; x < img.width; ++x, out += 3) {
-      if (ctx.bit_depth == 16) {  // grayscale, PIL mode "I" -> RGB clips to [0, 255]
-        uint16_t v;
-        std::memcpy(&v, in + x * 2, 2);
-        out[0] = out[1] = out[2] = uint8_t(v > 255 ? 255 : v);
-      } else if (c <= 2) {  // L, LA: alpha dropped
-        out[0] = out[1] = out[2] = in[x * c];
-      } else {  // RGB, RGBA: alpha dropped
-        out[0] = in[x * c];
-        out[1] = in[x * c + 1];
-        out[2] = in[x * c + 2];
-      }
-    }
-  }
+  img.pixels = std::move(ctx.pixels);
   // PIL's exif_transpose reads a PNG's eXIf chunk as well.
   if (opt.apply_exif_orientation && !ctx.exif.empty()) {
     int o = exif_orientation(ctx.exif);
@@ -327,6 +340,7 @@ Result<Image> decode_jpeg(std::string_view bytes, const DecodeOptions& opt, cons
       return make_error(ErrorKind::kUnsupported, source, ": JPEG with ", c, " output components");
     }
   }
+  std::vector<uint8_t>().swap(ctx.raw);  // before a rotation allocates another image
   if (opt.apply_exif_orientation && !ctx.exif.empty()) {
     int o = exif_orientation(ctx.exif);
     if (o != 1) return apply_orientation(img, o);

@@ -68,6 +68,27 @@ Result<Resample> resample_from_pil(int64_t value);
 // Errors: kInvalidArgument for non-positive sizes or an empty input.
 Result<Image> resize(const Image& image, int64_t width, int64_t height, Resample filter);
 
+// A window of a resize result: rows [top, top + height), columns [left, left + width).
+struct ResizeWindow {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+
+// The window `win` of resize(image, width, height, filter), computed without the rest of the
+// result: bit-identical to cropping the full resize (each output pixel has its own filter window),
+// with buffers proportional to the window. A CLIP-style resize then center crop of a 1x599186 image
+// needs ~1 MB this way instead of ~1.9 GB. kInvalidArgument when the window is not inside.
+Result<Image> resize_window(const Image& image, int64_t width, int64_t height, Resample filter,
+                            const ResizeWindow& win);
+
+// Bytes resize_window allocates, from the sizes alone (nothing is allocated).
+struct ResizeCost {
+  int64_t coefficients = 0;  // filter weights and bounds (and the vertical accumulators)
+  int64_t intermediate = 0;  // the horizontal pass's rows that the vertical pass reads
+  int64_t output = 0;        // the window itself
+};
+Result<ResizeCost> resize_window_cost(int64_t in_width, int64_t in_height, int64_t width, int64_t height,
+                                      Resample filter, const ResizeWindow& win);
+
 // Crops [top, top+height) x [left, left+width); parts outside the image are zero (HF center_crop
 // padding semantics are built on top of this).
 Image crop_or_pad(const Image& image, int64_t top, int64_t left, int64_t height, int64_t width);

@@ -46,43 +46,68 @@ struct Filter {
 
 struct Coeffs {
   int ksize = 0;
-  std::vector<int> bounds;  // (xmin, count) per output
-  std::vector<int32_t> k;   // fixed-point weights, ksize per output
+  std::vector<int> bounds;  // (xmin, count) per output of the window
+  std::vector<int32_t> k;   // fixed-point weights, ksize per output of the window
 };
 
-Coeffs precompute(int64_t in_size, int64_t out_size, const Filter& f) {
+struct Support {
+  double scale, filterscale, support;
+  int ksize;
+};
+
+Support support_of(int64_t in_size, int64_t out_size, const Filter& f) {
   const double in0 = 0.0, in1 = double(float(in_size));
-  double scale = (in1 - in0) / double(out_size);
-  double filterscale = scale < 1.0 ? 1.0 : scale;
-  double support = f.support * filterscale;
+  Support s;
+  s.scale = (in1 - in0) / double(out_size);
+  s.filterscale = s.scale < 1.0 ? 1.0 : s.scale;
+  s.support = f.support * s.filterscale;
+  s.ksize = int(std::ceil(s.support)) * 2 + 1;
+  return s;
+}
+
+// Source range [xmin, xmin + count) read by output xx.
+std::pair<int, int> bounds_of(int64_t in_size, const Support& s, int64_t xx) {
+  double center = (double(xx) + 0.5) * s.scale;
+  int xmin = int(center - s.support + 0.5);
+  if (xmin < 0) xmin = 0;
+  int xmax = int(center + s.support + 0.5);
+  if (xmax > in_size) xmax = int(in_size);
+  return {xmin, xmax - xmin};
+}
+
+// Pillow's precompute_coeffs for outputs [first, first + count) of an in_size -> out_size pass;
+// each output's weights depend only on its own index, so a window equals the full table's rows.
+Coeffs precompute(int64_t in_size, int64_t out_size, const Filter& f, int64_t first, int64_t count) {
+  const Support s = support_of(in_size, out_size, f);
   Coeffs c;
-  c.ksize = int(std::ceil(support)) * 2 + 1;
-  c.bounds.resize(size_t(out_size) * 2);
-  c.k.assign(size_t(out_size) * size_t(c.ksize), 0);
+  c.ksize = s.ksize;
+  c.bounds.resize(size_t(count) * 2);
+  c.k.assign(size_t(count) * size_t(c.ksize), 0);
   std::vector<double> w(size_t(c.ksize));
-  for (int64_t xx = 0; xx < out_size; ++xx) {
-    double center = in0 + (double(xx) + 0.5) * scale;
+  for (int64_t j = 0; j < count; ++j) {
+    const int64_t xx = first + j;
+    double center = (double(xx) + 0.5) * s.scale;
     double ww = 0.0;
-    double ss = 1.0 / filterscale;
-    int xmin = int(center - support + 0.5);
-    if (xmin < 0) xmin = 0;
-    int xmax = int(center + support + 0.5);
-    if (xmax > in_size) xmax = int(in_size);
-    xmax -= xmin;
+    double ss = 1.0 / s.filterscale;
+    auto [xmin, xmax] = bounds_of(in_size, s, xx);
     for (int x = 0; x < xmax; ++x) {
       double v = f.fn((x + xmin - center + 0.5) * ss);
       w[size_t(x)] = v;
       ww += v;
     }
-    int32_t* k = &c.k[size_t(xx) * size_t(c.ksize)];
+    int32_t* k = &c.k[size_t(j) * size_t(c.ksize)];
     for (int x = 0; x < xmax; ++x) {
       double v = ww != 0.0 ? w[size_t(x)] / ww : w[size_t(x)];
       k[x] = v < 0 ? int32_t(-0.5 + v * (1 << kPrecisionBits)) : int32_t(0.5 + v * (1 << kPrecisionBits));
     }
-    c.bounds[size_t(xx) * 2] = xmin;
-    c.bounds[size_t(xx) * 2 + 1] = xmax;
+    c.bounds[size_t(j) * 2] = xmin;
+    c.bounds[size_t(j) * 2 + 1] = xmax;
   }
   return c;
+}
+
+int64_t coeff_bytes(const Support& s, int64_t count) {
+  return count * (int64_t(s.ksize) * 4 + 8) + int64_t(s.ksize) * 8;
 }
 
 inline uint8_t clip8(int32_t acc) {
@@ -90,14 +115,15 @@ inline uint8_t clip8(int32_t acc) {
   return uint8_t(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-Image horizontal(const Image& in, int64_t out_w, const Coeffs& c) {
+// Horizontal pass over input rows [y0, y1) for the window columns `c` was computed for.
+Image horizontal(const Image& in, int64_t y0, int64_t y1, int64_t out_w, const Coeffs& c) {
   Image out;
   out.width = out_w;
-  out.height = in.height;
-  out.pixels.resize(size_t(out_w * in.height * 3));
-  for (int64_t y = 0; y < in.height; ++y) {
+  out.height = y1 - y0;
+  out.pixels.resize(size_t(out_w * out.height * 3));
+  for (int64_t y = y0; y < y1; ++y) {
     const uint8_t* src = in.row(y);
-    uint8_t* dst = out.row(y);
+    uint8_t* dst = out.row(y - y0);
     for (int64_t xx = 0; xx < out_w; ++xx) {
       int xmin = c.bounds[size_t(xx) * 2], xmax = c.bounds[size_t(xx) * 2 + 1];
       const int32_t* k = &c.k[size_t(xx) * size_t(c.ksize)];
@@ -116,7 +142,8 @@ Image horizontal(const Image& in, int64_t out_w, const Coeffs& c) {
   return out;
 }
 
-Image vertical(const Image& in, int64_t out_h, const Coeffs& c) {
+// Vertical pass for the window rows `c` was computed for; `in` holds source rows from y0 on.
+Image vertical(const Image& in, int64_t y0, int64_t out_h, const Coeffs& c) {
   Image out;
   out.width = in.width;
   out.height = out_h;
@@ -128,7 +155,7 @@ Image vertical(const Image& in, int64_t out_h, const Coeffs& c) {
     const int32_t* k = &c.k[size_t(yy) * size_t(c.ksize)];
     std::fill(acc.begin(), acc.end(), 1 << (kPrecisionBits - 1));
     for (int y = 0; y < ymax; ++y) {
-      const uint8_t* src = in.row(y + ymin);
+      const uint8_t* src = in.row(y + ymin - y0);
       const int32_t w = k[y];
       for (int64_t i = 0; i < rowlen; ++i) acc[size_t(i)] += int32_t(src[i]) * w;
     }
@@ -141,26 +168,46 @@ Image vertical(const Image& in, int64_t out_h, const Coeffs& c) {
 // PIL's NEAREST resize is an affine transform (Geometry.c, ImagingScaleAffine): the source
 // coordinate starts at scale / 2 and is advanced by repeated addition of scale, truncated.
 // Repeated addition (not (x + 0.5) * scale) decides ties the same way PIL does.
-std::vector<int64_t> nearest_table(int64_t in_size, int64_t out_size) {
+std::vector<int64_t> nearest_table(int64_t in_size, int64_t out_size, int64_t first, int64_t count) {
   const double scale = double(in_size) / double(out_size);
-  std::vector<int64_t> t(static_cast<size_t>(out_size));
+  std::vector<int64_t> t(static_cast<size_t>(count));
   double pos = scale * 0.5;
-  for (int64_t i = 0; i < out_size; ++i, pos += scale) {
+  for (int64_t i = 0; i < first + count; ++i, pos += scale) {
+    if (i < first) continue;  // the additions before the window still run: they decide the ties
     int64_t v = pos < 0.0 ? 0 : int64_t(pos);
-    t[size_t(i)] = v >= in_size ? in_size - 1 : v;
+    t[size_t(i - first)] = v >= in_size ? in_size - 1 : v;
   }
   return t;
 }
 
-Image nearest(const Image& in, int64_t out_w, int64_t out_h) {
-  Image out;
-  out.width = out_w;
-  out.height = out_h;
-  out.pixels.resize(size_t(out_w * out_h * 3));
-  const std::vector<int64_t> xs = nearest_table(in.width, out_w), ys = nearest_table(in.height, out_h);
-  for (int64_t y = 0; y < out_h; ++y)
-    for (int64_t x = 0; x < out_w; ++x) std::memcpy(out.row(y) + x * 3, in.row(ys[size_t(y)]) + xs[size_t(x)] * 3, 3);
-  return out;
+Filter filter_of(Resample r) {
+  if (r == Resample::kBilinear) return {bilinear_filter, 1.0};
+  if (r == Resample::kLanczos) return {lanczos_filter, 3.0};
+  return {bicubic_filter, 2.0};
+}
+
+Status check_window(const Image* image, int64_t in_w, int64_t in_h, int64_t width, int64_t height,
+                    const ResizeWindow& win) {
+  if (width <= 0 || height <= 0 || width > (int64_t(1) << 24) || height > (int64_t(1) << 24))
+    return make_error(ErrorKind::kInvalidArgument, "resize: target size ", width, "x", height,
+                      " must be positive and at most 16777216 per side");
+  if (in_w <= 0 || in_h <= 0 || (image && image->pixels.size() != size_t(in_w * in_h * 3)))
+    return make_error(ErrorKind::kInvalidArgument, "resize: input image ", in_w, "x", in_h, " has ",
+                      image ? image->pixels.size() : 0, " bytes, expected width*height*3");
+  if (win.top < 0 || win.left < 0 || win.height <= 0 || win.width <= 0 || win.top + win.height > height ||
+      win.left + win.width > width)
+    return make_error(ErrorKind::kInvalidArgument, "resize: window ", win.width, "x", win.height, " at (",
+                      win.left, ", ", win.top, ") is not inside the ", width, "x", height, " result");
+  return ok_status();
+}
+
+// Source rows [r0, r1) the vertical pass reads for the window (all window rows when the height
+// does not change).
+std::pair<int64_t, int64_t> source_rows(int64_t in_h, int64_t height, const Filter& f, const ResizeWindow& win) {
+  if (height == in_h) return {win.top, win.top + win.height};
+  const Support s = support_of(in_h, height, f);
+  auto first = bounds_of(in_h, s, win.top), last = bounds_of(in_h, s, win.top + win.height - 1);
+  return {first.first, int64_t(last.first) + last.second};
 }
 
 }  // namespace
@@ -177,24 +224,54 @@ Result<Resample> resample_from_pil(int64_t value) {
                     " is not supported (0 nearest, 1 lanczos, 2 bilinear, 3 bicubic)");
 }
 
-Result<Image> resize(const Image& image, int64_t width, int64_t height, Resample filter) {
-  if (width <= 0 || height <= 0 || width > (int64_t(1) << 24) || height > (int64_t(1) << 24))
-    return make_error(ErrorKind::kInvalidArgument, "resize: target size ", width, "x", height,
-                      " must be positive and at most 16777216 per side");
-  if (image.width <= 0 || image.height <= 0 ||
-      image.pixels.size() != size_t(image.width * image.height * 3))
-    return make_error(ErrorKind::kInvalidArgument, "resize: input image ", image.width, "x", image.height,
-                      " has ", image.pixels.size(), " bytes, expected width*height*3");
-  if (width == image.width && height == image.height) return image;
-  if (filter == Resample::kNearest) return nearest(image, width, height);
-  Filter f{bicubic_filter, 2.0};
-  if (filter == Resample::kBilinear) f = {bilinear_filter, 1.0};
-  if (filter == Resample::kLanczos) f = {lanczos_filter, 3.0};
-  // Pillow: a pass runs only when its dimension changes; horizontal first.
-  Image cur = image;
-  if (width != image.width) cur = horizontal(cur, width, precompute(image.width, width, f));
-  if (height != image.height) cur = vertical(cur, height, precompute(image.height, height, f));
+Result<Image> resize_window(const Image& image, int64_t width, int64_t height, Resample filter,
+                            const ResizeWindow& win) {
+  HLX_RETURN_IF_ERROR(check_window(&image, image.width, image.height, width, height, win));
+  if (width == image.width && height == image.height) return crop_or_pad(image, win.top, win.left, win.height, win.width);
+  if (filter == Resample::kNearest) {
+    const auto xs = nearest_table(image.width, width, win.left, win.width);
+    const auto ys = nearest_table(image.height, height, win.top, win.height);
+    Image out;
+    out.width = win.width;
+    out.height = win.height;
+    out.pixels.resize(size_t(win.width * win.height * 3));
+    for (int64_t y = 0; y < win.height; ++y)
+      for (int64_t x = 0; x < win.width; ++x)
+        std::memcpy(out.row(y) + x * 3, image.row(ys[size_t(y)]) + xs[size_t(x)] * 3, 3);
+    return out;
+  }
+  const Filter f = filter_of(filter);
+  // Pillow: a pass runs only when its dimension changes; horizontal first, over the source rows
+  // the vertical pass reads (as Pillow's ImagingResampleInner does with its ybox).
+  const auto [r0, r1] = source_rows(image.height, height, f, win);
+  Image cur = width != image.width
+                  ? horizontal(image, r0, r1, win.width, precompute(image.width, width, f, win.left, win.width))
+                  : crop_or_pad(image, r0, win.left, r1 - r0, win.width);
+  if (height != image.height) cur = vertical(cur, r0, win.height, precompute(image.height, height, f, win.top, win.height));
   return cur;
+}
+
+Result<Image> resize(const Image& image, int64_t width, int64_t height, Resample filter) {
+  return resize_window(image, width, height, filter, ResizeWindow{0, 0, height, width});
+}
+
+Result<ResizeCost> resize_window_cost(int64_t in_width, int64_t in_height, int64_t width, int64_t height,
+                                      Resample filter, const ResizeWindow& win) {
+  HLX_RETURN_IF_ERROR(check_window(nullptr, in_width, in_height, width, height, win));
+  ResizeCost c;
+  c.output = win.width * win.height * 3;
+  if (width == in_width && height == in_height) return c;
+  if (filter == Resample::kNearest) {
+    c.coefficients = (win.width + win.height) * 8;
+    return c;
+  }
+  const Filter f = filter_of(filter);
+  const auto [r0, r1] = source_rows(in_height, height, f, win);
+  c.intermediate = win.width * (r1 - r0) * 3;
+  if (width != in_width) c.coefficients += coeff_bytes(support_of(in_width, width, f), win.width);
+  if (height != in_height)
+    c.coefficients += coeff_bytes(support_of(in_height, height, f), win.height) + win.width * 3 * 4;  // + accumulators
+  return c;
 }
 
 }  // namespace hlx::mm

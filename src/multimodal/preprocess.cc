@@ -1,6 +1,7 @@
 #include "multimodal/preprocess.h"
 
 #include <cmath>
+#include <cstdio>
 
 #include "io/file.h"
 #include "multimodal/qwen3_vl_processor.h"
@@ -109,16 +110,20 @@ Result<std::pair<int64_t, int64_t>> resize_output_size(const PreprocessConfig& c
   return std::make_pair(cfg.height, cfg.width);
 }
 
-Image center_crop(const Image& image, int64_t crop_height, int64_t crop_width) {
+namespace {
+
+// The rectangle (in image coordinates, possibly reaching outside it) that center_crop copies
+// from an image of height x width; outside parts are zero padding.
+ResizeWindow center_crop_rect(int64_t height, int64_t width, int64_t crop_height, int64_t crop_width) {
   auto floordiv2 = [](int64_t v) { return v >= 0 ? v / 2 : -((-v + 1) / 2); };
-  const int64_t top = floordiv2(image.height - crop_height);
-  const int64_t left = floordiv2(image.width - crop_width);
-  if (top >= 0 && left >= 0 && top + crop_height <= image.height && left + crop_width <= image.width)
-    return crop_or_pad(image, top, left, crop_height, crop_width);
+  const int64_t top = floordiv2(height - crop_height);
+  const int64_t left = floordiv2(width - crop_width);
+  if (top >= 0 && left >= 0 && top + crop_height <= height && left + crop_width <= width)
+    return {top, left, crop_height, crop_width};
   // HF pads to max(crop, orig) with the image at ceil((new - orig) / 2), then crops the window
   // shifted by that pad, clamped to the padded canvas.
-  const int64_t new_h = std::max(crop_height, image.height), new_w = std::max(crop_width, image.width);
-  const int64_t top_pad = (new_h - image.height + 1) / 2, left_pad = (new_w - image.width + 1) / 2;
+  const int64_t new_h = std::max(crop_height, height), new_w = std::max(crop_width, width);
+  const int64_t top_pad = (new_h - height + 1) / 2, left_pad = (new_w - width + 1) / 2;
   int64_t t = top + top_pad, b = top + crop_height + top_pad;
   int64_t l = left + left_pad, r = left + crop_width + left_pad;
   t = std::max<int64_t>(0, t);
@@ -126,17 +131,84 @@ Image center_crop(const Image& image, int64_t crop_height, int64_t crop_width) {
   l = std::max<int64_t>(0, l);
   r = std::min(new_w, r);
   // Canvas coordinates -> image coordinates.
-  return crop_or_pad(image, t - top_pad, l - left_pad, b - t, r - l);
+  return {t - top_pad, l - left_pad, b - t, r - l};
+}
+
+// What preprocess_u8 resizes: the full result, or only the part of the crop rectangle inside it.
+struct ResizePlan {
+  int64_t height = 0, width = 0;  // the resize result
+  ResizeWindow rect;              // what the crop copies (the whole result without a crop)
+  ResizeWindow inside;            // rect clipped to the result; empty when they do not meet
+  bool padded = false;            // rect reaches outside the result
+};
+
+Result<ResizePlan> plan_resize(const PreprocessConfig& cfg, int64_t height, int64_t width) {
+  ResizePlan p;
+  p.height = height;
+  p.width = width;
+  if (cfg.do_resize) {
+    HLX_ASSIGN_OR_RETURN(auto hw, resize_output_size(cfg, height, width));
+    p.height = hw.first;
+    p.width = hw.second;
+  }
+  p.rect = cfg.do_center_crop ? center_crop_rect(p.height, p.width, cfg.crop_height, cfg.crop_width)
+                              : ResizeWindow{0, 0, p.height, p.width};
+  const int64_t t = std::max<int64_t>(0, p.rect.top), l = std::max<int64_t>(0, p.rect.left);
+  const int64_t b = std::min(p.height, p.rect.top + p.rect.height), r = std::min(p.width, p.rect.left + p.rect.width);
+  if (b > t && r > l) p.inside = {t, l, b - t, r - l};
+  p.padded = p.inside.top != p.rect.top || p.inside.left != p.rect.left || p.inside.height != p.rect.height ||
+             p.inside.width != p.rect.width;
+  return p;
+}
+
+}  // namespace
+
+Image center_crop(const Image& image, int64_t crop_height, int64_t crop_width) {
+  const ResizeWindow r = center_crop_rect(image.height, image.width, crop_height, crop_width);
+  return crop_or_pad(image, r.top, r.left, r.height, r.width);
+}
+
+Result<PreprocessMemory> preprocess_memory(const PreprocessConfig& cfg, int64_t height, int64_t width) {
+  if (height <= 0 || width <= 0)
+    return make_error(ErrorKind::kInvalidArgument, "image is empty: ", width, "x", height);
+  const int64_t lo = std::min(height, width), hi = std::max(height, width);
+  if (hi > kMaxAspectRatio * lo) {
+    char ratio[32];
+    std::snprintf(ratio, sizeof(ratio), "%.1f", double(hi) / double(lo));
+    return make_error(ErrorKind::kInvalidArgument, "image ", width, "x", height, " has an aspect ratio of ", ratio,
+                      ", above the limit of ", kMaxAspectRatio, " (long side / short side)");
+  }
+  PreprocessMemory m;
+  m.decoded = height * width * 3;
+  HLX_ASSIGN_OR_RETURN(ResizePlan p, plan_resize(cfg, height, width));
+  if (cfg.do_resize && p.inside.height > 0) {
+    HLX_ASSIGN_OR_RETURN(ResizeCost c, resize_window_cost(width, height, p.width, p.height, cfg.resample, p.inside));
+    m.coefficients = c.coefficients;
+    m.intermediate = c.intermediate;
+    m.resized = c.output;
+  }
+  if (!cfg.do_resize || p.padded) m.resized += p.rect.height * p.rect.width * 3;
+  m.output = p.rect.height * p.rect.width * 3 * int64_t(sizeof(float));
+  return m;
 }
 
 Result<Image> preprocess_u8(const Image& image, const PreprocessConfig& cfg) {
-  Image cur = image;
-  if (cfg.do_resize) {
-    HLX_ASSIGN_OR_RETURN(auto hw, resize_output_size(cfg, image.height, image.width));
-    HLX_ASSIGN_OR_RETURN(cur, resize(cur, hw.second, hw.first, cfg.resample));
-  }
-  if (cfg.do_center_crop) cur = center_crop(cur, cfg.crop_height, cfg.crop_width);
-  return cur;
+  HLX_ASSIGN_OR_RETURN(PreprocessMemory m, preprocess_memory(cfg, image.height, image.width));
+  if (m.total() > cfg.max_bytes)
+    return make_error(ErrorKind::kInvalidArgument, "image ", image.width, "x", image.height, " needs ", m.total(),
+                      " bytes to preprocess (decoded ", m.decoded, ", resampling ", m.coefficients + m.intermediate,
+                      ", resized ", m.resized, ", f32 ", m.output, "), above the budget of ", cfg.max_bytes,
+                      " bytes");
+  if (image.pixels.size() != size_t(image.width * image.height * 3))
+    return make_error(ErrorKind::kInvalidArgument, "preprocess: image ", image.width, "x", image.height, " has ",
+                      image.pixels.size(), " bytes, expected width*height*3");
+  HLX_ASSIGN_OR_RETURN(ResizePlan p, plan_resize(cfg, image.height, image.width));
+  if (!cfg.do_resize) return crop_or_pad(image, p.rect.top, p.rect.left, p.rect.height, p.rect.width);
+  if (p.inside.height == 0) return crop_or_pad(Image{}, 0, 0, p.rect.height, p.rect.width);  // all padding
+  HLX_ASSIGN_OR_RETURN(Image win, resize_window(image, p.width, p.height, cfg.resample, p.inside));
+  if (!p.padded) return win;
+  // The crop reaches outside the resized image: place the window on a zero canvas.
+  return crop_or_pad(win, p.rect.top - p.inside.top, p.rect.left - p.inside.left, p.rect.height, p.rect.width);
 }
 
 Result<Tensor> to_normalized_chw(const Image& image, const PreprocessConfig& cfg) {

@@ -17,6 +17,11 @@
 
 namespace hlx::mm {
 
+// Images longer than this many times their width (or the reverse) are refused, as Qwen's image
+// processors do: resizing the short side to the model's size would make the long side enormous.
+inline constexpr int64_t kMaxAspectRatio = 200;
+inline constexpr int64_t kDefaultPreprocessBudget = int64_t(256) << 20;
+
 struct PreprocessConfig {
   bool do_resize = true;
   // Exactly one of: shortest_edge > 0 (CLIP: scale so the short side equals it, aspect kept,
@@ -31,6 +36,9 @@ struct PreprocessConfig {
   bool do_normalize = true;
   std::vector<double> image_mean{0.48145466, 0.4578275, 0.40821073};
   std::vector<double> image_std{0.26862954, 0.26130258, 0.27577711};
+  // Memory budget of one image through preprocess(): PreprocessMemory::total() above this is
+  // refused before anything is allocated (docs/SERVER.md, "Per-request memory budget").
+  int64_t max_bytes = kDefaultPreprocessBudget;
 
   // Reads the HF keys (do_resize, size {shortest_edge | height,width} or an int, resample,
   // do_center_crop, crop_size {height,width} or an int, do_rescale, rescale_factor, do_normalize,
@@ -44,10 +52,22 @@ struct PreprocessConfig {
 Result<std::pair<int64_t, int64_t>> resize_output_size(const PreprocessConfig& cfg, int64_t height,
                                                         int64_t width);
 
+// Bytes one image of height x width holds through preprocess(), from the sizes alone: the decoded
+// input (already held by the caller), the resampling weights, the horizontal pass's rows, the
+// resized (cropped) u8 image and the f32 output. Resize + center crop only computes the cropped
+// window of the resize (resize_window), so a long side does not grow the buffers.
+// kInvalidArgument for an empty image or an aspect ratio above kMaxAspectRatio (naming both).
+struct PreprocessMemory {
+  int64_t decoded = 0, coefficients = 0, intermediate = 0, resized = 0, output = 0;
+  int64_t total() const { return decoded + coefficients + intermediate + resized + output; }
+};
+Result<PreprocessMemory> preprocess_memory(const PreprocessConfig& cfg, int64_t height, int64_t width);
+
 // transformers.image_transforms.center_crop on u8 (zero padding when the image is smaller).
 Image center_crop(const Image& image, int64_t crop_height, int64_t crop_width);
 
-// Resize + crop, still u8 (what the processor hands to rescale/normalise).
+// Resize + crop, still u8 (what the processor hands to rescale/normalise). Checks
+// preprocess_memory() against cfg.max_bytes first (kInvalidArgument naming the size and bytes).
 Result<Image> preprocess_u8(const Image& image, const PreprocessConfig& cfg);
 // Rescale + normalise an u8 image into f32 [3, H, W].
 Result<Tensor> to_normalized_chw(const Image& image, const PreprocessConfig& cfg);

@@ -336,9 +336,26 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
                            bad_request(std::to_string(cr.images.size()) + " images in one request; the limit is " +
                                            std::to_string(opts_.max_images_per_request),
                                        "messages", "too_many_images"));
+    // The request's decoded images together stay within max_request_pixels (decoded images are
+    // held until the engine has preprocessed them): each is checked against what is left.
+    int64_t pixels_left = opts_.images.max_request_pixels;
     for (const ImageRef& ref : cr.images) {
       mm::Image img;
-      if (!(err = load_image_url(ref.url, opts_.images, ref.param, img)).ok()) return respond_error(c, endpoint, err);
+      ImageLimits lim = opts_.images;
+      lim.max_pixels = std::min(lim.max_pixels, pixels_left);
+      const std::string shared = "the images of one request may hold " +
+                                 std::to_string(opts_.images.max_request_pixels) +
+                                 " pixels together and the earlier ones take " +
+                                 std::to_string(opts_.images.max_request_pixels - pixels_left);
+      if (lim.max_pixels < 1)
+        return respond_error(c, endpoint, ApiError{413, shared, "invalid_request_error", ref.param, "image_too_large"});
+      if (!(err = load_image_url(ref.url, lim, ref.param, img)).ok()) {
+        if (lim.max_pixels < opts_.images.max_pixels && err.status == 413 &&
+            err.message.find(" pixels exceeds ") != std::string::npos)
+          err.message += "; " + shared;
+        return respond_error(c, endpoint, err);
+      }
+      pixels_left -= img.width * img.height;
       images.push_back(std::move(img));
     }
     if (!images.empty() && !model_.vision)

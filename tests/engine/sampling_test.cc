@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -240,6 +241,143 @@ TEST(Sampling, GreedyIsTheLowestIdOfTheLargestFinitePenalizedLogit) {
     } else {
       ASSERT_TRUE(got.ok()) << "trial " << trial << ": " << got.status().to_string();
       EXPECT_EQ(*got, want) << "trial " << trial;
+    }
+  }
+}
+
+// The sampling algorithm as it was before the partial path (sort every finite candidate, softmax,
+// top-p, min-p, renormalise, one draw), written out plainly as the reference. `logits` are already
+// penalized.
+int64_t reference_draw(const std::vector<float>& logits, const SamplingParams& p, std::mt19937_64& rng) {
+  std::vector<std::pair<int64_t, double>> c;
+  const double inv_t = 1.0 / double(p.temperature);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isfinite(logits[i])) c.emplace_back(int64_t(i), double(logits[i]) * inv_t);
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  });
+  if (p.top_k > 0 && size_t(p.top_k) < c.size()) c.resize(size_t(p.top_k));
+  const double mx = c.front().second;
+  double sum = 0;
+  for (auto& [id, x] : c) sum += (x = std::exp(x - mx));
+  for (auto& [id, x] : c) x /= sum;
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      if ((cum += c[i].second) >= double(p.top_p)) {
+        c.resize(i + 1);
+        break;
+      }
+  }
+  if (p.min_p > 0.0f) {
+    const double floor = double(p.min_p) * c.front().second;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].second >= floor) ++keep;
+    c.resize(keep);
+  }
+  sum = 0;
+  for (auto& [id, x] : c) sum += x;
+  for (auto& [id, x] : c) x /= sum;
+  const double u = double(rng() >> 11) * 0x1.0p-53;
+  if (c.size() == 1) return c.front().first;
+  double cum = 0;
+  for (const auto& [id, x] : c)
+    if (u < (cum += x)) return id;
+  return c.back().first;
+}
+
+// Rows of every shape the sampler meets: random, ties, peaked, flat, spread over hundreds of nats
+// (so part of the row is far below the maximum), signed zeros, and NaN / inf holes.
+std::vector<float> test_row(int kind, size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  std::uniform_int_distribution<int> small(0, 3);
+  std::uniform_real_distribution<float> wide(-300.0f, 30.0f);
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) {
+    switch (kind) {
+      case 0: v[i] = normal(g); break;
+      case 1: v[i] = float(small(g)); break;                              // many ties
+      case 2: v[i] = normal(g) + (i % 97 == 3 ? 25.0f : 0.0f); break;     // a few peaks
+      case 3: v[i] = 1.5f; break;                                         // flat
+      case 4: v[i] = wide(g); break;                                      // long tail
+      case 5: v[i] = (g() & 1) ? 0.0f : -0.0f; break;                     // signed zeros
+      case 6: v[i] = normal(g) * 0.01f; break;                            // nearly flat
+      default: v[i] = std::round(normal(g)) * 8.0f; break;                // ties, steps of 8 nats
+    }
+  }
+  if (kind == 4 || kind == 0) {
+    for (size_t i = 5; i < n; i += 11) v[i] = NAN;
+    for (size_t i = 7; i < n; i += 13) v[i] = -INFINITY;
+    for (size_t i = 9; i < n; i += 29) v[i] = INFINITY;
+  }
+  return v;
+}
+
+TEST(Sampling, PartialSelectionDrawsWhatTheFullSortDrew) {
+  const float temps[] = {0.05f, 0.7f, 1.0f, 1.7f, 100.0f};
+  const float top_ps[] = {1.0f, 0.95f, 0.5f, 0.01f};
+  const float min_ps[] = {0.0f, 0.05f, 1e-12f, 1e-30f};
+  int64_t compared = 0, distinct_rows = 0;
+  for (size_t n : {size_t(1), size_t(2), size_t(7), size_t(100), size_t(3000)}) {
+    for (int kind = 0; kind < 8; ++kind) {
+      const auto row = test_row(kind, n, uint32_t(n * 31 + size_t(kind)));
+      bool any_finite = false;
+      for (float x : row) any_finite |= std::isfinite(x);
+      if (!any_finite) continue;
+      ++distinct_rows;
+      for (float t : temps)
+        for (float tp : top_ps)
+          for (float mp : min_ps)
+            for (int64_t tk : {int64_t(0), int64_t(n), int64_t(n) + 3}) {
+              SamplingParams p;
+              p.temperature = t;
+              p.top_p = tp;
+              p.min_p = mp;
+              p.top_k = tk;
+              p.seed = uint64_t(n) * 1000003u + uint64_t(kind) * 7919u + uint64_t(compared % 17);
+              auto s = Sampler::create(p);
+              ASSERT_TRUE(s.ok());
+              std::mt19937_64 rng(p.seed);
+              for (int draw = 0; draw < 6; ++draw) {
+                auto got = s->sample(row);
+                ASSERT_TRUE(got.ok()) << got.status().to_string();
+                ASSERT_EQ(*got, reference_draw(row, p, rng))
+                    << "n " << n << " kind " << kind << " T " << t << " top_p " << tp << " min_p " << mp
+                    << " top_k " << tk << " draw " << draw;
+                ++compared;
+              }
+            }
+    }
+  }
+  EXPECT_GT(distinct_rows, 30);
+  EXPECT_GT(compared, 40000);
+}
+
+TEST(Sampling, PartialSelectionMatchesOnVocabularySizedRowsWithPenalties) {
+  // Qwen3's vocabulary; sampled with penalties so the row changes between steps.
+  const size_t n = 151936;
+  for (int kind : {0, 2, 4, 7}) {
+    const auto row = test_row(kind, n, uint32_t(kind + 100));
+    for (float tp : {1.0f, 0.9f}) {
+      SamplingParams p;
+      p.temperature = 1.0f;
+      p.top_p = tp;
+      p.repetition_penalty = 1.3f;
+      p.frequency_penalty = 0.5f;
+      p.seed = uint64_t(kind) * 10 + (tp < 1 ? 1 : 0);
+      const std::vector<int64_t> prompt = {1, 2, 3, 500, 151935};
+      auto s = Sampler::create(p, prompt), mirror = Sampler::create(p, prompt);
+      std::mt19937_64 rng(p.seed);
+      for (int step = 0; step < 12; ++step) {
+        std::vector<float> penalized = row;
+        mirror->apply_penalties(penalized);
+        const int64_t want = reference_draw(penalized, p, rng);
+        auto got = s->next(row);
+        ASSERT_TRUE(got.ok());
+        ASSERT_EQ(*got, want) << "kind " << kind << " top_p " << tp << " step " << step;
+        mirror->accept(want);
+      }
     }
   }
 }

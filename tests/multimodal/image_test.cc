@@ -164,6 +164,129 @@ TEST(Preprocess, CenterCropPadsLikeHf) {
   EXPECT_EQ(out.row(1)[0], 0);
 }
 
+Image noise_image(int64_t w, int64_t h, uint32_t seed) {
+  std::mt19937 g(seed);
+  Image img;
+  img.width = w;
+  img.height = h;
+  img.pixels.resize(size_t(w * h * 3));
+  for (auto& v : img.pixels) v = uint8_t(g());
+  return img;
+}
+
+// Every output pixel of Pillow's resampler has its own filter window, so a window of the resize
+// must equal the same window cropped from the full resize, bit for bit, for every filter.
+TEST(Resize, WindowEqualsCropOfTheFullResize) {
+  std::mt19937 g(7);
+  for (int trial = 0; trial < 60; ++trial) {
+    const int64_t w = 1 + int64_t(g() % 40), h = 1 + int64_t(g() % 40);
+    const int64_t ow = 1 + int64_t(g() % 60), oh = 1 + int64_t(g() % 60);
+    const Image img = noise_image(w, h, uint32_t(trial));
+    for (Resample r : {Resample::kNearest, Resample::kBilinear, Resample::kBicubic, Resample::kLanczos}) {
+      auto full = resize(img, ow, oh, r);
+      ASSERT_TRUE(full.ok());
+      ResizeWindow win;
+      win.top = int64_t(g() % uint32_t(oh));
+      win.left = int64_t(g() % uint32_t(ow));
+      win.height = 1 + int64_t(g() % uint32_t(oh - win.top));
+      win.width = 1 + int64_t(g() % uint32_t(ow - win.left));
+      auto part = resize_window(img, ow, oh, r, win);
+      ASSERT_TRUE(part.ok()) << part.status().to_string();
+      const Image want = crop_or_pad(*full, win.top, win.left, win.height, win.width);
+      ASSERT_EQ(part->pixels, want.pixels) << w << "x" << h << " -> " << ow << "x" << oh << " filter " << int(r);
+    }
+  }
+  ResizeWindow outside{0, 0, 5, 5};
+  EXPECT_EQ(resize_window(noise_image(3, 3, 1), 4, 4, Resample::kBicubic, outside).status().kind(),
+            ErrorKind::kInvalidArgument);
+}
+
+// Qwen's processors refuse an aspect ratio above 200; so does ours, before resizing, with the
+// size and the ratio in the message. (A 1x201 image used to be resized to 224x45024 first.)
+TEST(Preprocess, AspectRatioAbove200IsRefused) {
+  PreprocessConfig cfg;
+  cfg.shortest_edge = 224;
+  cfg.do_center_crop = true;
+  cfg.crop_height = cfg.crop_width = 224;
+  auto tall = preprocess(noise_image(1, 201, 3), cfg);
+  ASSERT_FALSE(tall.ok());
+  EXPECT_EQ(tall.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(tall.status().message().find("1x201"), std::string::npos) << tall.status().message();
+  EXPECT_NE(tall.status().message().find("aspect ratio of 201"), std::string::npos) << tall.status().message();
+  EXPECT_NE(tall.status().message().find("limit of 200"), std::string::npos) << tall.status().message();
+  auto wide = preprocess(noise_image(1000, 4, 3), cfg);
+  ASSERT_FALSE(wide.ok());
+  EXPECT_NE(wide.status().message().find("aspect ratio of 250"), std::string::npos) << wide.status().message();
+  EXPECT_TRUE(preprocess(noise_image(1, 200, 3), cfg).ok());
+  EXPECT_TRUE(preprocess(noise_image(800, 4, 3), cfg).ok());
+}
+
+// The budget arithmetic, by hand for a CLIP pipeline (bicubic, shortest edge 224, crop 224) on a
+// 448x448 image: the resize halves both sides (filter support 2 * 2 = 4 -> 9 taps).
+TEST(Preprocess, MemoryBudgetArithmetic) {
+  PreprocessConfig cfg;
+  cfg.shortest_edge = 224;
+  cfg.do_center_crop = true;
+  cfg.crop_height = cfg.crop_width = 224;
+  auto m = preprocess_memory(cfg, 448, 448);
+  ASSERT_TRUE(m.ok()) << m.status().to_string();
+  EXPECT_EQ(m->decoded, 448 * 448 * 3);
+  const int64_t pass = 224 * (9 * 4 + 8) + 9 * 8;     // weights + (xmin, count) per output + scratch
+  EXPECT_EQ(m->coefficients, 2 * pass + 224 * 3 * 4);  // + the vertical pass's row accumulators
+  EXPECT_EQ(m->intermediate, 224 * 448 * 3);           // horizontal pass over every source row
+  EXPECT_EQ(m->resized, 224 * 224 * 3);
+  EXPECT_EQ(m->output, 3 * 224 * 224 * 4);
+  EXPECT_EQ(m->total(), m->decoded + m->coefficients + m->intermediate + m->resized + m->output);
+
+  // A long side costs nothing beyond the decoded input: 1x150 resized to 28x4200, cropped to
+  // 28x28, reads 2 source rows (upscaling 150 -> 4200, the crop sits in the middle).
+  cfg.shortest_edge = 28;
+  cfg.crop_height = cfg.crop_width = 28;
+  auto thin = preprocess_memory(cfg, 150, 1);
+  ASSERT_TRUE(thin.ok());
+  EXPECT_EQ(thin->resized, 28 * 28 * 3);
+  EXPECT_LE(thin->intermediate, 28 * 4 * 3);
+  EXPECT_LT(thin->total(), 20000);  // the full 28x4200 resize alone would be 352,800 bytes
+
+  // The budget is checked before anything is allocated; exactly the total passes.
+  const Image img = noise_image(448, 448, 5);
+  cfg.shortest_edge = 224;
+  cfg.crop_height = cfg.crop_width = 224;
+  cfg.max_bytes = m->total();
+  EXPECT_TRUE(preprocess(img, cfg).ok());
+  cfg.max_bytes = m->total() - 1;
+  auto over = preprocess(img, cfg);
+  ASSERT_FALSE(over.ok());
+  EXPECT_EQ(over.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(over.status().message().find("448x448 needs " + std::to_string(m->total()) + " bytes"), std::string::npos)
+      << over.status().message();
+  EXPECT_NE(over.status().message().find("budget of " + std::to_string(m->total() - 1)), std::string::npos);
+}
+
+// The windowed pipeline gives the same pixels as resize-then-crop, padding included.
+TEST(Preprocess, WindowedPipelineEqualsResizeThenCrop) {
+  std::mt19937 g(11);
+  for (int trial = 0; trial < 40; ++trial) {
+    PreprocessConfig cfg;
+    cfg.shortest_edge = 1 + int64_t(g() % 30);
+    cfg.do_center_crop = true;
+    cfg.crop_height = 1 + int64_t(g() % 40);
+    cfg.crop_width = 1 + int64_t(g() % 40);
+    cfg.resample = Resample(g() % 4);
+    const Image img = noise_image(1 + int64_t(g() % 50), 1 + int64_t(g() % 50), uint32_t(trial));
+    auto hw = resize_output_size(cfg, img.height, img.width);
+    ASSERT_TRUE(hw.ok());
+    auto full = resize(img, hw->second, hw->first, cfg.resample);
+    ASSERT_TRUE(full.ok());
+    const Image want = center_crop(*full, cfg.crop_height, cfg.crop_width);
+    auto got = preprocess_u8(img, cfg);
+    ASSERT_TRUE(got.ok()) << got.status().to_string();
+    ASSERT_EQ(got->width, want.width);
+    ASSERT_EQ(got->height, want.height);
+    ASSERT_EQ(got->pixels, want.pixels) << "trial " << trial;
+  }
+}
+
 }  // namespace
 }  // namespace hlx::mm
 
