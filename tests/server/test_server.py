@@ -15,6 +15,10 @@ tiny fixtures with the real Qwen3 tokenizer (A and B: qwen3; C: llava-clip):
      Content-Length (411), Expect: 100-continue; images: text+image chat (data: URI, file:// URL,
      path; streamed) equal to `hlx generate --image --chat`, bad images on a vision model, image
      token without an image, too many images.
+Issue 24 (hostile input) adds: numbers overflowing a double, a handler exception on purpose
+(--test-fault-injection), reserved chat_template_kwargs, max_tokens 2^63, PUT/PATCH, no Host, bare
+LF, the chunked 501 metric, 300 idle connections on B with /health answering, and a fourth server D
+for the prompt memory budget (8 concurrent worst-case prompts against docs/SERVER.md's total).
 Skips (77) when the npm tokenizer files are not installed.
 """
 import argparse
