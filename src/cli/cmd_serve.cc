@@ -63,6 +63,9 @@ Status run_serve(ServeArgs a) {
   HLX_RETURN_IF_ERROR(check_range("--slots", double(a.slots), 1, 256));
   HLX_RETURN_IF_ERROR(check_range("--max-queue", double(o.max_queue), 0, 1e6));
   HLX_RETURN_IF_ERROR(check_range("--max-connections", o.max_connections, 1, 100000));
+  HLX_RETURN_IF_ERROR(check_range("--max-connections-per-client", o.max_connections_per_client, 0, 100000));
+  HLX_RETURN_IF_ERROR(check_range("--probe-connections", o.probe_connections, 0, 10000));
+  HLX_RETURN_IF_ERROR(check_range("--max-prompt-bytes", double(o.max_prompt_bytes), 1, 1e10));
   HLX_RETURN_IF_ERROR(check_range("--max-body-bytes", double(o.http.max_body_bytes), 1024, 1e10));
   HLX_RETURN_IF_ERROR(check_range("--max-header-bytes", double(o.http.max_header_bytes), 256, 1 << 20));
   HLX_RETURN_IF_ERROR(check_range("--max-headers", o.http.max_headers, 4, 10000));
@@ -185,6 +188,14 @@ CommandRun setup_serve(CLI::App& root) {
                   "directory whose files image_url may name (file:// or absolute path); default: none");
   sub->add_option("--max-queue", o.max_queue, "requests waiting for a slot before 429 (default 64)");
   sub->add_option("--max-connections", o.max_connections, "open connections before 503 (default 256)");
+  sub->add_option("--max-connections-per-client", o.max_connections_per_client,
+                  "open connections from one client address (default 64; 0 = no limit)");
+  sub->add_option("--probe-connections", o.probe_connections,
+                  "connections beyond the limits that may only ask for /health and /metrics (default 16)");
+  sub->add_option("--max-prompt-bytes", o.max_prompt_bytes,
+                  "prompt text bytes per request (default 8388608 = 8 MiB; also capped by capacity x bytes per token)");
+  // Test-only fault injection (X-Hlx-Fault request header), not shown in --help.
+  sub->add_flag("--test-fault-injection", o.fault_injection, "")->group("");
   sub->add_option("--max-body-bytes", o.http.max_body_bytes, "request body limit (default 33554432 = 32 MiB)");
   sub->add_option("--max-header-bytes", o.http.max_header_bytes, "request line + headers limit (default 16384)");
   sub->add_option("--max-headers", o.http.max_headers, "header lines limit (default 64)");

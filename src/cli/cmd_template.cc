@@ -29,10 +29,26 @@ Status run_template(const TemplateOptions& o) {
   if (sources != 1)
     return make_error(ErrorKind::kInvalidArgument,
                       "give exactly one of -m DIR, --tokenizer-config PATH, --template FILE");
+  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
+  nlohmann::ordered_json specials = nlohmann::ordered_json::object();  // for a bare --template
+  for (const std::string& kv : o.vars) {
+    size_t eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0)
+      return make_error(ErrorKind::kInvalidArgument, "--var expects name=value, got '", kv, "'");
+    std::string value = kv.substr(eq + 1);
+    // JSON when it parses (true, 3, "s", [..]); otherwise the raw text as a string.
+    auto j = nlohmann::ordered_json::parse(value, nullptr, false);
+    const std::string name = kv.substr(0, eq);
+    // A bare template has no special tokens of its own: --var bos_token=... supplies them (the
+    // renderer refuses to let extra variables replace the ones it sets).
+    const bool special = !o.template_file.empty() && name.size() > 6 &&
+                         name.compare(name.size() - 6, 6, "_token") == 0 && ChatTemplate::is_reserved_variable(name);
+    (special ? specials : vars)[name] = j.is_discarded() ? nlohmann::ordered_json(value) : j;
+  }
   Result<ChatTemplate> tmpl = Status(ErrorKind::kInternal, "unset");
   if (!o.template_file.empty()) {
     HLX_ASSIGN_OR_RETURN(std::string src, read_text(o.template_file));
-    tmpl = ChatTemplate::from_source(src);
+    tmpl = ChatTemplate::from_source(src, specials);
   } else {
     tmpl = ChatTemplate::from_tokenizer_config(
         o.tokenizer_config.empty() ? o.model_dir + "/tokenizer_config.json" : o.tokenizer_config);
@@ -41,16 +57,6 @@ Status run_template(const TemplateOptions& o) {
   HLX_ASSIGN_OR_RETURN(std::string mtext, read_text(o.messages));
   auto messages = nlohmann::ordered_json::parse(mtext, nullptr, false);
   if (messages.is_discarded()) return make_error(ErrorKind::kParse, "'", o.messages, "' is not valid JSON");
-  nlohmann::ordered_json vars = nlohmann::ordered_json::object();
-  for (const std::string& kv : o.vars) {
-    size_t eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0)
-      return make_error(ErrorKind::kInvalidArgument, "--var expects name=value, got '", kv, "'");
-    std::string value = kv.substr(eq + 1);
-    // JSON when it parses (true, 3, "s", [..]); otherwise the raw text as a string.
-    auto j = nlohmann::ordered_json::parse(value, nullptr, false);
-    vars[kv.substr(0, eq)] = j.is_discarded() ? nlohmann::ordered_json(value) : j;
-  }
   HLX_ASSIGN_OR_RETURN(std::string out, tmpl->render(messages, o.add_generation_prompt, vars));
   std::cout << out;
   std::cout.flush();

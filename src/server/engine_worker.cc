@@ -64,8 +64,16 @@ void EngineWorker::run(engine::TextModel& model, engine::BatchEngineOptions opti
       closed_ = true;
       break;
     }
-    Status s = engine_->step();
-    if (!s.ok()) std::fprintf(stderr, "hlx serve: engine step failed: %s\n", s.to_string().c_str());
+    // No exception may end this thread (and with it the process): a step that throws fails the
+    // requests in flight with a 500 and the worker goes on serving new ones.
+    try {
+      Status s = engine_->step();
+      if (!s.ok()) std::fprintf(stderr, "hlx serve: engine step failed: %s\n", s.to_string().c_str());
+    } catch (const std::exception& e) {
+      fail_all(e.what());
+    } catch (...) {
+      fail_all("unknown exception");
+    }
     for (engine::RequestId id : finished_) {
       std::optional<engine::Completion> c = engine_->take_completion(id);
       if (!c) continue;
@@ -77,8 +85,36 @@ void EngineWorker::run(engine::TextModel& model, engine::BatchEngineOptions opti
   engine_.reset();  // destroyed on its owning thread
 }
 
+void EngineWorker::fail_all(const std::string& why) {
+  std::fprintf(stderr, "hlx serve: engine step threw (%s): failing the requests in flight\n", why.c_str());
+  std::map<engine::RequestId, std::shared_ptr<RequestChannel>> failed;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    failed.swap(live_);
+    for (auto& kv : failed) failed_.insert(kv.first);
+  }
+  for (auto& [id, ch] : failed) {
+    engine::Event e;
+    e.id = id;
+    e.kind = engine::Event::Kind::kFinished;
+    e.finish = engine::Finish::kError;
+    e.error = Status(ErrorKind::kInternal, "the engine step failed: " + why);
+    ch->push(std::move(e));
+    (void)engine_->cancel(id);
+  }
+}
+
 void EngineWorker::on_event(const std::shared_ptr<RequestChannel>& ch, Clock::time_point submitted,
                             std::shared_ptr<bool> first_seen, const engine::Event& e) {
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    const bool last = e.kind != engine::Event::Kind::kToken;
+    if (failed_.count(e.id)) {  // failed by fail_all(): its channel already has its end
+      if (last) failed_.erase(e.id);
+      return;
+    }
+    if (last && live_.erase(e.id) == 0) ended_early_.insert(e.id);
+  }
   if (e.kind == engine::Event::Kind::kToken) {
     if (!*first_seen) {
       *first_seen = true;
@@ -104,6 +140,12 @@ Result<EngineWorker::Submitted> EngineWorker::submit(engine::GenerationRequest r
     std::shared_lock<std::shared_mutex> life(life_mu_);
     if (closed_ || stopping_) return make_error(ErrorKind::kUnsupported, "the server is shutting down");
     HLX_ASSIGN_OR_RETURN(id, engine_->submit(std::move(request), admission));
+  }
+  {
+    // Not held across submit() (image preprocessing runs there), so the request may have ended
+    // already.
+    std::lock_guard<std::mutex> lock(live_mu_);
+    if (!ended_early_.erase(id)) live_.emplace(id, ch);
   }
   { std::lock_guard<std::mutex> lock(mu_); }  // the engine thread is waiting or will see the request
   cv_.notify_all();

@@ -10,6 +10,9 @@
 #include <chrono>
 #include <condition_variable>
 #include <deque>
+#include <map>
+#include <set>
+#include <string>
 #include <memory>
 #include <mutex>
 #include <atomic>
@@ -83,6 +86,13 @@ class EngineWorker {
   bool closed_ = false;  // guarded by life_mu_
   std::unique_ptr<engine::BatchEngine> engine_;
   std::vector<engine::RequestId> finished_;  // engine thread only: completions to collect
+  // Requests submitted and not finished, with their channels: when a step throws, each gets a
+  // kError finish at once and is cancelled (its later events are dropped).
+  std::mutex live_mu_;
+  std::map<engine::RequestId, std::shared_ptr<RequestChannel>> live_;
+  std::set<engine::RequestId> failed_;  // failed by fail_all(), until their engine-side end
+  std::set<engine::RequestId> ended_early_;  // finished before submit() registered them
+  void fail_all(const std::string& why);  // engine thread
   std::thread thread_;
 };
 

@@ -42,11 +42,32 @@ HttpError err(int status, std::string message, std::string code = "") {
   return HttpError{status, std::move(message), std::move(code)};
 }
 
-// Parses the header block (without the final CRLF CRLF). Empty optional-like: error.status == 0.
+// The next line of `rest` (consumed): ends at LF; a CR right before the LF is dropped. RFC 9112
+// section 2.2 lets a recipient accept a bare LF as a line terminator; we do, so such a client
+// gets an answer instead of waiting for the read timeout. A bare CR elsewhere stays an error
+// (control character) where it matters: names, values, the request line.
+std::string_view next_line(std::string_view& rest) {
+  size_t eol = rest.find('\n');
+  std::string_view line = rest.substr(0, eol);
+  rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 1);
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  return line;
+}
+
+// Where the header block ends (the index just past its empty line), or npos. `from`: where to
+// resume the scan (bytes before it were scanned already).
+size_t find_head_end(std::string_view buf, size_t from) {
+  for (size_t i = buf.find('\n', from); i != std::string_view::npos; i = buf.find('\n', i + 1)) {
+    if (i + 1 < buf.size() && buf[i + 1] == '\n') return i + 2;
+    if (i + 2 < buf.size() && buf[i + 1] == '\r' && buf[i + 2] == '\n') return i + 3;
+  }
+  return std::string_view::npos;
+}
+
+// Parses the header block (up to and including its final empty line). Empty optional-like: error.status == 0.
 HttpError parse_head(std::string_view block, const HttpLimits& limits, HttpRequest& req) {
-  size_t eol = block.find("\r\n");
-  std::string_view line = block.substr(0, eol);
-  std::string_view rest = eol == std::string_view::npos ? std::string_view() : block.substr(eol + 2);
+  std::string_view rest = block;
+  std::string_view line = next_line(rest);
   size_t sp1 = line.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
   if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
@@ -69,10 +90,11 @@ HttpError parse_head(std::string_view block, const HttpLimits& limits, HttpReque
   req.query = q == std::string_view::npos ? "" : std::string(target.substr(q + 1));
 
   while (!rest.empty()) {
-    eol = rest.find("\r\n");
-    line = rest.substr(0, eol);
-    rest = eol == std::string_view::npos ? std::string_view() : rest.substr(eol + 2);
-    if (line.empty()) return err(400, "empty header line inside the header block");
+    line = next_line(rest);
+    if (line.empty()) {
+      if (rest.empty()) break;  // the empty line that ends the block
+      return err(400, "empty header line inside the header block");
+    }
     if (line[0] == ' ' || line[0] == '\t') return err(400, "obsolete header line folding is not accepted");
     size_t colon = line.find(':');
     if (colon == std::string_view::npos || colon == 0) return err(400, "malformed header line (expected 'Name: value')");
@@ -153,7 +175,7 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
   const auto deadline = Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms);
   std::string buf;
   char tmp[16384];
-  size_t head_end = std::string::npos, scanned = 0;
+  size_t head_end = std::string::npos, scanned = 0;  // head_end: first byte after the empty line
   auto fail = [&](HttpError e) {
     error = std::move(e);
     unread_body_ = true;  // whatever the client is still sending is drained before closing
@@ -161,8 +183,7 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
   };
   // Header block.
   while (true) {
-    size_t from = scanned >= 3 ? scanned - 3 : 0;
-    head_end = buf.find("\r\n\r\n", from);
+    head_end = find_head_end(buf, scanned >= 3 ? scanned - 3 : 0);
     scanned = buf.size();
     if (head_end != std::string::npos) break;
     if (buf.size() >= limits_.max_header_bytes)
@@ -183,7 +204,7 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
     if (n <= 0) return ReadResult::kClosed;
     buf.append(tmp, size_t(n));
   }
-  if (head_end + 4 > limits_.max_header_bytes)
+  if (head_end > limits_.max_header_bytes)
     return fail(err(431, "request header block exceeds " + std::to_string(limits_.max_header_bytes) + " bytes",
                     "header_too_large"));
   HttpError e = parse_head(std::string_view(buf).substr(0, head_end), limits_, req);
@@ -204,21 +225,31 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
     length = n;
     has_length = true;
   }
-  const bool wants_body = req.method == "POST" || req.method == "PUT" || req.method == "PATCH";
-  if (wants_body && !has_length) return fail(err(411, "a request body needs a Content-Length header", "length_required"));
+  // RFC 9112 section 3.2: an HTTP/1.1 request without exactly one Host header is a 400.
+  if (req.minor_version == 1) {
+    int hosts = 0;
+    for (const auto& kv : req.headers) hosts += kv.first == "host";
+    if (hosts != 1)
+      return fail(err(400, hosts == 0 ? "an HTTP/1.1 request needs a Host header" : "more than one Host header",
+                      "invalid_host"));
+  }
+  // Only POST routes take a body; other methods without Content-Length have none (and are
+  // answered 404/405 by the router rather than 411).
+  if (req.method == "POST" && !has_length) return fail(err(411, "a request body needs a Content-Length header", "length_required"));
   if (length > limits_.max_body_bytes)
     return fail(err(413, "request body of " + std::to_string(length) + " bytes exceeds the limit of " +
                              std::to_string(limits_.max_body_bytes) + " bytes",
                     "payload_too_large"));
   if (const std::string* expect = req.header("expect")) {
     if (lower(*expect) != "100-continue") return fail(err(417, "unsupported Expect: '" + expect->substr(0, 32) + "'"));
-    if (req.minor_version == 1 && length > 0 && buf.size() - (head_end + 4) < length) {
+    if (req.minor_version == 1 && length > 0 && buf.size() - head_end < length) {
       std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
       if (!send_all(cont)) return ReadResult::kClosed;
+      started_ = false;  // an interim response: the final one is still to come
     }
   }
   // Body.
-  req.body = buf.substr(head_end + 4, length);
+  req.body = buf.substr(head_end, length);
   while (req.body.size() < length) {
     pollfd p{fd_, POLLIN, 0};
     int left = ms_left(deadline);
@@ -236,6 +267,7 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
 }
 
 bool Connection::send_all(std::string_view data) {
+  started_ = true;
   if (broken_) return false;
   while (!data.empty()) {
     ssize_t n = send(fd_, data.data(), data.size(), MSG_NOSIGNAL);
@@ -268,6 +300,7 @@ bool Connection::send_response(int status, std::string_view content_type, std::s
 
 bool Connection::begin_stream(int status, std::string_view content_type, const std::vector<std::string>& extra_headers) {
   chunked_ = minor_version_ >= 1;
+  streaming_ = true;
   return send_all(head(status, content_type, extra_headers, chunked_ ? "Transfer-Encoding: chunked\r\n" : ""));
 }
 

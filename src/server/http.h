@@ -9,7 +9,9 @@
 // access to the socket and the wait loop; that is ~400 lines here, with no new dependency.
 //
 // Grammar accepted (RFC 9112, strict subset): request line `METHOD SP target SP HTTP/1.x CRLF`,
-// header lines `name: value CRLF` (token names, no obs-fold), empty line. Bodies need
+// header lines `name: value CRLF` (token names, no obs-fold), empty line. A bare LF is accepted as
+// a line end (RFC 9112 section 2.2 allows it) so such clients get an answer, not a read timeout.
+// HTTP/1.1 requests need exactly one Host header (400 otherwise). POST bodies need
 // Content-Length (a Transfer-Encoding header is rejected with 501: no chunked request bodies);
 // `Expect: 100-continue` is answered before the body is read. Responses to HTTP/1.1 clients may
 // stream with chunked transfer coding; HTTP/1.0 clients get a close-delimited body.
@@ -80,6 +82,8 @@ class Connection {
   bool peer_closed();
 
   bool broken() const { return broken_; }  // a write failed or timed out
+  bool response_started() const { return started_; }  // some response bytes were sent (or tried)
+  bool streaming() const { return streaming_; }        // begin_stream() was called
 
  private:
   bool send_all(std::string_view data);
@@ -91,6 +95,8 @@ class Connection {
   int minor_version_ = 1;
   bool chunked_ = false;
   bool broken_ = false;
+  bool started_ = false;
+  bool streaming_ = false;
   bool unread_body_ = false;  // the client may still be sending a body we refused
 };
 

@@ -3,6 +3,8 @@
 #include <cmath>
 #include <random>
 
+#include "tokenizer/template.h"
+
 namespace hlx::server {
 namespace {
 
@@ -55,13 +57,16 @@ ApiError integer(const json& body, const char* key, std::optional<int64_t>& out)
   }
   if (v->is_number_unsigned()) {
     uint64_t u = v->get<uint64_t>();
-    out = u > uint64_t(INT64_MAX) ? INT64_MAX : int64_t(u);
+    if (u > uint64_t(INT64_MAX)) return out_of_range(key, std::to_string(u), "an integer below 2^63");
+    out = int64_t(u);
     return {};
   }
   if (!v->is_number_integer()) return wrong_type(key, "an integer", *v);
   out = v->get<int64_t>();
   return {};
 }
+
+constexpr int64_t kMaxTokensLimit = 2147483647;
 
 ApiError boolean(const json& body, const char* key, bool& out) {
   const json* v = field(body, key);
@@ -109,8 +114,10 @@ ApiError parse_common(const json& body, GenerationParams& p) {
     return bad_request("'best_of' = " + std::to_string(*best_of) + " is not supported (only 1)", "best_of", "unsupported");
   if (!(e = integer(body, "max_tokens", max_tokens)).ok()) return e;
   if (!(e = integer(body, "max_completion_tokens", max_completion_tokens)).ok()) return e;
+  // No context comes near 2^31 tokens; the bound also keeps prompt + max_tokens far from overflow.
   for (auto [key, v] : {std::pair{"max_tokens", max_tokens}, std::pair{"max_completion_tokens", max_completion_tokens}})
-    if (v && *v < 1) return out_of_range(key, std::to_string(*v), "an integer >= 1");
+    if (v && (*v < 1 || *v > kMaxTokensLimit))
+      return out_of_range(key, std::to_string(*v), "an integer from 1 to 2147483647");
   p.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
 
   if (const json* s = field(body, "stop")) {
@@ -196,20 +203,72 @@ ApiError parse_json_body(std::string_view body, json& out, int max_depth) {
   }
   try {
     out = json::parse(body);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
+    // parse_error, and out_of_range 406 for a number that overflows a double (1e999): both are
+    // the client's malformed input, never an exception that escapes the request.
     return bad_request(std::string("malformed JSON body: ") + e.what(), "", "invalid_json");
   }
   if (!out.is_object()) return bad_request("the JSON body must be an object, got " + type_name(out), "", "invalid_json");
   return {};
 }
 
-ApiError parse_chat_request(const json& body, ChatRequest& out) {
+namespace {
+
+ApiError prompt_too_large(const char* param, size_t bytes, size_t limit) {
+  return bad_request("the prompt text is " + std::to_string(bytes) + " bytes, over the limit of " +
+                         std::to_string(limit) + " bytes",
+                     param, "prompt_too_large");
+}
+
+ApiError template_kwargs(const json& kw, json& out) {
+  if (!kw.is_object()) return wrong_type("chat_template_kwargs", "an object", kw);
+  if (kw.size() > kMaxTemplateKwargs)
+    return bad_request("'chat_template_kwargs' has " + std::to_string(kw.size()) + " entries; at most " +
+                           std::to_string(kMaxTemplateKwargs),
+                       "chat_template_kwargs", "invalid_value");
+  for (auto it = kw.begin(); it != kw.end(); ++it) {
+    const std::string& key = it.key();
+    const std::string param = "chat_template_kwargs." + key.substr(0, 64);
+    if (ChatTemplate::is_reserved_variable(key))
+      return bad_request("'" + param + "' is set by the server and cannot be overridden through chat_template_kwargs",
+                         param, "reserved_template_variable");
+    bool ident = !key.empty() && key.size() <= 64 && !(key[0] >= '0' && key[0] <= '9');
+    for (char c : key)
+      ident = ident && ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_');
+    if (!ident)
+      return bad_request("'chat_template_kwargs' key '" + key.substr(0, 64) +
+                             "' is not a template variable name (letters, digits, '_', at most 64)",
+                         param, "invalid_value");
+  }
+  const size_t bytes = dump_json(kw).size();
+  if (bytes > kMaxTemplateKwargsBytes)
+    return bad_request("'chat_template_kwargs' is " + std::to_string(bytes) + " bytes of JSON; at most " +
+                           std::to_string(kMaxTemplateKwargsBytes),
+                       "chat_template_kwargs", "invalid_value");
+  out = kw;
+  return {};
+}
+
+}  // namespace
+
+ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimits& limits) {
   ApiError e = parse_common(body, out.params);
   if (!e.ok()) return e;
   const json* msgs = field(body, "messages");
   if (!msgs) return bad_request("'messages' is required", "messages", "missing_field");
   if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
   if (msgs->empty()) return bad_request("'messages' is empty", "messages", "invalid_value");
+  // The text the prompt is made of, counted before anything is copied.
+  size_t text_bytes = 0;
+  for (const json& m : *msgs) {
+    const json* content = m.is_object() ? field(m, "content") : nullptr;
+    if (content && content->is_string()) text_bytes += content->get_ref<const std::string&>().size();
+    if (content && content->is_array())
+      for (const json& part : *content)
+        if (const json* t = part.is_object() ? field(part, "text") : nullptr; t && t->is_string())
+          text_bytes += t->get_ref<const std::string&>().size();
+  }
+  if (text_bytes > limits.max_bytes) return prompt_too_large("messages", text_bytes, limits.max_bytes);
   for (size_t i = 0; i < msgs->size(); ++i) {
     const json& m = (*msgs)[i];
     const std::string at = "messages[" + std::to_string(i) + "]";
@@ -272,14 +331,12 @@ ApiError parse_chat_request(const json& body, ChatRequest& out) {
       if (const json* v = field(m, key)) msg[key] = *v;
     out.messages.push_back(std::move(msg));
   }
-  if (const json* kw = field(body, "chat_template_kwargs")) {
-    if (!kw->is_object()) return wrong_type("chat_template_kwargs", "an object", *kw);
-    out.template_kwargs = *kw;
-  }
+  if (const json* kw = field(body, "chat_template_kwargs"))
+    if (!(e = template_kwargs(*kw, out.template_kwargs)).ok()) return e;
   return {};
 }
 
-ApiError parse_completion_request(const json& body, CompletionRequest& out) {
+ApiError parse_completion_request(const json& body, CompletionRequest& out, const PromptLimits& limits) {
   ApiError e = parse_common(body, out.params);
   if (!e.ok()) return e;
   if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
@@ -294,11 +351,17 @@ ApiError parse_completion_request(const json& body, CompletionRequest& out) {
     return bad_request("'prompt' lists " + std::to_string(p->size()) + " prompts; only one per request is supported",
                        "prompt", "unsupported");
   if (p->is_string()) {
+    const size_t bytes = p->get_ref<const std::string&>().size();
+    if (bytes > limits.max_bytes) return prompt_too_large("prompt", bytes, limits.max_bytes);
     out.prompt_text = p->get<std::string>();
     return {};
   }
   if (p->is_array()) {
     if (p->empty()) return bad_request("'prompt' is empty", "prompt", "invalid_value");
+    if (p->size() > limits.max_tokens)
+      return bad_request("'prompt' has " + std::to_string(p->size()) + " token ids; at most " +
+                             std::to_string(limits.max_tokens) + " fit the context",
+                         "prompt", "context_length_exceeded");
     return token_ids(*p, "prompt", out.prompt_ids);
   }
   return wrong_type("prompt", "a string, a list of token ids, or a list of one of these", *prompt);

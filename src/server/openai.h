@@ -6,13 +6,15 @@
 // [0, 1], presence_penalty / frequency_penalty [-2, 2], repetition_penalty > 0, seed (any
 // integer; default: random), stop (string or list of up to 16 non-empty strings), n (1 only),
 // stream, stream_options.include_usage, ignore_eos (vLLM extension). Chat adds messages and
-// chat_template_kwargs (object of template variables, e.g. {"enable_thinking": false}); completions
+// chat_template_kwargs (object of template variables, e.g. {"enable_thinking": false}; see
+// kMaxTemplateKwargs); max_tokens above 2^31 - 1 is refused; completions
 // take prompt (a string, a list of one string, a list of token ids, or a list of one such list).
 // Unsupported features that change the output (logprobs, tools, response_format other than text,
 // logit_bias, echo, suffix, best_of > 1, n > 1) are refused with 400 rather than ignored; other
 // unknown fields are ignored. null means "not given" for every optional field.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -63,8 +65,23 @@ struct CompletionRequest {
 // `max_depth`, or a top level that is not an object.
 ApiError parse_json_body(std::string_view body, json& out, int max_depth = 64);
 
-ApiError parse_chat_request(const json& body, ChatRequest& out);
-ApiError parse_completion_request(const json& body, CompletionRequest& out);
+// Bounds on the prompt checked while parsing, before any prompt text is copied: the prompt's text
+// bytes (chat: the text of every message content; completions: the prompt string) -> 400
+// prompt_too_large; a token-id prompt longer than max_tokens -> 400 context_length_exceeded.
+struct PromptLimits {
+  size_t max_bytes = SIZE_MAX;
+  size_t max_tokens = SIZE_MAX;
+};
+
+// chat_template_kwargs: at most this many entries, keys are template variable names (letters,
+// digits, '_'; at most 64 bytes) other than the ones the server sets (ChatTemplate::
+// reserved_variables(): 400 reserved_template_variable naming the key), at most this many bytes
+// of JSON in all.
+inline constexpr size_t kMaxTemplateKwargs = 32;
+inline constexpr size_t kMaxTemplateKwargsBytes = 64 * 1024;
+
+ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimits& limits = {});
+ApiError parse_completion_request(const json& body, CompletionRequest& out, const PromptLimits& limits = {});
 
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;

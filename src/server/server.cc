@@ -37,6 +37,10 @@ std::string outcome_for(int status) {
     case 429: return "queue_full";
     case 503: return "unavailable";
     case 504: return "timeout";
+    // The client asked for something this server does not implement (chunked request bodies,
+    // another HTTP version): its request, not a server fault, so not counted as "error".
+    case 501:
+    case 505: return "unsupported";
     default: return status < 500 ? "bad_request" : "error";
   }
 }
@@ -48,6 +52,15 @@ std::string endpoint_for(const std::string& path) {
   if (path == "/health") return "health";
   if (path == "/metrics") return "metrics";
   return "other";
+}
+
+std::string peer_address(const sockaddr_storage& addr) {
+  char buf[INET6_ADDRSTRLEN] = "?";
+  if (addr.ss_family == AF_INET)
+    inet_ntop(AF_INET, &reinterpret_cast<const sockaddr_in*>(&addr)->sin_addr, buf, sizeof buf);
+  else if (addr.ss_family == AF_INET6)
+    inet_ntop(AF_INET6, &reinterpret_cast<const sockaddr_in6*>(&addr)->sin6_addr, buf, sizeof buf);
+  return buf;
 }
 
 // Waits until `fd` is readable (the request's event fd after we cancelled it).
@@ -75,6 +88,17 @@ Server::Server(ServerOptions options, ModelInfo model, EngineWorker& worker, Met
   char buf[16];
   std::snprintf(buf, sizeof buf, "%08x", unsigned(rd()));
   id_prefix_ = buf;
+  // The prompt budget (docs/SERVER.md, "Per-request memory budget"): text longer than capacity x
+  // the most bytes one token can stand for cannot fit, so it is refused before rendering or
+  // tokenizing; --max-prompt-bytes bounds it further.
+  prompt_limits_.max_tokens = size_t(std::max<int64_t>(model_.context_capacity, 0));
+  prompt_limits_.max_bytes = opts_.max_prompt_bytes;
+  if (model_.tokenizer)
+    if (std::optional<size_t> per = model_.tokenizer->max_bytes_per_token())
+      if (*per * prompt_limits_.max_tokens < prompt_limits_.max_bytes) {
+        prompt_limits_.max_bytes = *per * prompt_limits_.max_tokens;
+        byte_cap_from_capacity_ = true;
+      }
 }
 
 Server::~Server() {
@@ -135,6 +159,9 @@ void Server::reap_connections(bool all) {
   for (auto it = conns_.begin(); it != conns_.end();) {
     if (all || (*it)->done) {
       (*it)->thread.join();
+      auto pc = per_client_.find((*it)->client);
+      if (pc != per_client_.end() && --pc->second <= 0) per_client_.erase(pc);
+      --((*it)->probe ? probe_conns_ : general_conns_);
       it = conns_.erase(it);
     } else {
       ++it;
@@ -149,30 +176,53 @@ void Server::serve() {
     reap_connections(false);
     if (stopping_) break;
     if (r <= 0 || !(p[0].revents & POLLIN)) continue;
-    int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_CLOEXEC);
+    close_idle_under_pressure();
+    sockaddr_storage addr{};
+    socklen_t alen = sizeof addr;
+    int fd = accept4(listen_fd_, reinterpret_cast<sockaddr*>(&addr), &alen, SOCK_CLOEXEC);
     if (fd < 0) {
       if (errno == EMFILE || errno == ENFILE) std::this_thread::sleep_for(std::chrono::milliseconds(50));
       continue;
     }
-    if (int(conns_.size()) >= opts_.max_connections) {
-      ApiError e{503, "too many open connections (limit " + std::to_string(opts_.max_connections) + ")", "", "",
-                 "too_many_connections"};
-      std::string body = e.to_json();
-      std::string out = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-                        "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
-      (void)!send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
-      close(fd);
-      metrics_.count_request("other", "unavailable");
+    // Ordinary connections up to max_connections, at most max_connections_per_client from one
+    // address; past either, a few probe connections that may only ask for /health or /metrics.
+    std::string client = peer_address(addr);
+    const int mine = per_client_.count(client) ? per_client_[client] : 0;
+    const bool client_full = opts_.max_connections_per_client > 0 && mine >= opts_.max_connections_per_client;
+    const bool full = general_conns_ >= opts_.max_connections;
+    const bool probe = full || client_full;
+    if (probe && probe_conns_ >= opts_.probe_connections && !evict_idle_probe()) {
+      refuse_connection(fd, client_full ? "too many open connections from " + client + " (limit " +
+                                              std::to_string(opts_.max_connections_per_client) + ")"
+                                        : "too many open connections (limit " + std::to_string(opts_.max_connections) + ")");
       continue;
     }
     auto conn = std::make_unique<Conn>();
     conn->fd = fd;
+    conn->client = client;
+    conn->probe = probe;
+    conn->limits = opts_.http;
+    conn->accepted = Clock::now();
+    if (probe) conn->limits.read_timeout_ms = std::min(conn->limits.read_timeout_ms, 1000);
+    else if (general_conns_ * 4 >= opts_.max_connections * 3)  // near the cap: idle ones go sooner
+      conn->limits.read_timeout_ms = std::min(conn->limits.read_timeout_ms, opts_.pressure_read_timeout_ms);
     {
       std::lock_guard<std::mutex> lock(fds_mu_);
       open_fds_.insert(fd);
     }
     Conn* raw = conn.get();
-    conn->thread = std::thread([this, raw] { handle(raw); });
+    try {
+      conn->thread = std::thread([this, raw] { handle(raw); });
+    } catch (const std::exception& e) {  // no thread to be had: refuse instead of terminating
+      {
+        std::lock_guard<std::mutex> lock(fds_mu_);
+        open_fds_.erase(fd);
+      }
+      refuse_connection(fd, std::string("cannot start a connection thread: ") + e.what());
+      continue;
+    }
+    ++per_client_[client];
+    ++(probe ? probe_conns_ : general_conns_);
     conns_.push_back(std::move(conn));
   }
   // Graceful shutdown: no new connections; requests already accepted get 503 (see route());
@@ -195,9 +245,55 @@ void Server::serve() {
   reap_connections(true);
 }
 
+void Server::refuse_connection(int fd, const std::string& why) {
+  ApiError e{503, why, "", "", "too_many_connections"};
+  std::string body = e.to_json();
+  std::string out = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+                    "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  (void)!send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
+  close(fd);
+  metrics_.count_request("other", "unavailable");
+}
+
+void Server::close_idle_under_pressure() {
+  if (general_conns_ * 4 < opts_.max_connections * 3) return;
+  const auto cutoff = Clock::now() - std::chrono::milliseconds(opts_.pressure_read_timeout_ms);
+  std::lock_guard<std::mutex> lock(fds_mu_);  // open_fds_: sockets still reading their request
+  for (const auto& c : conns_)
+    if (!c->done && c->accepted < cutoff && open_fds_.count(c->fd)) ::shutdown(c->fd, SHUT_RD);
+}
+
+bool Server::evict_idle_probe() {
+  std::lock_guard<std::mutex> lock(fds_mu_);
+  for (const auto& c : conns_)  // oldest first
+    if (c->probe && !c->done && !c->evicted && open_fds_.count(c->fd)) {
+      ::shutdown(c->fd, SHUT_RD);  // its read sees EOF: closed without an answer
+      c->evicted = true;
+      return true;
+    }
+  return false;
+}
+
+void Server::answer_exception(Connection& c, const std::string& endpoint, const char* what) {
+  try {
+    std::fprintf(stderr, "hlx serve: %s: exception while handling a request: %s\n", endpoint.c_str(), what);
+    ApiError e{500, std::string("internal error while handling the request: ") + what, "server_error", "",
+               "internal_error"};
+    if (!c.response_started()) return respond_error(c, endpoint, e);
+    // Headers went out already: a stream ends with an error event; anything else just closes.
+    metrics_.count_request(endpoint, outcome_for(500));
+    if (c.streaming()) {
+      c.send_piece("data: " + e.to_json() + "\n\n");
+      c.send_piece("data: [DONE]\n\n");
+      c.end_stream();
+    }
+  } catch (...) {  // nothing more to do for this client (e.g. out of memory again)
+  }
+}
+
 void Server::handle(Conn* conn) {
   {
-    Connection c(conn->fd, opts_.http);
+    Connection c(conn->fd, conn->limits);
     struct Unregister {  // runs before `c` closes the socket, so shutdown() never hits a reused fd
       Server* s;
       int fd;
@@ -206,17 +302,26 @@ void Server::handle(Conn* conn) {
         s->open_fds_.erase(fd);
       }
     } unregister{this, conn->fd};
-    HttpRequest req;
-    HttpError herr;
-    Connection::ReadResult rr = c.read_request(req, herr);
-    {  // from here on shutdown reaches this connection through cancel_all(), not SHUT_RD
-      std::lock_guard<std::mutex> lock(fds_mu_);
-      open_fds_.erase(conn->fd);
-    }
-    if (rr == Connection::ReadResult::kError) {
-      respond_error(c, endpoint_for(req.path), ApiError{herr.status, herr.message, "", "", herr.code});
-    } else if (rr == Connection::ReadResult::kOk) {
-      route(c, req, endpoint_for(req.path));
+    std::string endpoint = "other";
+    // The edge of a request: no exception from a parser, library or allocation goes further.
+    try {
+      HttpRequest req;
+      HttpError herr;
+      Connection::ReadResult rr = c.read_request(req, herr);
+      {  // from here on shutdown reaches this connection through cancel_all(), not SHUT_RD
+        std::lock_guard<std::mutex> lock(fds_mu_);
+        open_fds_.erase(conn->fd);
+      }
+      endpoint = endpoint_for(req.path);
+      if (rr == Connection::ReadResult::kError) {
+        respond_error(c, endpoint, ApiError{herr.status, herr.message, "", "", herr.code});
+      } else if (rr == Connection::ReadResult::kOk) {
+        route(c, req, endpoint, conn->probe);
+      }
+    } catch (const std::exception& e) {
+      answer_exception(c, endpoint, e.what());
+    } catch (...) {
+      answer_exception(c, endpoint, "unknown exception");
     }
   }
   conn->done = true;
@@ -259,7 +364,7 @@ std::string Server::next_id(const char* prefix) {
   return std::string(prefix) + id_prefix_ + std::to_string(++id_counter_);
 }
 
-void Server::route(Connection& c, const HttpRequest& req, const std::string& endpoint) {
+void Server::route(Connection& c, const HttpRequest& req, const std::string& endpoint, bool probe) {
   struct Route {
     const char* path;
     const char* method;
@@ -278,6 +383,13 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
                   ApiError{405, req.method + " is not allowed on " + req.path + " (use " + found->method + ")", "", "",
                            "method_not_allowed"},
                   {std::string("Allow: ") + found->method});
+    return;
+  }
+  if (probe && req.path != "/health" && req.path != "/metrics") {
+    respond_error(c, endpoint,
+                  ApiError{503, "too many open connections; only /health and /metrics are answered now", "", "",
+                           "too_many_connections"},
+                  {"Retry-After: 1"});
     return;
   }
   if (req.path == "/health") {
@@ -315,6 +427,37 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
   handle_generation(c, req, req.path == "/v1/chat/completions");
 }
 
+size_t Server::prompt_token_limit(int64_t images) const {
+  const int64_t image_rows = images * std::max<int64_t>(model_.tokens_per_image - 1, 0);
+  return size_t(std::max<int64_t>(model_.context_capacity - image_rows, 0));
+}
+
+ApiError Server::prompt_error(ApiError e) const {
+  // Over a byte limit derived from the capacity, the prompt cannot fit: say so in the words of a
+  // context overflow. Over --max-prompt-bytes, it is a size limit of this server.
+  if (e.code != "prompt_too_large") return e;
+  if (byte_cap_from_capacity_) {
+    e.message = "This model's maximum context length is " + std::to_string(model_.context_capacity) +
+                " tokens. However, " + e.message + ": more than that many tokens can hold (one token covers at most " +
+                std::to_string(prompt_limits_.max_bytes / std::max<size_t>(prompt_limits_.max_tokens, 1)) +
+                " bytes). Please reduce the length of the prompt.";
+    e.code = "context_length_exceeded";
+  } else {
+    e.message += " (--max-prompt-bytes " + std::to_string(prompt_limits_.max_bytes) + ")";
+  }
+  return e;
+}
+
+ApiError Server::prompt_tokens_error(const char* param, size_t limit, int64_t images) const {
+  std::string what = "your prompt is more than " + std::to_string(limit) + " tokens";
+  if (images > 0)
+    what += " besides its " + std::to_string(images) + " image(s) (" +
+            std::to_string(int64_t(model_.context_capacity) - int64_t(limit)) + " rows)";
+  return bad_request("This model's maximum context length is " + std::to_string(model_.context_capacity) +
+                         " tokens. However, " + what + " (tokenization stopped there). Please reduce the length of the prompt.",
+                     param, "context_length_exceeded");
+}
+
 void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat) {
   const auto t0 = Clock::now();
   const auto deadline = t0 + std::chrono::milliseconds(opts_.request_timeout_ms);
@@ -322,6 +465,10 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   json body;
   ApiError err = parse_json_body(req.body, body);
   if (!err.ok()) return respond_error(c, endpoint, err);
+  std::string fault;  // test-only (ServerOptions::fault_injection)
+  if (const std::string* f = opts_.fault_injection ? req.header("x-hlx-fault") : nullptr) fault = *f;
+  if (fault == "throw") throw std::runtime_error("injected fault (X-Hlx-Fault: throw)");
+  if (fault == "bad_alloc") throw std::bad_alloc();
 
   GenerationParams params;
   engine::GenerationRequest g;
@@ -329,7 +476,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   const char* prompt_param = chat ? "messages" : "prompt";
   if (chat) {
     ChatRequest cr;
-    if (!(err = parse_chat_request(body, cr)).ok()) return respond_error(c, endpoint, err);
+    if (!(err = parse_chat_request(body, cr, prompt_limits_)).ok()) return respond_error(c, endpoint, prompt_error(err));
     params = cr.params;
     if (int64_t(cr.images.size()) > opts_.max_images_per_request)
       return respond_error(c, endpoint,
@@ -366,21 +513,35 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       return respond_error(c, endpoint,
                            bad_request("the checkpoint has no chat template (tokenizer_config.json); use /v1/completions",
                                        "messages", "no_chat_template"));
-    auto rendered = model_.chat_template->render(cr.messages, /*add_generation_prompt=*/true, cr.template_kwargs);
+    // The rendering stops at the byte limit, the tokenization at the token limit: a prompt that
+    // cannot fit costs no more than one that just fits.
+    auto rendered = model_.chat_template->render(cr.messages, /*add_generation_prompt=*/true, cr.template_kwargs,
+                                                 prompt_limits_.max_bytes);
+    if (!rendered.ok() && rendered.status().kind() == ErrorKind::kCapacityExceeded)
+      return respond_error(c, endpoint, prompt_error(bad_request("the rendered chat prompt is longer than " +
+                                                                     std::to_string(prompt_limits_.max_bytes) + " bytes",
+                                                                 "messages", "prompt_too_large")));
     if (!rendered.ok())
       return respond_error(c, endpoint,
                            bad_request("the chat template rejected the messages: " + rendered.status().message(),
                                        "messages", "template_error"));
     // As apply_chat_template(tokenize=True): the template carries BOS itself.
-    auto ids = model_.tokenizer->encode(*rendered, /*add_special_tokens=*/false);
+    const size_t limit = prompt_token_limit(int64_t(images.size()));
+    auto ids = model_.tokenizer->encode(*rendered, /*add_special_tokens=*/false, limit);
+    if (!ids.ok() && ids.status().kind() == ErrorKind::kCapacityExceeded)
+      return respond_error(c, endpoint, prompt_tokens_error("messages", limit, int64_t(images.size())));
     if (!ids.ok()) return respond_error(c, endpoint, from_status(ids.status(), "messages"));
     g.prompt.assign(ids->begin(), ids->end());
   } else {
     CompletionRequest cr;
-    if (!(err = parse_completion_request(body, cr)).ok()) return respond_error(c, endpoint, err);
+    if (!(err = parse_completion_request(body, cr, prompt_limits_)).ok())
+      return respond_error(c, endpoint, prompt_error(err));
     params = cr.params;
     if (cr.prompt_text) {
-      auto ids = model_.tokenizer->encode(*cr.prompt_text, /*add_special_tokens=*/true);
+      const size_t limit = prompt_token_limit(0);
+      auto ids = model_.tokenizer->encode(*cr.prompt_text, /*add_special_tokens=*/true, limit);
+      if (!ids.ok() && ids.status().kind() == ErrorKind::kCapacityExceeded)
+        return respond_error(c, endpoint, prompt_tokens_error("prompt", limit, 0));
       if (!ids.ok()) return respond_error(c, endpoint, from_status(ids.status(), "prompt"));
       g.prompt.assign(ids->begin(), ids->end());
     } else {
@@ -412,10 +573,20 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
                                       std::to_string(opts_.max_queue) + " queued requests in flight); retry later",
                                   "", "", "queue_full"},
                          {"Retry-After: 1"});
+  // Released on every way out of here, exceptions included.
+  struct InFlight {
+    Server* s;
+    bool held = true;
+    void release() {
+      if (held) s->release_in_flight();
+      held = false;
+    }
+    ~InFlight() { release(); }
+  } in_flight{this};
   engine::Admission adm;
   auto submitted = worker_.submit(std::move(g), &adm);
   if (!submitted.ok()) {
-    release_in_flight();
+    in_flight.release();
     if (adm.capacity_exceeded()) {
       const int64_t total = adm.effective_prompt_len + adm.max_new_tokens;
       return respond_error(
@@ -436,6 +607,21 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
     std::lock_guard<std::mutex> lock(live_mu_);
     live_.insert(rid);
   }
+  // Cancelled and forgotten on every way out of here, exceptions included.
+  struct Live {
+    Server* s;
+    engine::RequestId id;
+    bool ended = false;
+    void end(bool finished) {
+      if (ended) return;
+      ended = true;
+      if (!finished) s->worker_.cancel(id);
+      std::lock_guard<std::mutex> lock(s->live_mu_);
+      s->live_.erase(id);
+    }
+    ~Live() { end(false); }
+  } live{this, rid};
+  if (fault == "throw_after_submit") throw std::runtime_error("injected fault (X-Hlx-Fault: throw_after_submit)");
   const std::shared_ptr<RequestChannel> ch = submitted->channel;
 
   // Wait for the request's events together with the socket.
@@ -490,11 +676,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       cancelled = true;
     }
   }
-  release_in_flight();
-  {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    live_.erase(rid);
-  }
+  in_flight.release();
+  live.end(/*finished=*/true);
 
   const char* reason = finish == engine::Finish::kLength ? "length" : "stop";
   auto log = [&](int status, const char* what) {

@@ -12,6 +12,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <list>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -41,6 +42,23 @@ struct ServerOptions {
   int64_t max_images_per_request = 8;
   int64_t max_queue = 64;          // requests waiting for a slot beyond the slots themselves
   int max_connections = 256;       // open connections (each has a thread)
+  // Connections from one client address (0 = no per-client limit; behind a reverse proxy every
+  // client has the proxy's address).
+  int max_connections_per_client = 64;
+  // Beyond max_connections (or a client's share), this many more connections are accepted that
+  // may only ask for /health or /metrics (anything else: 503), with a 1 s read timeout, so the
+  // probes answer while ordinary connections are used up. When these are taken too, the oldest
+  // one still waiting for its request is closed to make room.
+  int probe_connections = 16;
+  // When at least 3/4 of max_connections are open, connections that have not delivered their
+  // whole request within this are closed (and new ones get this read timeout).
+  int pressure_read_timeout_ms = 2'000;
+  // Prompt text bytes per request (see PromptLimits): the smaller of this and capacity x the
+  // tokenizer's max bytes per token.
+  size_t max_prompt_bytes = 8u << 20;
+  // Test-only: a request header `X-Hlx-Fault: throw` (or `bad_alloc`) makes the generation
+  // handler throw, to test that no exception crosses a request boundary.
+  bool fault_injection = false;
   int request_timeout_ms = 600'000;  // from a request's arrival to its last byte of output
   int shutdown_grace_ms = 10'000;    // in-flight requests may finish within this on shutdown
   bool log_requests = true;          // one line per request on stderr
@@ -78,17 +96,29 @@ class Server {
     std::thread thread;
     std::atomic<bool> done{false};
     int fd = -1;
+    std::string client;  // peer address, for the per-client count
+    bool probe = false;  // accepted in the probe headroom: /health and /metrics only
+    bool evicted = false;  // shut down to make room for a newer probe connection
+    HttpLimits limits;
+    std::chrono::steady_clock::time_point accepted;
   };
   struct GenOutcome;
 
   void handle(Conn* conn);
-  void route(Connection& c, const HttpRequest& req, const std::string& endpoint);
+  void answer_exception(Connection& c, const std::string& endpoint, const char* what);
+  void refuse_connection(int fd, const std::string& why);
+  void close_idle_under_pressure();
+  bool evict_idle_probe();
+  void route(Connection& c, const HttpRequest& req, const std::string& endpoint, bool probe);
   void handle_generation(Connection& c, const HttpRequest& req, bool chat);
   void respond_json(Connection& c, const std::string& endpoint, int status, const std::string& body,
                     const std::vector<std::string>& extra = {});
   void respond_error(Connection& c, const std::string& endpoint, const ApiError& e,
                      const std::vector<std::string>& extra = {});
   bool authorized(const HttpRequest& req) const;
+  size_t prompt_token_limit(int64_t images) const;  // tokens the text of a prompt may take
+  ApiError prompt_error(ApiError e) const;
+  ApiError prompt_tokens_error(const char* param, size_t limit, int64_t images) const;
   bool try_acquire_in_flight();
   void release_in_flight();
   void reap_connections(bool all);
@@ -106,6 +136,10 @@ class Server {
   std::atomic<uint64_t> id_counter_{0};
   std::string id_prefix_;
   std::list<std::unique_ptr<Conn>> conns_;  // accept thread only
+  std::map<std::string, int> per_client_;   // accept thread only: open connections by address
+  int general_conns_ = 0, probe_conns_ = 0;  // accept thread only
+  PromptLimits prompt_limits_;
+  bool byte_cap_from_capacity_ = false;  // prompt_limits_.max_bytes is capacity x bytes per token
   std::mutex fds_mu_;
   std::set<int> open_fds_;  // sockets of connections still reading their request (for shutdown)
   std::mutex live_mu_;

@@ -47,6 +47,15 @@ class Bpe {
   const std::string* id_to_token(uint32_t id) const;
   // One past the largest id of the vocabulary.
   size_t id_bound() const { return id_to_token_.size(); }
+  // True when one unk id may stand for a run of characters (fuse_unk, and no byte fallback that
+  // would cover them first).
+  bool fuses_unknown() const {
+    if (!unk_id_ || !options_.fuse_unk) return false;
+    if (!options_.byte_fallback) return true;
+    for (int64_t id : byte_ids_)
+      if (id < 0) return true;
+    return false;
+  }
 
  private:
   Bpe() = default;

@@ -51,10 +51,18 @@ Result<Template> Template::parse(const std::string& source, const Options& optio
 }
 
 Result<std::string> Template::render(const nlohmann::ordered_json& context) const {
+  return render(context, options_.max_output_bytes);
+}
+
+Result<std::string> Template::render(const nlohmann::ordered_json& context, size_t max_output_bytes) const {
   if (!context.is_object())
     return make_error(ErrorKind::kInvalidArgument, "template context must be a JSON object, got ",
                       context.type_name());
   Renderer r(options_);
+  if (max_output_bytes < options_.max_output_bytes) {
+    r.opt_.max_output_bytes = max_output_bytes;
+    r.callers_output_limit_ = true;
+  }
   Frame globals;
   globals.emplace_back("range", Value::func(builtin_range));
   globals.emplace_back("namespace", Value::func([](Renderer& rr, CallArgs& a, Pos p) {

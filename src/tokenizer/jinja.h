@@ -47,6 +47,9 @@ class Template {
   // `context` must be a JSON object; its members become the template's global variables.
   // Besides them, the globals range, namespace, raise_exception and dict are available.
   Result<std::string> render(const nlohmann::ordered_json& context) const;
+  // As above with a tighter output limit for this call: output past `max_output_bytes` stops the
+  // rendering with kCapacityExceeded (strings built inside the template are bounded by it too).
+  Result<std::string> render(const nlohmann::ordered_json& context, size_t max_output_bytes) const;
 
  private:
   std::shared_ptr<const Node> root_;

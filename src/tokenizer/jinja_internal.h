@@ -211,6 +211,7 @@ class Renderer {
   Options opt_;
   std::vector<Frame> frames_;
   std::string out_;
+  bool callers_output_limit_ = false;  // opt_.max_output_bytes came from render()'s caller
   int64_t iterations_ = 0;
   int depth_ = 0;
   Flow flow_ = Flow::kNormal;

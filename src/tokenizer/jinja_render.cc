@@ -30,8 +30,8 @@ Status Renderer::undefined_error(const Value& v, Pos p) {
 
 Status Renderer::write(const std::string& s) {
   if (out_.size() + s.size() > opt_.max_output_bytes)
-    return make_error(ErrorKind::kOutOfRange, "rendered output exceeds ", opt_.max_output_bytes,
-                      " bytes");
+    return make_error(callers_output_limit_ ? ErrorKind::kCapacityExceeded : ErrorKind::kOutOfRange,
+                      "rendered output exceeds ", opt_.max_output_bytes, " bytes");
   out_ += s;
   return ok_status();
 }

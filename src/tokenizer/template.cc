@@ -69,8 +69,22 @@ Result<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& path
   return t;
 }
 
+const std::vector<std::string_view>& ChatTemplate::reserved_variables() {
+  static const std::vector<std::string_view> names = {
+      "messages",  "tools",     "documents", "add_generation_prompt", "bos_token", "eos_token",
+      "unk_token", "sep_token", "pad_token", "cls_token",             "mask_token", "range",
+      "namespace", "dict",      "raise_exception"};
+  return names;
+}
+
+bool ChatTemplate::is_reserved_variable(std::string_view name) {
+  for (std::string_view r : reserved_variables())
+    if (r == name) return true;
+  return false;
+}
+
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                         const nlohmann::ordered_json& extra_vars) const {
+                                         const nlohmann::ordered_json& extra_vars, size_t max_output_bytes) const {
   if (!messages.is_array())
     return make_error(ErrorKind::kInvalidArgument, "messages must be a JSON array, got ", messages.type_name());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -80,7 +94,13 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   }
   if (!extra_vars.is_null() && !extra_vars.is_object())
     return make_error(ErrorKind::kInvalidArgument, "extra template variables must be a JSON object");
-  // Same variables as transformers' apply_chat_template: special tokens, then caller kwargs.
+  if (extra_vars.is_object())
+    for (auto it = extra_vars.begin(); it != extra_vars.end(); ++it)
+      if (is_reserved_variable(it.key()))
+        return make_error(ErrorKind::kInvalidArgument, "template variable '", it.key(),
+                          "' is set by the renderer and cannot be overridden");
+  // Same variables as transformers' apply_chat_template: special tokens, then caller kwargs
+  // (which cannot replace any of them, see reserved_variables()).
   nlohmann::ordered_json ctx = special_tokens_;
   ctx["messages"] = messages;
   ctx["tools"] = nullptr;
@@ -88,7 +108,7 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   ctx["add_generation_prompt"] = add_generation_prompt;
   if (extra_vars.is_object())
     for (auto it = extra_vars.begin(); it != extra_vars.end(); ++it) ctx[it.key()] = *it;
-  return template_.render(ctx);
+  return template_.render(ctx, max_output_bytes);
 }
 
 }  // namespace hlx

@@ -4,7 +4,10 @@
 // Thread safety: a ChatTemplate is immutable after construction; render() is safe concurrently.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -24,11 +27,19 @@ class ChatTemplate {
                                           const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
 
   // messages: JSON array of {role, content} where content is a string or a list of parts
-  // ({"type":"text","text":...}, {"type":"image"}). extra_vars (object or null) override/add
-  // variables such as enable_thinking. Errors raised by the template itself satisfy
-  // jinja::is_raised_exception().
+  // ({"type":"text","text":...}, {"type":"image"}). extra_vars (object or null) add variables
+  // such as enable_thinking; one naming a reserved variable (below) is kInvalidArgument naming it.
+  // Output past max_output_bytes stops the rendering with kCapacityExceeded. Errors raised by the
+  // template itself satisfy jinja::is_raised_exception().
   Result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                             const nlohmann::ordered_json& extra_vars = nullptr) const;
+                             const nlohmann::ordered_json& extra_vars = nullptr,
+                             size_t max_output_bytes = SIZE_MAX) const;
+
+  // Variables render() sets itself (messages, tools, documents, add_generation_prompt, the
+  // special tokens) and the interpreter's globals (range, namespace, dict, raise_exception):
+  // extra_vars may not replace them, or a caller could swap validated messages for its own.
+  static const std::vector<std::string_view>& reserved_variables();
+  static bool is_reserved_variable(std::string_view name);
 
   const std::string& source() const { return source_; }
 

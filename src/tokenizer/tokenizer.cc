@@ -2,6 +2,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include <functional>
+#include <limits>
+#include <mutex>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -125,7 +128,11 @@ struct Tokenizer::Impl {
   Status parse_added(const json& j);
 
   Result<std::string> normalize(std::string_view s) const;
-  Status encode_segment(std::string_view s, std::vector<uint32_t>* ids) const;
+  // Appends the ids of `s`; kCapacityExceeded as soon as `ids` holds more than `limit`.
+  Status encode_segment(std::string_view s, std::vector<uint32_t>* ids, size_t limit) const;
+  size_t post_extra = 0;  // ids the post-processor adds around the sequence
+  mutable std::once_flag max_bytes_once;
+  mutable std::optional<size_t> max_bytes_per_token;
 };
 
 Status Tokenizer::Impl::parse_normalizer(const json& j, const std::string& ctx) {
@@ -392,41 +399,48 @@ Result<std::string> Tokenizer::Impl::normalize(std::string_view s) const {
   return cur;
 }
 
-Status Tokenizer::Impl::encode_segment(std::string_view s, std::vector<uint32_t>* ids) const {
+Status Tokenizer::Impl::encode_segment(std::string_view s, std::vector<uint32_t>* ids, size_t limit) const {
   HLX_ASSIGN_OR_RETURN(std::string normalized, normalize(s));
-  std::vector<std::string> pieces{std::move(normalized)};
-  for (const PreStep& p : pretokenizers) {
-    std::vector<std::string> next;
-    for (const std::string& piece : pieces) {
-      switch (p.kind) {
-        case PreStep::kQwenRegex: {
-          HLX_ASSIGN_OR_RETURN(auto parts, split_qwen(piece));
-          for (auto part : parts) next.emplace_back(part);
-          break;
+  // Depth first: each piece goes through the remaining pre-tokenizers and into the BPE model
+  // before the next piece is split, so no step materializes copies of the whole segment and the
+  // work stops at the first piece that takes the count past `limit`.
+  std::function<Status(std::string_view, size_t)> run = [&](std::string_view piece, size_t step) -> Status {
+    if (step == pretokenizers.size()) {
+      HLX_RETURN_IF_ERROR(bpe->tokenize(piece, ids));
+      if (ids->size() > limit)
+        return make_error(ErrorKind::kCapacityExceeded, "the text is longer than ", limit, " tokens");
+      return ok_status();
+    }
+    const PreStep& p = pretokenizers[step];
+    switch (p.kind) {
+      case PreStep::kQwenRegex: {
+        HLX_ASSIGN_OR_RETURN(auto parts, split_qwen(piece));
+        for (std::string_view part : parts) HLX_RETURN_IF_ERROR(run(part, step + 1));
+        return ok_status();
+      }
+      case PreStep::kSplitMergedWithPrevious:
+        for (std::string_view part : split_merged_with_previous(piece, p.pattern))
+          HLX_RETURN_IF_ERROR(run(part, step + 1));
+        return ok_status();
+      case PreStep::kSplitIsolated: {
+        size_t start = 0;
+        while (start < piece.size()) {
+          size_t hit = piece.find(p.pattern, start);
+          if (hit == std::string_view::npos) hit = piece.size();
+          if (hit > start) HLX_RETURN_IF_ERROR(run(piece.substr(start, hit - start), step + 1));
+          if (hit < piece.size()) HLX_RETURN_IF_ERROR(run(p.pattern, step + 1));
+          start = hit + (hit < piece.size() ? p.pattern.size() : 0);
         }
-        case PreStep::kSplitMergedWithPrevious:
-          for (auto part : split_merged_with_previous(piece, p.pattern)) next.emplace_back(part);
-          break;
-        case PreStep::kSplitIsolated: {
-          size_t start = 0;
-          while (start < piece.size()) {
-            size_t hit = piece.find(p.pattern, start);
-            if (hit == std::string::npos) hit = piece.size();
-            if (hit > start) next.push_back(piece.substr(start, hit - start));
-            if (hit < piece.size()) next.push_back(p.pattern);
-            start = hit + (hit < piece.size() ? p.pattern.size() : 0);
-          }
-          break;
-        }
-        case PreStep::kByteLevel:
-          next.push_back(byte_level_encode(piece));
-          break;
+        return ok_status();
+      }
+      case PreStep::kByteLevel: {
+        std::string mapped = byte_level_encode(piece);
+        return run(mapped, step + 1);
       }
     }
-    pieces = std::move(next);
-  }
-  for (const std::string& piece : pieces) HLX_RETURN_IF_ERROR(bpe->tokenize(piece, ids));
-  return ok_status();
+    return ok_status();
+  };
+  return run(normalized, 0);
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -472,6 +486,8 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json_impl(std::string_v
       impl->has_decoder = true;
       HLX_RETURN_IF_ERROR(impl->parse_decoder(get("decoder"), "decoder"));
     }
+    for (const auto& item : impl->post_single)
+      if (item) impl->post_extra += item->size();
     impl->vocab_size = impl->bpe->id_bound();
     for (const AddedToken& t : impl->added)
       impl->vocab_size = std::max(impl->vocab_size, size_t(t.id) + 1);
@@ -484,6 +500,11 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json_impl(std::string_v
 
 Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
                                                 bool add_special_tokens) const {
+  return encode(text, add_special_tokens, std::numeric_limits<size_t>::max());
+}
+
+Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text, bool add_special_tokens,
+                                                size_t max_tokens) const {
   if (!is_valid_utf8(text)) {
     bool incomplete;
     size_t at = valid_utf8_prefix(text, &incomplete);
@@ -491,6 +512,10 @@ Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
                       at, " of ", text.size(), ")");
   }
   const Impl& m = *impl_;
+  const size_t extra = add_special_tokens ? m.post_extra : 0;
+  if (extra > max_tokens)
+    return make_error(ErrorKind::kCapacityExceeded, "the text is longer than ", max_tokens, " tokens");
+  const size_t limit = max_tokens - extra;
   std::vector<uint32_t> ids;
   // Added tokens are found first, leftmost-longest, in the raw text (all are normalized=false).
   size_t last = 0, i = 0;
@@ -511,11 +536,13 @@ Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
       ++i;
       continue;
     }
-    if (i > last) HLX_RETURN_IF_ERROR(m.encode_segment(text.substr(last, i - last), &ids));
+    if (i > last) HLX_RETURN_IF_ERROR(m.encode_segment(text.substr(last, i - last), &ids, limit));
     ids.push_back(uint32_t(best_id));
+    if (ids.size() > limit)
+      return make_error(ErrorKind::kCapacityExceeded, "the text is longer than ", max_tokens, " tokens");
     i = last = best_end;
   }
-  if (last < text.size()) HLX_RETURN_IF_ERROR(m.encode_segment(text.substr(last), &ids));
+  if (last < text.size()) HLX_RETURN_IF_ERROR(m.encode_segment(text.substr(last), &ids, limit));
   if (add_special_tokens && !m.post_single.empty()) {
     std::vector<uint32_t> out;
     for (const auto& item : m.post_single) {
@@ -527,6 +554,43 @@ Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
     return out;
   }
   return ids;
+}
+
+std::optional<size_t> Tokenizer::max_bytes_per_token() const {
+  const Impl& m = *impl_;
+  std::call_once(m.max_bytes_once, [&] {
+    // The most input bytes one id can stand for, times how much the normalizers can shrink the
+    // input before the model sees it. Unbounded (nullopt) when one token may stand for any
+    // amount. A vocabulary string is in the model's input alphabet: after a ByteLevel
+    // pre-tokenizer each of its code points is one input byte; otherwise its bytes bound the
+    // input's (SentencePiece's U+2581 stands for a 1-byte space, <0xNN> for one byte).
+    bool byte_level = false;
+    for (const PreStep& p : m.pretokenizers) byte_level = byte_level || p.kind == PreStep::kByteLevel;
+    size_t longest = 4;  // an unknown character (up to 4 UTF-8 bytes) may become one unk id
+    for (uint32_t id = 0; id < m.bpe->id_bound(); ++id) {
+      const std::string* t = m.bpe->id_to_token(id);
+      if (!t) continue;
+      size_t n = t->size();
+      if (byte_level) {
+        n = 0;
+        for (unsigned char c : *t) n += (c & 0xC0) != 0x80;  // code points
+      }
+      longest = std::max(longest, n);
+    }
+    for (const AddedToken& a : m.added) longest = std::max(longest, a.content.size());
+    size_t shrink = 1;
+    for (const NormStep& n : m.normalizers) {
+      if (n.kind == NormStep::kNfc) {
+        shrink *= 3;  // canonical composition: at most 3 input bytes per output byte (Hangul LVT)
+      } else if (n.pattern.size() > n.content.size()) {
+        if (n.content.empty()) return;  // Replace(x, ""): any amount of input may vanish
+        shrink *= (n.pattern.size() + n.content.size() - 1) / n.content.size();
+      }
+    }
+    if (m.bpe->fuses_unknown()) return;  // one unk id may cover a run of unknown characters
+    m.max_bytes_per_token = longest * shrink;
+  });
+  return m.max_bytes_per_token;
 }
 
 Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids,

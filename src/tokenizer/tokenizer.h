@@ -44,6 +44,16 @@ class Tokenizer {
   // Text (valid UTF-8, else kInvalidArgument) to ids. Added tokens are matched first in the raw
   // text; add_special_tokens applies the post-processor (e.g. Gemma's leading <bos>).
   Result<std::vector<uint32_t>> encode(std::string_view text, bool add_special_tokens) const;
+  // As above, but gives up with kCapacityExceeded as soon as the result would hold more than
+  // `max_tokens` ids (special tokens included): pieces are pre-tokenized and merged one at a
+  // time, so the work and memory past the limit are never spent. Same ids when it succeeds.
+  Result<std::vector<uint32_t>> encode(std::string_view text, bool add_special_tokens, size_t max_tokens) const;
+
+  // An upper bound on the input bytes one id can stand for (the longest token in input bytes
+  // times what the normalizers can shrink), so text longer than max_tokens * this cannot fit in
+  // max_tokens ids; nullopt when there is no bound (fused unknown tokens, a Replace that
+  // deletes). Computed on first use (one pass over the vocabulary), then cached.
+  std::optional<size_t> max_bytes_per_token() const;
 
   // Ids to text through the decoder; kOutOfRange naming the first unknown id. Invalid byte
   // sequences decode to U+FFFD exactly as Hugging Face does.

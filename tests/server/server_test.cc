@@ -19,6 +19,7 @@
 #include "server/metrics.h"
 #include "server/openai.h"
 #include "server/server.h"
+#include "tokenizer/template.h"
 
 namespace hlx::server {
 namespace {
@@ -174,6 +175,89 @@ TEST(JsonBody, DepthAndShape) {
   EXPECT_EQ(parse_json_body("{\"a\": \"\xff\"}", v).code, "invalid_json");
 }
 
+// Issue 24: a number that overflows a double made nlohmann throw out_of_range (406), which no
+// one caught: the process aborted. Now a typed 400 on either endpoint, known field or not.
+TEST(JsonBody, NumbersOverflowingADoubleAreA400) {
+  for (const std::string& body : {std::string(R"({"x":1e999})"), std::string(R"({"x":-1e999})"),
+                                  "{\"max_tokens\":1" + std::string(400, '0') + "}",
+                                  std::string(R"({"prompt":"hi","temperature":1e999})"),
+                                  std::string(R"({"messages":[{"role":"user","content":"hi"}],"seed":-1e400})")}) {
+    json v;
+    ApiError e;
+    ASSERT_NO_THROW(e = parse_json_body(body, v)) << body;
+    EXPECT_EQ(e.status, 400) << body;
+    EXPECT_EQ(e.code, "invalid_json") << body;
+  }
+}
+
+TEST(ChatRequest, MaxTokensAboveInt64IsAClearError) {
+  for (const char* v : {"9223372036854775808", "18446744073709551615", "4294967296"}) {
+    json body = json::parse(std::string(R"({"messages":[{"role":"user","content":"hi"}],"max_tokens":)") + v + "}");
+    ChatRequest cr;
+    ApiError e = parse_chat_request(body, cr);
+    EXPECT_EQ(e.status, 400) << v;
+    EXPECT_EQ(e.param, "max_tokens");
+    EXPECT_NE(e.message.find(v), std::string::npos) << e.message;  // the value as sent, not wrapped
+    EXPECT_EQ(e.message.find('-'), std::string::npos) << e.message;
+  }
+}
+
+// Issue 24: chat_template_kwargs {"messages": ...} replaced the validated messages and
+// {"tools": [...]} rendered tools the request validation refused.
+TEST(ChatRequest, TemplateKwargsCannotReplaceReservedVariables) {
+  const std::string msgs = R"("messages":[{"role":"user","content":"hi"}])";
+  for (const char* key : {"messages", "tools", "documents", "add_generation_prompt", "bos_token", "eos_token",
+                          "pad_token", "raise_exception", "range"}) {
+    json body = json::parse("{" + msgs + R"(,"chat_template_kwargs":{")" + key + R"(":[{"role":5}]}})");
+    ChatRequest cr;
+    ApiError e = parse_chat_request(body, cr);
+    EXPECT_EQ(e.status, 400) << key;
+    EXPECT_EQ(e.code, "reserved_template_variable") << key;
+    EXPECT_EQ(e.param, std::string("chat_template_kwargs.") + key);
+    EXPECT_NE(e.message.find(key), std::string::npos) << e.message;
+  }
+  // The renderer refuses them too (a second line of defence for other callers).
+  auto t = ChatTemplate::from_source("{{ messages[0].content }}");
+  ASSERT_TRUE(t.ok());
+  auto r = t->render(json::array({json{{"role", "user"}, {"content", "hi"}}}), true,
+                     json{{"messages", json::array({json{{"role", "user"}, {"content", "evil"}}})}});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("'messages'"), std::string::npos) << r.status().to_string();
+  // Ordinary variables pass; bad names, too many entries and too many bytes do not.
+  json ok = json::parse("{" + msgs + R"(,"chat_template_kwargs":{"enable_thinking":false,"x_1":[1,2]}})");
+  ChatRequest cr;
+  EXPECT_TRUE(parse_chat_request(ok, cr).ok());
+  EXPECT_EQ(cr.template_kwargs["enable_thinking"], false);
+  json bad = json::parse("{" + msgs + "}");
+  bad["chat_template_kwargs"] = json{{"not a name", 1}};
+  EXPECT_EQ(parse_chat_request(bad, cr).code, "invalid_value");
+  bad["chat_template_kwargs"] = json::object();
+  for (int i = 0; i < 33; ++i) bad["chat_template_kwargs"]["k" + std::to_string(i)] = i;
+  EXPECT_EQ(parse_chat_request(bad, cr).code, "invalid_value");
+  bad["chat_template_kwargs"] = json{{"big", std::string(70000, 'x')}};
+  EXPECT_EQ(parse_chat_request(bad, cr).code, "invalid_value");
+}
+
+TEST(PromptLimits, RefusedWhileParsing) {
+  PromptLimits lim{100, 10};
+  json chat = json::parse(R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"y"}]}]})");
+  chat["messages"][0]["content"] = std::string(60, 'a');
+  chat["messages"][1]["content"][0]["text"] = std::string(40, 'b');
+  ChatRequest cr;
+  EXPECT_TRUE(parse_chat_request(chat, cr, lim).ok());  // 100 bytes
+  chat["messages"][1]["content"][0]["text"] = std::string(41, 'b');
+  ChatRequest cr2;
+  ApiError e = parse_chat_request(chat, cr2, lim);
+  EXPECT_EQ(e.code, "prompt_too_large");
+  EXPECT_NE(e.message.find("101 bytes"), std::string::npos) << e.message;
+  CompletionRequest comp;
+  EXPECT_EQ(parse_completion_request(json{{"prompt", std::string(101, 'a')}}, comp, lim).code, "prompt_too_large");
+  EXPECT_EQ(parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})}}, comp, lim).code,
+            "context_length_exceeded");
+  CompletionRequest comp2;
+  EXPECT_TRUE(parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}, comp2, lim).ok());
+}
+
 TEST(ChatRequest, MessagesAndParams) {
   json body = json::parse(R"({
     "messages": [
@@ -301,26 +385,46 @@ TEST(HttpReader, ParsesARequest) {
 TEST(HttpReader, RejectsWithTheRightStatus) {
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nA: " + std::string(300, 'a') + "\r\n\r\n"), 431);
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nA: 1\r\nB: 1\r\nC: 1\r\nD: 1\r\nE: 1\r\n\r\n"), 431);
-  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nContent-Length: 65\r\n\r\n"), 413);
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 65\r\n\r\n"), 413);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"), 400);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 501);
-  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\n\r\n"), 411);
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\n\r\n"), 411);
   EXPECT_EQ(read_status("GET /x HTTP/2.0\r\n\r\n"), 505);
   EXPECT_EQ(read_status("GET x HTTP/1.1\r\n\r\n"), 400);
   EXPECT_EQ(read_status("GET /x  HTTP/1.1\r\n\r\n"), 400);
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nA: 1\r\n folded\r\n\r\n"), 400);
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nBad Name: 1\r\n\r\n"), 400);
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nA: b\x01\r\n\r\n"), 400);
-  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nExpect: magic\r\nContent-Length: 1\r\n\r\na"), 417);
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nExpect: magic\r\nContent-Length: 1\r\n\r\na"), 417);
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nHost: a\r\n"), 408);              // headers never end
-  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nContent-Length: 9\r\n\r\nabc"), 408);  // body too short
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\nabc"), 408);  // body too short
   EXPECT_EQ(read_status(""), -1);  // nothing sent: nothing to answer
+}
+
+// Issue 24: no Host was accepted, PUT/PATCH got 411 instead of reaching the router's 405, and a
+// request with bare-LF line ends waited for the read timeout.
+TEST(HttpReader, HostMethodsAndBareLf) {
+  EXPECT_EQ(read_status("GET /health HTTP/1.1\r\n\r\n"), 400);
+  EXPECT_EQ(read_status("GET /health HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n"), 400);
+  EXPECT_EQ(read_status("GET /health HTTP/1.0\r\n\r\n"), 0);  // HTTP/1.0 has no Host requirement
+  HttpRequest req;
+  EXPECT_EQ(read_status("PUT /v1/models HTTP/1.1\r\nHost: a\r\n\r\n", &req), 0);
+  EXPECT_EQ(req.method, "PUT");
+  EXPECT_EQ(read_status("PATCH /v1/models HTTP/1.1\r\nHost: a\r\n\r\n"), 0);
+  EXPECT_EQ(read_status("POST /v1/models HTTP/1.1\r\nHost: a\r\n\r\n"), 411);
+  EXPECT_EQ(read_status("GET /health HTTP/1.1\nHost: a\nX-A: b\n\n", &req), 0);
+  EXPECT_EQ(req.path, "/health");
+  ASSERT_NE(req.header("x-a"), nullptr);
+  EXPECT_EQ(*req.header("x-a"), "b");
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\nHost: a\r\nContent-Length: 2\n\r\nokEXTRA", &req), 0);
+  EXPECT_EQ(req.body, "ok");
+  EXPECT_EQ(read_status("GET /x\rHTTP/1.1\nHost: a\n\n"), 400);  // a bare CR is no line end
 }
 
 TEST(HttpReader, ExpectContinueAndResponses) {
   Pair p;
-  p.send("POST /x HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
+  p.send("POST /x HTTP/1.1\r\nHost: a\r\nExpect: 100-continue\r\nContent-Length: 2\r\n\r\n");
   std::thread writer([&] {
     char buf[64];
     ssize_t n = ::read(p.client, buf, sizeof buf);

@@ -15,6 +15,10 @@ tiny fixtures with the real Qwen3 tokenizer (A and B: qwen3; C: llava-clip):
      Content-Length (411), Expect: 100-continue; images: text+image chat (data: URI, file:// URL,
      path; streamed) equal to `hlx generate --image --chat`, bad images on a vision model, image
      token without an image, too many images.
+Issue 24 (hostile input) adds: numbers overflowing a double, a handler exception on purpose
+(--test-fault-injection), reserved chat_template_kwargs, max_tokens 2^63, PUT/PATCH, no Host, bare
+LF, the chunked 501 metric, 300 idle connections on B with /health answering, and a fourth server D
+for the prompt memory budget (8 concurrent worst-case prompts against docs/SERVER.md's total).
 Skips (77) when the npm tokenizer files are not installed.
 """
 import argparse
@@ -397,7 +401,7 @@ def expect_error(A, status, code, path, body=None, endpoint="chat_completions", 
         for c in contains:
             check(c in e["message"], f"{code}: message lacks {c!r}: {e['message']!r}")
     outcome = {400: "bad_request", 401: "unauthorized", 404: "bad_request", 405: "bad_request", 411: "bad_request",
-               413: "too_large", 429: "queue_full", 431: "bad_request", 501: "error"}[status]
+               413: "too_large", 429: "queue_full", 431: "bad_request", 500: "error", 501: "unsupported"}[status]
     A.tally[(endpoint, outcome)] += 1
     return st, hdrs, e
 
@@ -416,6 +420,30 @@ def test_bad_inputs(A, n_prompt, imgdir, outside):
     expect_error(A, 400, "invalid_json", chat, raw_body=b'[1, 2]')
     expect_error(A, 400, "invalid_json", chat, raw_body=b'{"messages": "\xff\xfe"}')
     expect_error(A, 400, "invalid_json", chat, raw_body=b"[" * 100000)
+    # Issue 24: numbers that overflow a double aborted the process (an uncaught nlohmann
+    # out_of_range); known and unknown fields, both endpoints.
+    for raw in (b'{"x":1e999}', b'{"x":-1e999}', b'{"max_tokens":1' + b"0" * 400 + b"}",
+                b'{"messages":[{"role":"user","content":"hi"}],"temperature":1e999}'):
+        expect_error(A, 400, "invalid_json", chat, raw_body=raw)
+        expect_error(A, 400, "invalid_json", "/v1/completions", raw_body=raw, endpoint="completions")
+    # An exception thrown inside the handler (test-only hook): 500 in the OpenAI shape; the
+    # slot and the in-flight count come back, and the next request is served.
+    expect_error(A, 500, "internal_error", chat, chat_body(q, 3), headers={"X-Hlx-Fault": "throw"})
+    expect_error(A, 500, "internal_error", chat, chat_body(q, 3), headers={"X-Hlx-Fault": "bad_alloc"})
+    # Issue 24: reserved template variables cannot be replaced through chat_template_kwargs.
+    for key, val in (("messages", [{"role": 5, "content": "x"}]), ("tools", [{"type": "function"}]),
+                     ("add_generation_prompt", False), ("bos_token", "<evil>")):
+        expect_error(A, 400, "reserved_template_variable", chat, chat_body(q, 3, chat_template_kwargs={key: val}),
+                     contains=[key])
+    st, _, r = A.post(chat, chat_body(q, 3, chat_template_kwargs={"enable_thinking": False}), ("chat_completions", "ok"))
+    check(st == 200, f"ordinary chat_template_kwargs: {st} {r}")
+    if st == 200:
+        A.tally[("gen", "prompt")] += r["usage"]["prompt_tokens"]
+        A.tally[("gen", "completion")] += r["usage"]["completion_tokens"]
+        A.tally[("finish", r["choices"][0]["finish_reason"])] += 1
+    # max_tokens 2^63: a clear message with the value as sent (it showed a wrapped negative).
+    _, _, e = expect_error(A, 400, "invalid_value", chat, chat_body(q, 2**63), contains=[str(2**63)])
+    check("-" not in e.get("message", "-"), f"max_tokens 2^63 message: {e}")
     expect_error(A, 400, "missing_field", chat, {"max_tokens": 3})
     expect_error(A, 400, "invalid_type", chat, {"messages": "hi"})
     expect_error(A, 400, "invalid_type", chat, chat_body(q, 3, temperature="hot"))
@@ -463,6 +491,20 @@ def test_bad_inputs(A, n_prompt, imgdir, outside):
     expect_error(A, 431, "header_too_large", chat, chat_body(q, 3), headers={"X-Big": "a" * 20000}, endpoint="other")
     expect_error(A, 404, "not_found", "/v1/nothing", chat_body(q, 3), endpoint="other")
     expect_error(A, 405, "method_not_allowed", "/v1/models", {}, endpoint="models")
+    # Issue 24: PUT/PATCH without a body reach the router (405, not 411); no Host is a 400; bare
+    # LF line ends are answered (not left to the read timeout).
+    for method in ("PUT", "PATCH"):
+        st, hdrs, _ = A.request(method, "/v1/chat/completions", expect=("chat_completions", "bad_request"))
+        check(st == 405 and hdrs.get("allow") == "POST", f"{method} without a body: {st} {hdrs}")
+    for raw, want in ((b"GET /health HTTP/1.1\r\n\r\n", b"HTTP/1.1 400"),
+                      (b"GET /health HTTP/1.1\nHost: x\n\n", b"HTTP/1.1 200")):
+        s = socket.create_connection(("127.0.0.1", A.port), timeout=5)
+        s.sendall(raw)
+        t0 = time.time()
+        out = read_until(s, b"\r\n\r\n")
+        s.close()
+        check(out.startswith(want) and time.time() - t0 < 5, f"{raw!r}: {out[:80]!r}")
+        A.tally[("health", "ok" if want.endswith(b"200") else "bad_request")] += 1
     # API key.
     expect_error(A, 401, "invalid_api_key", chat, chat_body(q, 3), key=None)
     expect_error(A, 401, "invalid_api_key", chat, chat_body(q, 3), key=KEY + "x")
@@ -596,6 +638,10 @@ def test_limits(C):
     out = read_until(s, b"\r\n\r\n")
     s.close()
     check(out.startswith(b"HTTP/1.1 501"), f"chunked body: {out[:100]!r}")
+    # Issue 24: a 501 for a feature the client asked for is not a server error in /metrics.
+    m = C.metrics(count=False)
+    check(requests_total(m, "completions", "unsupported") == 1 and requests_total(m, "completions", "error") == 0,
+          f"chunked 501 counted as unsupported: {[k for k in m if 'completions' in k]}")
     s = socket.create_connection(("127.0.0.1", C.port))
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
     out = read_until(s, b"\r\n\r\n")
@@ -617,6 +663,16 @@ def test_limits(C):
     out = read_until(s, b'"usage"')
     s.close()
     check(b"HTTP/1.1 200 OK" in out, f"after 100-continue: {out[:100]!r}")
+    # An exception after the request reached the engine (test-only hook; on C, whose metrics are
+    # not tallied): 500 in the OpenAI shape, the request is cancelled, the slot and the in-flight
+    # count come back, and the next request is served.
+    expect_error(C, 500, "internal_error", "/v1/chat/completions",
+                 {"messages": [{"role": "user", "content": "Go"}], "max_tokens": 200, "temperature": 0,
+                  "ignore_eos": True}, headers={"X-Hlx-Fault": "throw_after_submit"})
+    C.wait_metrics(lambda m: m["hlx_active_slots"] == 0 and m["hlx_requests_in_flight"] == 0,
+                   "slot and in-flight count back after a handler exception", timeout=30)
+    st, _, r = C.post("/v1/completions", {"prompt": "Hi", "max_tokens": 2, "temperature": 0}, None)
+    check(st == 200, f"request after a handler exception: {st} {r}")
     st, _, _ = C.request("GET", "/health", key=None)
     check(st == 200, "C healthy")
 
@@ -680,6 +736,94 @@ def test_shutdown(A):
         pass
 
 
+def test_lockout(B):
+    """Issue 24: 256 idle connections locked every later one out (/health included) for 30 s."""
+    idle = []
+    try:
+        for _ in range(300):
+            s = socket.create_connection(("127.0.0.1", B.port), timeout=5)
+            s.sendall(b"GET /health HTTP/1.1\r\n")  # never finished
+            idle.append(s)
+        time.sleep(0.2)
+        t0 = time.time()
+        st, _, out = B.request("GET", "/health", key=None)
+        check(st == 200 and time.time() - t0 < 5, f"/health with 300 idle connections open: {st} {out[:200]!r}")
+        st, _, out = B.request("GET", "/metrics", key=None)
+        check(st == 200, f"/metrics with 300 idle connections open: {st}")
+    finally:
+        for s in idle:
+            s.close()
+    # The idle ones are gone; ordinary requests are served again.
+    end = time.time() + 30
+    while time.time() < end:
+        st, _, r = B.post("/v1/chat/completions", chat_body("Hi", 2), None)
+        if st == 200:
+            break
+        time.sleep(0.2)
+    check(st == 200, f"chat after the idle connections closed: {st} {r}")
+
+
+def vm_kib(pid, field):
+    for line in open(f"/proc/{pid}/status"):
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return 0
+
+
+def test_prompt_memory(args, tmp, model):
+    """Issue 24: a 30 MB prompt was tokenized whole before the capacity check (+2.1 GB). With the
+    prompt budget of docs/SERVER.md, 8 concurrent worst-case requests stay within 8 x the
+    documented per-request peak (measured as VmRSS growth over the idle server, sampled)."""
+    body_cap, prompt_cap, capacity = 8 << 20, 256 << 10, 4096
+    D = Server(args.hlx, model, os.path.join(tmp, "d.log"), "--capacity", str(capacity), "--slots", "1", "--quiet",
+               "--max-body-bytes", str(body_cap), "--max-prompt-bytes", str(prompt_cap))
+    D.wait_ready()
+    try:
+        D.metrics(count=False)
+        # The worst cases: a body at the size limit holding one huge prompt (refused while parsing),
+        # and a prompt just under the byte limit (rendered, then tokenized up to the token limit).
+        huge = {"prompt": "hello world " * (body_cap // 12 - 100), "max_tokens": 1}
+        text = "The quick brown fox jumps over the lazy dog. " * (prompt_cap // 46)
+        chat_big = {"messages": [{"role": "user", "content": text}], "max_tokens": 1}
+        raw = [("/v1/completions", json.dumps(huge).encode(), "prompt_too_large")] * 4 + \
+              [("/v1/chat/completions", json.dumps(chat_big).encode(), "context_length_exceeded")] * 4
+        base = vm_kib(D.proc.pid, "VmRSS")
+        peak = [base]
+        stop = threading.Event()
+
+        def sample():
+            while not stop.is_set():
+                peak[0] = max(peak[0], vm_kib(D.proc.pid, "VmRSS"))
+                time.sleep(0.002)
+
+        results = [None] * len(raw)
+
+        def send(i):
+            results[i] = D.request("POST", raw[i][0], raw_body=raw[i][1], key=None)
+
+        sampler = threading.Thread(target=sample)
+        sampler.start()
+        threads = [threading.Thread(target=guarded(send), args=(i,)) for i in range(len(raw))]
+        t0 = time.time()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        stop.set()
+        sampler.join()
+        growth = max(peak[0], vm_kib(D.proc.pid, "VmHWM")) - base
+        for (_, _, want), r in zip(raw, results):
+            code = json.loads(r[2])["error"]["code"] if r and r[0] == 400 else r
+            check(code == want, f"worst-case prompt: {code} (want {want})")
+        # docs/SERVER.md, "Per-request memory budget": 5 x body + 32 x prompt bytes + 16 B x capacity.
+        budget_kib = 8 * (5 * body_cap + 32 * prompt_cap + 16 * capacity) // 1024
+        print(f"8 worst-case prompt requests: VmRSS +{growth // 1024} MiB over idle "
+              f"(documented total {budget_kib // 1024} MiB), {time.time() - t0:.1f} s", flush=True)
+        check(growth <= budget_kib, f"prompt memory +{growth} KiB over the documented {budget_kib} KiB")
+    finally:
+        D.stop(signal.SIGTERM)
+
+
 def guarded(fn):
     """A thread body whose exceptions count as failures (instead of only printing)."""
     def run(*a):
@@ -739,14 +883,15 @@ def main():
 
         A = Server(args.hlx, model, os.path.join(tmp, "a.log"), "--capacity", "256", "--slots", "4", "--api-key", KEY,
                    "--allowed-image-dir", imgdir, "--max-image-bytes", "200000", "--max-image-pixels", "10000",
-                   "--max-body-bytes", "1000000", "--max-header-bytes", "8192")
+                   "--max-body-bytes", "1000000", "--max-header-bytes", "8192", "--test-fault-injection")
         B = Server(args.hlx, model, os.path.join(tmp, "b.log"), "--capacity", str(LONG_CAPACITY), "--slots", "1",
                    "--max-queue", "1",
                    "--api-key", KEY, "--shutdown-grace", "1")
         C = Server(args.hlx, llava, os.path.join(tmp, "c.log"), "--capacity", str(LONG_CAPACITY), "--slots", "1",
                    "--api-key", KEY,
                    "--request-timeout", "3", "--read-timeout", "0.5", "--allowed-image-dir", imgdir,
-                   "--max-image-bytes", "200000", "--max-image-pixels", "10000", "--max-images", "2")
+                   "--max-image-bytes", "200000", "--max-image-pixels", "10000", "--max-images", "2",
+                   "--test-fault-injection")
         servers = [A, B, C]
         refs = start_references(args, model, llava, image)
         try:
@@ -771,6 +916,8 @@ def main():
                 qd.join()
                 lim.join()
                 print(f"queue/limits done {time.time() - t0:.1f} s", flush=True)
+                test_lockout(B)
+                print(f"lock-out done {time.time() - t0:.1f} s", flush=True)
                 test_shutdown(A)
                 test_shutdown_cancels(B)
                 print(f"shutdowns done {time.time() - t0:.1f} s", flush=True)
@@ -778,6 +925,8 @@ def main():
                 if s.proc.poll() is not None:
                     continue
                 check(s.stop(signal.SIGTERM) == 0, "SIGTERM exit code")
+            test_prompt_memory(args, tmp, model)
+            print(f"prompt memory done {time.time() - t0:.1f} s", flush=True)
         finally:
             for s in servers:
                 if s.proc.poll() is None:

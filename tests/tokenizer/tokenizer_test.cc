@@ -198,4 +198,33 @@ TEST(RealTokenizers, StreamingEqualsFullDecode) {
 }
 
 }  // namespace
+// encode() with a token limit: the same ids while the text fits, kCapacityExceeded as soon as it
+// does not (the server's prompt budget relies on both), and texts longer than
+// limit x max_bytes_per_token() never fit.
+TEST(RealTokenizers, EncodeWithLimitStopsEarly) {
+  for (const char* family : {"qwen3", "gemma3"}) {
+    auto t = real(family);
+    if (!t) GTEST_SKIP() << "run scripts/setup.sh";
+    const std::string text = "Hello world's <|im_start|>user\n  hi  \n\n x h\xC3\xA9llo \xE4\xB8\x96\xE7\x95\x8C 12345";
+    for (bool special : {false, true}) {
+      Ids full = t->encode(text, special).value();
+      EXPECT_EQ(t->encode(text, special, full.size()).value(), full) << family;
+      EXPECT_EQ(t->encode(text, special, full.size() + 100).value(), full) << family;
+      for (size_t limit : {size_t(0), size_t(1), full.size() / 2, full.size() - 1}) {
+        auto r = t->encode(text, special, limit);
+        ASSERT_FALSE(r.ok()) << family << " limit " << limit;
+        EXPECT_EQ(r.status().kind(), ErrorKind::kCapacityExceeded) << r.status().to_string();
+      }
+    }
+    std::optional<size_t> per = t->max_bytes_per_token();
+    ASSERT_TRUE(per.has_value()) << family;
+    // The bound holds for the longest single tokens (runs of one character merge into long ones).
+    for (const std::string& run : {std::string(4000, '='), std::string(4000, ' '), std::string(4000, '-'),
+                                   std::string(4000, 'a'), std::string(2000, '\n')}) {
+      Ids ids = t->encode(run, false).value();
+      EXPECT_GE(ids.size() * *per, run.size()) << family << " max_bytes_per_token " << *per;
+    }
+  }
+}
+
 }  // namespace hlx::tok
