@@ -42,14 +42,17 @@ void expected_signature(const models::TextModelSpec& spec, const models::EngineS
     case TextEntry::kPrefill:
     case TextEntry::kPrefillAllLogits:
     case TextEntry::kPrefillEmbeddings:
-      if (r.entry == TextEntry::kPrefillEmbeddings)
+    case TextEntry::kPrefillEmbeddingsMasked:
+    case TextEntry::kPrefillEmbeddingsMaskedAllLogits:
+      if (models::entry_takes_embeddings(r.entry))
         inputs->push_back({"embeddings", tt(DType::kF32, {r.rows, spec.hidden_size})});
       else
         inputs->push_back({"tokens", tt(i32, {r.rows})});
+      if (models::entry_takes_mask(r.entry)) inputs->push_back({"mask", tt(DType::kF32, {1, 1, r.rows, r.rows})});
       inputs->push_back({"length", tt(i32, {})});
       inputs->push_back({"start", tt(i32, {})});
       inputs->push_back({"slot", tt(i32, {})});
-      results->push_back({"logits", r.entry == TextEntry::kPrefillAllLogits
+      results->push_back({"logits", models::entry_all_logits(r.entry)
                                         ? tt(DType::kF32, {r.rows, spec.vocab_size})
                                         : tt(DType::kF32, {spec.vocab_size})});
       break;
@@ -191,7 +194,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     // The text tower's tensor prefix depends on the checkpoint's naming scheme (legacy
     // `language_model.model.*` or `model.language_model.*`), and image prompts need the
     // embeddings entries.
-    HLX_ASSIGN_OR_RETURN(models::LlavaSpec llava, models::llava_spec_from_config(config, m->checkpoint_->names()));
+    HLX_ASSIGN_OR_RETURN(models::VlmSpec llava, models::llava_spec_from_config(config, m->checkpoint_->names()));
     m->spec_ = std::move(llava.text);
     m->options_.embeddings = true;
   }

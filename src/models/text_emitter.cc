@@ -2,6 +2,7 @@
 // (llama.cc, gemma3.cc), final norm and logits, identity. Every shape comes from the spec and the
 // EngineShape; nothing here knows a capacity, slot count or bucket of its own.
 #include <cmath>
+#include <limits>
 
 #include "models/identity.h"
 #include "models/decoder_common.h"
@@ -78,8 +79,20 @@ const char* entry_name(TextEntry e) {
     case TextEntry::kPrefillEmbeddings: return "prefill_embeddings";
     case TextEntry::kPrefillAllLogits: return "prefill_all_logits";
     case TextEntry::kDecode: return "decode";
+    case TextEntry::kPrefillEmbeddingsMasked: return "prefill_embeddings_masked";
+    case TextEntry::kPrefillEmbeddingsMaskedAllLogits: return "prefill_embeddings_masked_all_logits";
   }
   return "?";
+}
+
+bool entry_takes_embeddings(TextEntry e) {
+  return e == TextEntry::kPrefillEmbeddings || entry_takes_mask(e);
+}
+bool entry_takes_mask(TextEntry e) {
+  return e == TextEntry::kPrefillEmbeddingsMasked || e == TextEntry::kPrefillEmbeddingsMaskedAllLogits;
+}
+bool entry_all_logits(TextEntry e) {
+  return e == TextEntry::kPrefillAllLogits || e == TextEntry::kPrefillEmbeddingsMaskedAllLogits;
 }
 
 std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
@@ -119,6 +132,7 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
   d += str_cat("\nactivation_dtype=f32\ncontext_capacity=", shape.context_capacity, "\nslots=", shape.slots,
                "\nkv_dtype=", dtype_name(shape.kv_dtype), "\n");
   d += str_cat("entry=", entry_name(req.entry), "\nrows=", req.rows, "\n");
+  if (!req.variant.empty()) d += str_cat("variant=", req.variant, "\n");
   return d;
 }
 
@@ -139,16 +153,17 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   }
   const TensorType i32_scalar{DType::kI32, {}};
   const TensorType i32_rows{DType::kI32, {t}};
-  Value tokens, embeddings, length, start, slot, positions, slots;
+  Value tokens, embeddings, mask, length, start, slot, positions, slots;
   if (decode) {
     tokens = f.arg(i32_rows, "tokens");
     positions = f.arg(i32_rows, "positions");
     slots = f.arg(i32_rows, "slots");
   } else {
-    if (req.entry == TextEntry::kPrefillEmbeddings)
+    if (entry_takes_embeddings(req.entry))
       embeddings = f.arg(TensorType{DType::kF32, {t, hidden}}, "embeddings");
     else
       tokens = f.arg(i32_rows, "tokens");
+    if (entry_takes_mask(req.entry)) mask = f.arg(TensorType{DType::kF32, {1, 1, t, t}}, "mask");
     length = f.arg(i32_scalar, "length");
     start = f.arg(i32_scalar, "start");
     slot = f.arg(i32_scalar, "slot");
@@ -182,6 +197,20 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     c.attn_slot = as_vec1(f, slot);
     c.attn_q_pos = f.reshape(c.positions, {1, t});
     c.attn_kv_len = as_vec1(f, f.add(start, length));
+    if (mask.valid()) {
+      // The attention bias [1, Lp, S]: mask[i, j] at key start + j, 0 elsewhere (cache rows before
+      // start; keys at or past start + length are outside kv_len). Blocked cells (<= the most
+      // negative f32) become -inf, which the attention composite drops: exactly 0 weight, as
+      // upstream's softmax gives for min-f32 scores. Placed in [1, Lp, S + Lp] so that
+      // dynamic_update_slice never clamps a chunk near the capacity, then cut to S.
+      const TensorType mtype{DType::kF32, {1, t, t}};
+      Value m = f.reshape(mask, {1, t, t});
+      Value blocked = f.compare(shlo::CompareDir::kLE, m, f.full(-double(std::numeric_limits<float>::max()), mtype));
+      m = f.select(blocked, f.full(-std::numeric_limits<double>::infinity(), mtype), m);
+      Value zero = f.scalar(0, DType::kI32);
+      Value wide = f.dynamic_update_slice(f.zeros(TensorType{DType::kF32, {1, t, S + t}}), m, {zero, zero, start});
+      c.attn_bias = f.slice(wide, {0, 0, 0}, {1, t, S});
+    }
   }
   c.inv_freq_global = inv_freq_constant(f, spec.rope, spec.head_dim);
   c.inv_freq_local = inv_freq_constant(f, spec.rope_local, spec.head_dim);
@@ -210,7 +239,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   // ---- final norm and logits.
   f.set_scope("logits");
   Value rows = x;
-  if (req.entry == TextEntry::kPrefill || req.entry == TextEntry::kPrefillEmbeddings) {
+  if (!decode && !entry_all_logits(req.entry)) {
     // Only row length-1 (dynamic_slice clamps a length of 0 to row 0).
     Value last = f.sub(length, f.scalar(1, DType::kI32));
     rows = f.dynamic_slice(x, {last, f.scalar(0, DType::kI32)}, {1, hidden});
@@ -221,7 +250,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     Value cap = f.full(spec.final_logit_softcap, logits.type());
     logits = f.mul(cap, f.tanh(f.div(logits, cap)));
   }
-  if (rows.dim(0) == 1 && !(req.entry == TextEntry::kPrefillAllLogits || decode))
+  if (rows.dim(0) == 1 && !(entry_all_logits(req.entry) || decode))
     logits = f.reshape(logits, {spec.vocab_size});
 
   std::vector<Value> results = {logits};
