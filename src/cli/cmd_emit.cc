@@ -1,42 +1,47 @@
-// `hlx emit -m DIR --entry prefill|prefill_embeddings|prefill_all_logits|decode --capacity C
-//  [--slots N] [--rows L|B] [--kv-dtype bf16|f32] -o FILE.mlir`: writes one text-decoder entry as
-// StableHLO text (M-RoPE models also: prefill_embeddings_mrope, prefill_embeddings_deepstack
-// [--visual-rows Nv], decode_mrope; and a qwen3_vl checkpoint's `--entry vision_encode --grid H,W`,
-// the tower for one image of H x W patches). It
-// Default rows: the largest default prefill bucket (= the capacity) for prefill
-// entries, the slot count for decode.
+// `hlx emit -m DIR --entry ENTRY --capacity C [--slots N] [--rows L|B] [--kv-dtype bf16|f32]
+//  -o FILE.mlir`: writes one text-decoder entry (prefill, prefill_embeddings, prefill_all_logits,
+// decode, prefill_embeddings_masked, prefill_embeddings_masked_all_logits; M-RoPE models also
+// prefill_embeddings_mrope, prefill_embeddings_deepstack [--visual-rows Nv], decode_mrope) as
+// StableHLO text. Default rows: the largest default prefill bucket (= the capacity) for prefill
+// entries, the slot count for decode. On a vision-language checkpoint (llava, or gemma3 with tower
+// weights) the text tensors are named as in the checkpoint and the masked entries carry the
+// model's image variant; `--entry vision_encode [--vision-stage features|tower|pooled]` writes the
+// vision entry (no capacity needed); a qwen3_vl checkpoint's `--entry vision_encode --grid H,W`
+// writes the tower for one image of H x W patches.
 #include <cstdio>
 #include <fstream>
 #include <iostream>
 #include <string>
 
 #include "cli/command.h"
+#include "io/checkpoint.h"
 #include "io/hf_config.h"
 #include "models/qwen3_vl.h"
 #include "models/text_entries.h"
+#include "models/vision_spec.h"
 #include "stablehlo/printer.h"
 
 namespace hlx::cli {
 namespace {
 
 struct EmitArgs {
-  std::string model, entry, out, kv_dtype = "bf16", grid;
+  std::string model, entry, out, kv_dtype = "bf16", vision_stage = "features", grid;
   int64_t capacity = 0, slots = 1, rows = 0, visual_rows = 0;
 };
 
 Result<models::TextEntry> parse_entry(const std::string& name) {
   using models::TextEntry;
   for (TextEntry e : {TextEntry::kPrefill, TextEntry::kPrefillEmbeddings, TextEntry::kPrefillAllLogits,
-                      TextEntry::kDecode, TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack,
-                      TextEntry::kDecodeMrope})
+                      TextEntry::kDecode, TextEntry::kPrefillEmbeddingsMasked, TextEntry::kPrefillEmbeddingsMaskedAllLogits,
+                      TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope})
     if (name == models::entry_name(e)) return e;
   return make_error(ErrorKind::kInvalidArgument, "--entry '", name,
-                    "' (expected prefill, prefill_embeddings, prefill_all_logits, decode, prefill_embeddings_mrope, "
-                    "prefill_embeddings_deepstack or decode_mrope)");
+                    "' (expected prefill, prefill_embeddings, prefill_all_logits, decode, prefill_embeddings_masked, "
+                    "prefill_embeddings_masked_all_logits, prefill_embeddings_mrope, prefill_embeddings_deepstack, "
+                    "decode_mrope or vision_encode)");
 }
 
-Status write_text(const std::string& path, const shlo::Module& module) {
-  std::string text = shlo::print_module(module);
+Status write_text(const std::string& text, const std::string& path) {
   if (path.empty() || path == "-") {
     std::cout << text;
     return ok_status();
@@ -48,18 +53,37 @@ Status write_text(const std::string& path, const shlo::Module& module) {
   return ok_status();
 }
 
-Status run_emit_vision(const EmitArgs& a) {
-  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
+Status run_emit_qwen3_vl_vision(const EmitArgs& a, const HfConfig& config) {
   HLX_ASSIGN_OR_RETURN(models::Qwen3VLSpec spec, models::qwen3_vl_spec_from_config(config));
   models::VisionGrid g;
   if (std::sscanf(a.grid.c_str(), "%ld,%ld", &g.h, &g.w) != 2)
     return make_error(ErrorKind::kInvalidArgument, "--grid '", a.grid, "' (expected H,W in patches)");
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_qwen3_vl_vision_entry(spec, g));
-  return write_text(a.out, module);
+  return write_text(shlo::print_module(module), a.out);
 }
 
 Status run_emit(const EmitArgs& a) {
-  if (a.entry == "vision_encode") return run_emit_vision(a);
+  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
+  if (a.entry == "vision_encode" && !a.grid.empty()) return run_emit_qwen3_vl_vision(a, config);
+  // The checkpoint's tensor names pick a vision-language model's naming scheme (and tell a Gemma3
+  // VLM from a text-only Gemma3); a directory without weights emits with the default names.
+  std::vector<std::string> names;
+  if (Result<Checkpoint> ck = Checkpoint::open(a.model); ck.ok()) names = ck->names();
+  const bool vlm = models::is_vision_language(config) || models::is_gemma3_vlm(config, names);
+  if (a.entry == "vision_encode") {
+    models::VisionStage stage = models::VisionStage::kFeatures;
+    if (a.vision_stage == "tower") stage = models::VisionStage::kTower;
+    else if (a.vision_stage == "pooled") stage = models::VisionStage::kPooled;
+    else if (a.vision_stage != "features")
+      return make_error(ErrorKind::kInvalidArgument, "--vision-stage '", a.vision_stage,
+                        "' (expected features, tower or pooled)");
+    if (!vlm)
+      return make_error(ErrorKind::kInvalidArgument, a.model,
+                        ": --entry vision_encode needs a vision-language checkpoint (llava, or gemma3 with tower weights)");
+    HLX_ASSIGN_OR_RETURN(models::VlmSpec vspec, models::vlm_spec_from_config(config, names));
+    HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_vision_entry(vspec, stage));
+    return write_text(shlo::print_module(module), a.out);
+  }
   HLX_ASSIGN_OR_RETURN(models::TextEntry entry, parse_entry(a.entry));
   models::EngineShape shape;
   shape.context_capacity = a.capacity;
@@ -79,19 +103,29 @@ Status run_emit(const EmitArgs& a) {
   req.visual_rows = a.visual_rows;
   const bool decode = entry == models::TextEntry::kDecode || entry == models::TextEntry::kDecodeMrope;
   if (req.rows == 0) req.rows = decode ? a.slots : models::default_prefill_buckets(a.capacity).back();
-  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
-  HLX_ASSIGN_OR_RETURN(models::TextModelSpec spec, models::text_spec_from_config(config));
+  models::TextModelSpec spec;
+  if (vlm) {
+    HLX_ASSIGN_OR_RETURN(models::VlmSpec vspec, models::vlm_spec_from_config(config, names));
+    spec = vspec.text;
+    if (models::entry_takes_mask(entry)) req.variant = vspec.prefill_variant();
+  } else {
+    HLX_ASSIGN_OR_RETURN(spec, models::text_spec_from_config(config));
+  }
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_text_entry(spec, shape, req));
-  return write_text(a.out, module);
+  return write_text(shlo::print_module(module), a.out);
 }
 
 CommandRun setup_emit(CLI::App& root) {
   auto args = std::make_shared<EmitArgs>();
   CLI::App* sub = root.add_subcommand("emit", "Emit a text-decoder entry of a checkpoint as StableHLO text");
   sub->add_option("-m,--model", args->model, "Checkpoint directory (config.json)")->required();
-  sub->add_option("--entry", args->entry, "prefill | prefill_embeddings | prefill_all_logits | decode | prefill_embeddings_mrope | "
-                  "prefill_embeddings_deepstack | decode_mrope")->required();
+  sub->add_option("--entry", args->entry,
+                  "prefill | prefill_embeddings | prefill_all_logits | decode | prefill_embeddings_masked | "
+                  "prefill_embeddings_masked_all_logits | prefill_embeddings_mrope | prefill_embeddings_deepstack | "
+                  "decode_mrope | vision_encode")->required();
   sub->add_option("--capacity", args->capacity, "Context capacity S (tokens per slot; text entries)");
+  sub->add_option("--vision-stage", args->vision_stage,
+                  "vision_encode output: features (default) | tower (last rows of the tower) | pooled (gemma3)");
   sub->add_option("--grid", args->grid, "vision_encode (qwen3_vl): H,W of the image in patches");
   sub->add_option("--slots", args->slots, "KV slots N (default 1)");
   sub->add_option("--rows", args->rows,

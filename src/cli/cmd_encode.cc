@@ -38,13 +38,13 @@ Status run_encode(const EncodeArgs& a) {
     return make_error(ErrorKind::kInvalidArgument, "give exactly one of --image and --pixels");
   if (a.repeat < 1) return make_error(ErrorKind::kInvalidArgument, "--repeat ", a.repeat, " must be >= 1");
   HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
-  if (!models::is_vision_language(config)) {
+  HLX_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(a.model));
+  if (!models::is_vision_language(config) && !models::is_gemma3_vlm(config, ckpt.names())) {
     HLX_ASSIGN_OR_RETURN(std::string type, config.model_type());
     return make_error(ErrorKind::kUnsupported, "'", a.model, "': model_type '", type,
-                      "' has no vision encoder (implemented: llava)");
+                      "' has no vision encoder (implemented: llava, gemma3 with vision tower weights)");
   }
-  HLX_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(a.model));
-  HLX_ASSIGN_OR_RETURN(models::LlavaSpec spec, models::llava_spec_from_config(config, ckpt.names()));
+  HLX_ASSIGN_OR_RETURN(models::VlmSpec spec, models::vlm_spec_from_config(config, ckpt.names()));
   const models::VisionSpec& v = spec.vision;
   const Shape want = {1, v.num_channels, v.image_size, v.image_size};
 
@@ -102,7 +102,7 @@ Status run_encode(const EncodeArgs& a) {
   if (!a.out.empty()) HLX_RETURN_IF_ERROR(write_npy(a.out, out[0]));
   std::printf("features %s (%s tower %lldx%lld, %lld tokens per image)\n", shape_to_string(out[0].shape()).c_str(),
               models::vision_family_name(v.family), static_cast<long long>(v.image_size),
-              static_cast<long long>(v.image_size), static_cast<long long>(v.tokens_per_image()));
+              static_cast<long long>(v.image_size), static_cast<long long>(spec.tokens_per_image()));
   std::printf("preprocess_ms %.2f compile_ms %.2f encode_ms %.2f", preprocess_ms, compile_ms, first_ms);
   if (a.repeat > 1) std::printf(" best_encode_ms %.2f (of %d)", best_ms, a.repeat);
   std::printf("\n");

@@ -96,10 +96,10 @@ Status run_fixture(const FixtureArgs& a) {
              "/models above the hlx binary or the working directory; run `make setup` or pass --tokenizer-from DIR); "
              "wrote the fixture without tokenizer files\n";
   }
-  if (models::is_llava_fixture_family(a.family) || models::is_qwen3_vl_fixture_family(a.family)) {
-    // LLaVA: llava_fixture.cc; Qwen3-VL: qwen3_vl_fixture.cc
+  if (models::is_vlm_fixture_family(a.family) || models::is_qwen3_vl_fixture_family(a.family)) {
+    // LLaVA, Gemma3 VLM: llava_fixture.cc; Qwen3-VL: qwen3_vl_fixture.cc
     HLX_RETURN_IF_ERROR(models::is_qwen3_vl_fixture_family(a.family) ? models::write_qwen3_vl_fixture(a.out, o)
-                                                                      : models::write_llava_fixture(a.out, o));
+                                                                      : models::write_vlm_fixture(a.out, o));
     std::cout << "wrote " << a.family << " fixture (" << a.preset << ", " << dtype << ", seed " << a.seed << ") to "
               << a.out << "\n";
     if (!o.tokenizer_dir.empty()) std::cout << "tokenizer: " << tok_name << " from " << o.tokenizer_dir << "\n";
@@ -118,9 +118,10 @@ Status run_fixture(const FixtureArgs& a) {
 CommandRun setup_fixture(CLI::App& root) {
   auto args = std::make_shared<FixtureArgs>();
   CLI::App* sub = root.add_subcommand("fixture", "Write a deterministic random-weight checkpoint in Hugging Face layout");
-  sub->add_option("--family", args->family, "llama | qwen2 | qwen3 | gemma3_text | gemma3 | llava-clip | llava-siglip | qwen3-vl")->required();
+  sub->add_option("--family", args->family,
+                  "llama | qwen2 | qwen3 | gemma3_text | gemma3 | llava-clip | llava-siglip | gemma3-vlm | qwen3-vl")->required();
   sub->add_option("--out", args->out, "output directory (created)")->required();
-  sub->add_option("--preset", args->preset, "tiny (default) | qwen3-0.6b (qwen3) | clip-vit-l-336 (llava-clip)");
+  sub->add_option("--preset", args->preset, "tiny (default) | qwen3-0.6b (qwen3) | clip-vit-l-336 (llava-clip) | gemma-3-4b (gemma3-vlm)");
   sub->add_option("--dtype", args->dtype, "f32 | bf16 (default: f32 for tiny, bf16 otherwise)");
   sub->add_option("--seed", args->seed, "generator seed (default 0)");
   sub->add_option("--tokenizer-from", args->tokenizer_from,

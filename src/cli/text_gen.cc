@@ -180,7 +180,7 @@ Result<bool> is_vision_language_dir(const std::string& dir) {
 Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>& prompt) {
   HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(dir));
   if (!models::is_vision_language(config)) return ok_status();
-  HLX_ASSIGN_OR_RETURN(models::LlavaSpec spec, models::llava_spec_from_config(config));
+  HLX_ASSIGN_OR_RETURN(models::VlmSpec spec, models::llava_spec_from_config(config));
   const int64_t n = int64_t(std::count(prompt.begin(), prompt.end(), spec.image_token_id));
   if (n > 0)
     return make_error(ErrorKind::kInvalidArgument, "the prompt has ", n, " image placeholder(s) (token id ",

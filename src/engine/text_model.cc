@@ -42,14 +42,17 @@ void expected_signature(const models::TextModelSpec& spec, const models::EngineS
     case TextEntry::kPrefill:
     case TextEntry::kPrefillAllLogits:
     case TextEntry::kPrefillEmbeddings:
-      if (r.entry == TextEntry::kPrefillEmbeddings)
+    case TextEntry::kPrefillEmbeddingsMasked:
+    case TextEntry::kPrefillEmbeddingsMaskedAllLogits:
+      if (models::entry_takes_embeddings(r.entry))
         inputs->push_back({"embeddings", tt(DType::kF32, {r.rows, spec.hidden_size})});
       else
         inputs->push_back({"tokens", tt(i32, {r.rows})});
+      if (models::entry_takes_mask(r.entry)) inputs->push_back({"mask", tt(DType::kF32, {1, 1, r.rows, r.rows})});
       inputs->push_back({"length", tt(i32, {})});
       inputs->push_back({"start", tt(i32, {})});
       inputs->push_back({"slot", tt(i32, {})});
-      results->push_back({"logits", r.entry == TextEntry::kPrefillAllLogits
+      results->push_back({"logits", models::entry_all_logits(r.entry)
                                         ? tt(DType::kF32, {r.rows, spec.vocab_size})
                                         : tt(DType::kF32, {spec.vocab_size})});
       break;
@@ -206,13 +209,20 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   t0 = std::chrono::steady_clock::now();
   HLX_ASSIGN_OR_RETURN(Checkpoint ckpt, Checkpoint::open(model_dir));
   m->checkpoint_ = std::make_unique<Checkpoint>(std::move(ckpt));
-  if (models::is_vision_language(config)) {
+  const std::vector<std::string> names = m->checkpoint_->names();
+  if (models::is_vision_language(config) || models::is_gemma3_vlm(config, names)) {
     // The text tower's tensor prefix depends on the checkpoint's naming scheme (legacy
     // `language_model.model.*` or `model.language_model.*`), and image prompts need the
-    // embeddings entries.
-    HLX_ASSIGN_OR_RETURN(models::LlavaSpec llava, models::llava_spec_from_config(config, m->checkpoint_->names()));
-    m->spec_ = std::move(llava.text);
+    // embeddings entries (Gemma3: the masked ones, with the model's image variant).
+    HLX_ASSIGN_OR_RETURN(models::VlmSpec vlm, models::vlm_spec_from_config(config, names));
+    m->spec_ = std::move(vlm.text);
     m->options_.embeddings = true;
+    if (vlm.family == models::VlmFamily::kGemma3) {
+      m->masked_variant_ = vlm.prefill_variant();
+      m->image_token_id_ = vlm.image_token_id;
+      m->mask_rule_ = vlm.mask_mode == models::ImageMaskMode::kBidirectional ? mm::MaskRule::kBidirectional
+                                                                            : mm::MaskRule::kImageBlocks;
+    }
   }
   for (const auto& info : models::text_checkpoint_layout(spec)) {
     HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
@@ -237,6 +247,8 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefill, b}));
     if (options.all_logits) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillAllLogits, b}));
     if (m->options_.embeddings) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddings, b}));
+    if (!m->masked_variant_.empty())
+      HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddingsMasked, b, m->masked_variant_}));
   }
   for (int64_t b = 1; b <= options.slots; ++b) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecode, b}));
   m->stats_.emit_ms = ms_since(t0);
@@ -477,6 +489,20 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
 
 Result<Tensor> TextModel::prefill_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
                                              int64_t end_row) {
+  return run_embeddings(slot, embeddings, token_ids, end_row, false);
+}
+
+Result<Tensor> TextModel::prefill_embeddings_masked(int64_t slot, const Tensor& embeddings,
+                                                    std::span<const int64_t> token_ids, int64_t end_row) {
+  if (masked_variant_.empty())
+    return make_error(ErrorKind::kInvalidArgument,
+                      "prefill_embeddings_masked: this model has no masked image prefill (a Gemma3 vision-language "
+                      "checkpoint has)");
+  return run_embeddings(slot, embeddings, token_ids, end_row, true);
+}
+
+Result<Tensor> TextModel::run_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                         int64_t end_row, bool masked) {
   // Every check before the first call: a bad request leaves the caches untouched.
   HLX_RETURN_IF_ERROR(check_slot(slot));
   if (!options_.embeddings)
@@ -504,18 +530,34 @@ Result<Tensor> TextModel::prefill_embeddings(int64_t slot, const Tensor& embeddi
       return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: row ", i, " of slot ", slot, " holds token ",
                         hist[size_t(i)], " but the given ids have ", token_ids[size_t(i)], " there");
   }
+  // Masked (Gemma3): image blocks are atomic chunks, each chunk gets its own additive mask.
+  const TextEntry kind = masked ? TextEntry::kPrefillEmbeddingsMasked : TextEntry::kPrefillEmbeddings;
+  // Spans over every given id, so that a prefill stopping inside a block is refused.
+  const std::vector<RowSpan> spans = masked ? runs_of(token_ids, image_token_id_) : std::vector<RowSpan>{};
   HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
-                       plan_prefill_chunks(buckets_, shape_.context_capacity, start, end_row - start));
-  for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(TextEntry::kPrefillEmbeddings, c.bucket).status());
+                       plan_prefill_chunks(buckets_, shape_.context_capacity, start, end_row - start, spans));
+  std::vector<Tensor> masks;
+  for (const auto& c : chunks) {
+    HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
+    if (masked) {
+      HLX_ASSIGN_OR_RETURN(Tensor mask, mm::prefill_mask(token_ids, image_token_id_, c.start, c.start + c.length,
+                                                         c.bucket, mask_rule_));
+      masks.push_back(std::move(mask));
+    }
+  }
 
   const float* src = embeddings.data<float>();
   Tensor last;
-  for (const auto& c : chunks) {
-    Entry* e = *compiled(TextEntry::kPrefillEmbeddings, c.bucket);
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const PrefillChunk& c = chunks[ci];
+    Entry* e = *compiled(kind, c.bucket);
     // Padding rows are zeros; rows at or past `length` are never read.
     Tensor x = Tensor::zeros(DType::kF32, {c.bucket, hidden});
     std::memcpy(x.data<float>(), src + c.start * hidden, size_t(c.length * hidden) * sizeof(float));
-    auto out = run(*e, {x, scalar_i32(c.length), scalar_i32(c.start), scalar_i32(slot)});
+    std::vector<Tensor> in = {x};
+    if (masked) in.push_back(std::move(masks[ci]));  // dropped after its chunk
+    for (int64_t v : {c.length, c.start, slot}) in.push_back(scalar_i32(v));
+    auto out = run(*e, std::move(in));
     if (!out.ok())
       return out.status().with_context(str_cat("prefill_embeddings chunk at row ", c.start, " (bucket ", c.bucket, ")"));
     for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r)

@@ -31,6 +31,7 @@
 #include "io/checkpoint.h"
 #include "models/text_entries.h"
 #include "models/text_spec.h"
+#include "multimodal/image_prompt.h"
 #include "runtime/kernels/matmul.h"
 #include "stablehlo/ir.h"
 
@@ -140,6 +141,16 @@ class TextModel {
   Result<Tensor> embed_tokens(std::span<const int64_t> tokens) const;
   bool has_embeddings_entries() const { return options_.embeddings; }
 
+  // Gemma3 vision-language checkpoints: the same as prefill_embeddings through
+  // prefill_embeddings_masked. Rows whose id is the image soft token form image blocks; no chunk
+  // splits one (plan_prefill_chunks with atomic spans; a block longer than every bucket that fits
+  // is kUnsupported before anything runs), and each chunk gets its additive mask
+  // (mm::prefill_mask with the model's rule: causal, or both rows in the same block), which lives
+  // only for its call. kInvalidArgument on a model without masked entries.
+  Result<Tensor> prefill_embeddings_masked(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                           int64_t end_row);
+  bool has_masked_entries() const { return !masked_variant_.empty(); }
+
   // One token for each row with the decode entry for B = rows.size() (1..slots). Rows name
   // distinct slots; position must be <= the slot's cache length and < capacity. Returns
   // f32[B, vocab]; each slot's cache length becomes position + 1.
@@ -176,6 +187,9 @@ class TextModel {
   Status check_slot(int64_t slot) const;
   // Shared by prefill and prefill_all_logits: runs every chunk; collects logits rows.
   Result<Tensor> run_prefill(int64_t slot, std::span<const int64_t> tokens, bool all_rows);
+  // Shared by prefill_embeddings and prefill_embeddings_masked.
+  Result<Tensor> run_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                int64_t end_row, bool masked);
 
   models::TextModelSpec spec_;
   models::EngineShape shape_;
@@ -190,6 +204,10 @@ class TextModel {
   // Per slot: rows below this were written from embeddings; a token prefill must not replay them
   // (their ids would not reproduce their inputs).
   std::vector<int64_t> embedded_end_;
+  // Gemma3 VLM: the masked entries' variant (empty: none), the image soft-token id, the mask rule.
+  std::string masked_variant_;
+  int64_t image_token_id_ = -1;
+  mm::MaskRule mask_rule_ = mm::MaskRule::kImageBlocks;
   TextModelStats stats_;
 };
 

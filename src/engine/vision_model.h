@@ -47,7 +47,7 @@ class VisionModel {
   static Result<std::unique_ptr<VisionModel>> load(const std::string& model_dir, VisionModelOptions options = {});
   ~VisionModel();
 
-  const models::LlavaSpec& spec() const { return spec_; }
+  const models::VlmSpec& spec() const { return spec_; }
   const mm::PreprocessConfig& preprocess_config() const { return preprocess_; }
   const VisionModelStats& stats() const { return stats_; }
   int64_t image_token_id() const { return spec_.image_token_id; }
@@ -65,7 +65,7 @@ class VisionModel {
  private:
   VisionModel() = default;
 
-  models::LlavaSpec spec_;
+  models::VlmSpec spec_;
   mm::PreprocessConfig preprocess_;
   std::string image_token_text_;
   std::unique_ptr<Checkpoint> checkpoint_;  // keeps the bound weights mapped

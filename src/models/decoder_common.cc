@@ -86,11 +86,15 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
   f.set_scope(str_cat("layer ", layer, " attention"));
   shlo::AttentionOptions o;
   o.scale = float(s.attention_scale);
-  o.causal = true;
+  // With a mask, the mask decides visibility inside the chunk (image blocks look ahead); cache rows
+  // before the chunk are all in the past, so dropping the causal rule changes nothing for them.
+  o.causal = !c.attn_bias.valid();
   o.sliding_window = sliding ? s.sliding_window : 0;
   o.logit_softcap = float(s.attn_logit_softcap);
   Value q4 = f.reshape(q, {c.batch, c.q_len, hq, dh});
-  Value a = shlo::attention(f, q4, k_cache, v_cache, c.attn_slot, c.attn_q_pos, c.attn_kv_len, std::nullopt, o);
+  std::optional<Value> bias;
+  if (c.attn_bias.valid()) bias = c.attn_bias;
+  Value a = shlo::attention(f, q4, k_cache, v_cache, c.attn_slot, c.attn_q_pos, c.attn_kv_len, bias, o);
   f.set_scope(str_cat("layer ", layer, " o_proj"));
   return linear(c, f.reshape(a, {t, hq * dh}), c.layer_weight(layer, "self_attn.o_proj.weight"));
 }

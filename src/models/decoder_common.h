@@ -30,6 +30,7 @@ struct DecoderContext {
   shlo::Value attn_slot;       // [B] i32
   shlo::Value attn_q_pos;      // [B, Tq] i32
   shlo::Value attn_kv_len;     // [B] i32
+  shlo::Value attn_bias;       // [B, Tq, S] f32 additive (masked entries; then no causal rule), or invalid
   shlo::Value inv_freq_global, inv_freq_local;  // [Dh/2] f32 constants
   // M-RoPE entries: positions [3, T] i32 and per axis the inverse frequencies of that axis (zero
   // elsewhere). Rotary then runs once per axis; a zero angle is an exact identity (cos 0 = 1,

@@ -543,8 +543,8 @@ std::vector<std::string> fixture_families() { return {"llama", "qwen2", "qwen3",
 std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
 
 std::string fixture_tokenizer_name(const std::string& family) {
-  if (is_gemma(family)) return "gemma3";
-  if (family == "llama" || family == "qwen2" || family == "qwen3" || is_llava_fixture_family(family) ||
+  if (is_gemma(family) || family == "gemma3-vlm") return "gemma3";
+  if (family == "llama" || family == "qwen2" || family == "qwen3" || is_vlm_fixture_family(family) ||
       is_qwen3_vl_fixture_family(family))
     return "qwen3";
   return "";

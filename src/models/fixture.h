@@ -70,15 +70,18 @@ FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& i
 Status write_fixture_safetensors(const std::string& path, const std::vector<FixtureTensor>& tensors, DType dtype,
                                  uint64_t seed);
 
-// LLaVA fixtures (llava_fixture.cc): families "llava-clip" (llama text, CLIP tower) and
-// "llava-siglip" (qwen2 text, SigLIP tower); presets "tiny" and "clip-vit-l-336" (llava-clip:
-// real CLIP ViT-L/14-336 tower shapes, tiny text model). Writes config.json, generation_config.json,
-// preprocessor_config.json, model.safetensors and, with tokenizer_dir, the Qwen3 tokenizer files
-// (image token <|image_pad|>, a LLaVA-style chat template).
-bool is_llava_fixture_family(const std::string& family);
-Status write_llava_fixture(const std::string& dir, const FixtureOptions& options);
-// The config.json text write_llava_fixture writes.
-Result<std::string> llava_fixture_config(const FixtureOptions& options);
+// Vision-language fixtures (llava_fixture.cc): families "llava-clip" (llama text, CLIP tower),
+// "llava-siglip" (qwen2 text, SigLIP tower) and "gemma3-vlm" (gemma3 text, SigLIP tower, Gemma3
+// projector: 4 x 4 patches pooled to 2 x 2); presets "tiny", "clip-vit-l-336" (llava-clip: real
+// CLIP ViT-L/14-336 tower shapes, tiny text model) and "gemma-3-4b" (gemma3-vlm: gemma-3-4b's tower,
+// 256 tokens per image, tiny text model). Writes config.json, generation_config.json,
+// preprocessor_config.json (gemma3-vlm: also processor_config.json), model.safetensors and, with
+// tokenizer_dir, the family's tokenizer files (LLaVA: Qwen3's with image token <|image_pad|> and a
+// LLaVA-style chat template; gemma3-vlm: Gemma3's, template unchanged).
+bool is_vlm_fixture_family(const std::string& family);
+Status write_vlm_fixture(const std::string& dir, const FixtureOptions& options);
+// The config.json text write_vlm_fixture writes.
+Result<std::string> vlm_fixture_config(const FixtureOptions& options);
 
 // Qwen3-VL fixtures (qwen3_vl_fixture.cc): family "qwen3-vl", preset "tiny": the tiny qwen3 text
 // model with interleaved M-RoPE ([6, 3, 3]) and a 4-block tower (patch 4, merge 2, DeepStack taps

@@ -1,8 +1,9 @@
-// Random-weight LLaVA checkpoints in the legacy llava-hf layout (language_model.model.*,
-// language_model.lm_head.*, vision_tower.vision_model.*, multi_modal_projector.*): the text part is
-// the text fixture of the same seed (llama for llava-clip, qwen2 for llava-siglip) nested under
-// text_config, the tower is a CLIP or SigLIP vision model with every tensor a real checkpoint has
-// (including the layers past the feature layer and post_layernorm, which the encoder must skip).
+// Random-weight vision-language checkpoints in the legacy layout of the released checkpoints
+// (language_model.model.*, language_model.lm_head.*, vision_tower.vision_model.*,
+// multi_modal_projector.*): the text part is the text fixture of the same seed (llama for
+// llava-clip, qwen2 for llava-siglip, gemma3 for gemma3-vlm) nested under text_config, the tower is
+// a CLIP or SigLIP vision model with every tensor a real checkpoint has (including the layers past
+// the feature layer and post_layernorm, which a LLaVA encoder must skip).
 #include <cmath>
 #include <filesystem>
 
@@ -36,6 +37,13 @@ const VisionArch kTinyClip{"clip_vision_model", 48, 96, 3, 4, 28, 7, 1e-5, "quic
 const VisionArch kTinySiglip{"siglip_vision_model", 40, 88, 2, 2, 34, 8, 1e-6, "gelu_pytorch_tanh", -1, "full"};
 // openai/clip-vit-large-patch14-336 as used by llava-hf/llava-1.5-7b-hf.
 const VisionArch kClipL336{"clip_vision_model", 1024, 4096, 24, 16, 336, 14, 1e-5, "quick_gelu", -2, "default"};
+// Gemma3 tiny: SigLIP 32/8 -> a 4 x 4 patch grid, average-pooled 2 x 2 (kernel 2) to 4 tokens per
+// image (a block of 4 rows = the tiny text model's sliding window); head_dim 24.
+const VisionArch kTinyGemma3{"siglip_vision_model", 48, 80, 2, 2, 32, 8, 1e-6, "gelu_pytorch_tanh", -1, "full"};
+constexpr int64_t kTinyGemma3Tokens = 4;
+// google/gemma-3-4b-it's tower: SigLIP 896/14 -> 64 x 64 patches, head_dim 72, pooled 4 x 4 to 256.
+const VisionArch kGemma3_4b{"siglip_vision_model", 1152, 4304, 27, 16, 896, 14, 1e-6, "gelu_pytorch_tanh", -1, "full"};
+constexpr int64_t kGemma3_4bTokens = 256;
 
 constexpr const char* kImageToken = "<|image_pad|>";
 
@@ -54,9 +62,15 @@ constexpr const char* kChatTemplate =
     "{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\\n' -}}{%- endif -%}";
 
 Result<VisionArch> vision_arch(const FixtureOptions& o) {
+  if (o.family == "gemma3-vlm") {
+    if (o.preset == "tiny") return kTinyGemma3;
+    if (o.preset == "gemma-3-4b") return kGemma3_4b;
+    return make_error(ErrorKind::kInvalidArgument, "fixture: unknown preset '", o.preset,
+                      "' for gemma3-vlm (expected tiny or gemma-3-4b)");
+  }
   if (o.family != "llava-clip" && o.family != "llava-siglip")
-    return make_error(ErrorKind::kInvalidArgument, "fixture: unknown llava family '", o.family,
-                      "' (expected llava-clip or llava-siglip)");
+    return make_error(ErrorKind::kInvalidArgument, "fixture: unknown vision-language family '", o.family,
+                      "' (expected llava-clip, llava-siglip or gemma3-vlm)");
   if (o.preset == "tiny") return o.family == "llava-clip" ? kTinyClip : kTinySiglip;
   if (o.preset == "clip-vit-l-336") {
     if (o.family != "llava-clip")
@@ -70,7 +84,7 @@ Result<VisionArch> vision_arch(const FixtureOptions& o) {
 
 FixtureOptions text_options(const FixtureOptions& o) {
   FixtureOptions t = o;
-  t.family = o.family == "llava-clip" ? "llama" : "qwen2";
+  t.family = o.family == "llava-clip" ? "llama" : o.family == "gemma3-vlm" ? "gemma3" : "qwen2";
   t.preset = "tiny";
   return t;
 }
@@ -104,8 +118,27 @@ ojson vision_config(const VisionArch& v) {
   return c;
 }
 
-ojson preprocessor_config(const VisionArch& v) {
+ojson preprocessor_config(const VisionArch& v, bool gemma3, int64_t tokens) {
   ojson c = ojson::object();
+  if (gemma3) {  // Gemma3ImageProcessor as google/gemma-3-4b-it ships it
+    c["do_convert_rgb"] = nullptr;
+    c["do_normalize"] = true;
+    c["do_pan_and_scan"] = nullptr;
+    c["do_rescale"] = true;
+    c["do_resize"] = true;
+    c["image_mean"] = {0.5, 0.5, 0.5};
+    c["image_processor_type"] = "Gemma3ImageProcessor";
+    c["image_seq_length"] = tokens;
+    c["image_std"] = {0.5, 0.5, 0.5};
+    c["pan_and_scan_max_num_crops"] = nullptr;
+    c["pan_and_scan_min_crop_size"] = nullptr;
+    c["pan_and_scan_min_ratio_to_activate"] = nullptr;
+    c["processor_class"] = "Gemma3Processor";
+    c["resample"] = 2;
+    c["rescale_factor"] = 1.0 / 255.0;
+    c["size"] = {{"height", v.image}, {"width", v.image}};
+    return c;
+  }
   if (v.model_type == "clip_vision_model") {
     c["crop_size"] = {{"height", v.image}, {"width", v.image}};
     c["do_center_crop"] = true;
@@ -141,10 +174,14 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 
 // Vision and projector tensors: norms 1 +- 0.2, biases +-0.17 (non-zero), embeddings std 0.5,
-// linear / patch weights std 1/sqrt(fan_in) so activations stay O(1) through the tower.
+// linear / patch weights std 1/sqrt(fan_in) so activations stay O(1) through the tower. Gemma3's
+// projector: the (1 + w) norm stores w = 0 +- 0.3 (so a norm without the 1 + is far off), and the
+// projection [vision_hidden, text_hidden] has its fan-in first.
 FixtureTensor vision_tensor(const TensorInfo& info) {
   constexpr float kSqrt3 = 1.7320508f;
   const std::string& n = info.name;
+  if (ends_with(n, "mm_soft_emb_norm.weight")) return {info, 0.f, 0.3f};
+  if (ends_with(n, "mm_input_projection_weight")) return {info, 0.f, kSqrt3 / std::sqrt(float(info.shape[0]))};
   if ((ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight") || ends_with(n, "layrnorm.weight") ||
        ends_with(n, "layernorm.weight")))
     return {info, 1.f, 0.2f};
@@ -156,12 +193,43 @@ FixtureTensor vision_tensor(const TensorInfo& info) {
 }
 
 struct LlavaFixture {
-  std::string config_json, generation_json, preprocessor_json;
-  LlavaSpec spec;
+  std::string config_json, generation_json, preprocessor_json, processor_json, chat_template;
+  VlmSpec spec;
 };
+
+// Gemma3ForConditionalGeneration: the gemma3 text fixture's config.json (text_config, special
+// ids from the tokenizer) with a SigLIP vision_config and mm_tokens_per_image; tensors in the
+// legacy layout of the released checkpoints.
+Result<LlavaFixture> make_gemma3_configs(const FixtureOptions& o, const VisionArch& v) {
+  const FixtureOptions to = text_options(o);
+  HLX_ASSIGN_OR_RETURN(FixtureConfigs text, fixture_configs(to));
+  ojson c = ojson::parse(text.config_json);
+  const int64_t tokens = o.preset == "tiny" ? kTinyGemma3Tokens : kGemma3_4bTokens;
+  c["mm_tokens_per_image"] = tokens;
+  // A real model's window (1024 in gemma-3-4b) holds a whole image block; the tiny one's (4) holds
+  // exactly one tiny block, the bench preset's text gets 512.
+  if (o.preset != "tiny") c["text_config"]["sliding_window"] = 512;
+  c["vision_config"] = vision_config(v);
+  c["vision_config"]["vision_use_head"] = false;
+
+  LlavaFixture out;
+  out.generation_json = text.generation_config_json;
+  HLX_ASSIGN_OR_RETURN(HfConfig parsed, HfConfig::parse(c.dump(2), "fixture config.json", out.generation_json));
+  Result<VlmSpec> spec = gemma3_vlm_spec_from_config(parsed, {"language_model.model.embed_tokens.weight"});
+  if (!spec.ok()) return spec.status().with_context(str_cat("fixture ", o.family, "/", o.preset));
+  out.spec = std::move(*spec);
+  out.config_json = c.dump(2) + "\n";
+  out.preprocessor_json = preprocessor_config(v, true, tokens).dump(2) + "\n";
+  ojson proc = ojson::object();
+  proc["image_seq_length"] = tokens;
+  proc["processor_class"] = "Gemma3Processor";
+  out.processor_json = proc.dump(2) + "\n";
+  return out;  // the real tokenizer_config.json's chat template is kept as is
+}
 
 Result<LlavaFixture> make_configs(const FixtureOptions& o) {
   HLX_ASSIGN_OR_RETURN(VisionArch v, vision_arch(o));
+  if (o.family == "gemma3-vlm") return make_gemma3_configs(o, v);
   const FixtureOptions to = text_options(o);
   HLX_ASSIGN_OR_RETURN(FixtureConfigs text, fixture_configs(to));
   ojson text_cfg = ojson::parse(text.config_json);
@@ -186,27 +254,28 @@ Result<LlavaFixture> make_configs(const FixtureOptions& o) {
   out.generation_json = text.generation_config_json;
   // The layout comes from what the production parser makes of this config.
   HLX_ASSIGN_OR_RETURN(HfConfig parsed, HfConfig::parse(c.dump(2), "fixture config.json", out.generation_json));
-  Result<LlavaSpec> spec = llava_spec_from_config(parsed);
+  Result<VlmSpec> spec = llava_spec_from_config(parsed);
   if (!spec.ok()) return spec.status().with_context(str_cat("fixture ", o.family, "/", o.preset));
   out.spec = std::move(*spec);
   c["image_seq_length"] = out.spec.vision.tokens_per_image();
   out.config_json = c.dump(2) + "\n";
-  out.preprocessor_json = preprocessor_config(v).dump(2) + "\n";
+  out.preprocessor_json = preprocessor_config(v, false, 0).dump(2) + "\n";
+  out.chat_template = kChatTemplate;
   return out;
 }
 
 }  // namespace
 
-bool is_llava_fixture_family(const std::string& family) {
-  return family == "llava-clip" || family == "llava-siglip";
+bool is_vlm_fixture_family(const std::string& family) {
+  return family == "llava-clip" || family == "llava-siglip" || family == "gemma3-vlm";
 }
 
-Result<std::string> llava_fixture_config(const FixtureOptions& options) {
+Result<std::string> vlm_fixture_config(const FixtureOptions& options) {
   HLX_ASSIGN_OR_RETURN(LlavaFixture fx, make_configs(options));
   return fx.config_json;
 }
 
-Status write_llava_fixture(const std::string& dir, const FixtureOptions& options) {
+Status write_vlm_fixture(const std::string& dir, const FixtureOptions& options) {
   HLX_ASSIGN_OR_RETURN(LlavaFixture fx, make_configs(options));
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
@@ -214,8 +283,10 @@ Status write_llava_fixture(const std::string& dir, const FixtureOptions& options
   HLX_RETURN_IF_ERROR(write_file(dir + "/config.json", fx.config_json));
   HLX_RETURN_IF_ERROR(write_file(dir + "/generation_config.json", fx.generation_json));
   HLX_RETURN_IF_ERROR(write_file(dir + "/preprocessor_config.json", fx.preprocessor_json));
+  if (!fx.processor_json.empty()) HLX_RETURN_IF_ERROR(write_file(dir + "/processor_config.json", fx.processor_json));
 
-  // Tokenizer: tokenizer.json as is; tokenizer_config.json with the LLaVA chat template.
+  // Tokenizer: tokenizer.json as is; tokenizer_config.json with the LLaVA chat template (Gemma3:
+  // its own template, which renders an image part as <start_of_image>).
   const std::string tok_json = dir + "/tokenizer.json", tok_cfg = dir + "/tokenizer_config.json";
   if (options.tokenizer_dir.empty()) {
     std::filesystem::remove(tok_json, ec);
@@ -229,14 +300,14 @@ Status write_llava_fixture(const std::string& dir, const FixtureOptions& options
     ojson cfg = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
     if (cfg.is_discarded() || !cfg.is_object())
       return make_error(ErrorKind::kParse, "fixture: '", src, "' is not a JSON object");
-    cfg["chat_template"] = kChatTemplate;
+    if (!fx.chat_template.empty()) cfg["chat_template"] = fx.chat_template;
     HLX_RETURN_IF_ERROR(write_file(tok_cfg, cfg.dump(2) + "\n"));
   }
 
   // Weights: text model, then the whole tower (every layer, post_layernorm), then the projector.
   std::vector<FixtureTensor> tensors;
   for (const TensorInfo& t : text_checkpoint_layout(fx.spec.text)) tensors.push_back(text_fixture_tensor(fx.spec.text, t));
-  LlavaSpec full = fx.spec;
+  VlmSpec full = fx.spec;
   full.vision.feature_layer = full.vision.num_layers;
   full.vision.use_post_layernorm = true;
   for (const TensorInfo& t : vision_checkpoint_layout(full)) tensors.push_back(vision_tensor(t));

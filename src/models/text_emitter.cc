@@ -2,6 +2,7 @@
 // (llama.cc, gemma3.cc), final norm and logits, identity. Every shape comes from the spec and the
 // EngineShape; nothing here knows a capacity, slot count or bucket of its own.
 #include <cmath>
+#include <limits>
 
 #include "models/identity.h"
 #include "models/decoder_common.h"
@@ -27,10 +28,6 @@ void describe_rope(std::string& out, const char* key, const RopeSpec& r) {
 
 bool is_decode(TextEntry e) { return e == TextEntry::kDecode || e == TextEntry::kDecodeMrope; }
 bool is_prefill(TextEntry e) { return !is_decode(e); }
-bool takes_embeddings(TextEntry e) {
-  return e == TextEntry::kPrefillEmbeddings || e == TextEntry::kPrefillEmbeddingsMrope ||
-         e == TextEntry::kPrefillEmbeddingsDeepstack;
-}
 // Prefill entries that take [3, Lp] rotary positions.
 bool takes_mrope(const TextModelSpec& s, TextEntry e) {
   return e == TextEntry::kPrefillEmbeddingsMrope || (e == TextEntry::kPrefillEmbeddingsDeepstack && !s.mrope_section.empty());
@@ -113,8 +110,21 @@ const char* entry_name(TextEntry e) {
     case TextEntry::kPrefillEmbeddingsMrope: return "prefill_embeddings_mrope";
     case TextEntry::kPrefillEmbeddingsDeepstack: return "prefill_embeddings_deepstack";
     case TextEntry::kDecodeMrope: return "decode_mrope";
+    case TextEntry::kPrefillEmbeddingsMasked: return "prefill_embeddings_masked";
+    case TextEntry::kPrefillEmbeddingsMaskedAllLogits: return "prefill_embeddings_masked_all_logits";
   }
   return "?";
+}
+
+bool entry_takes_embeddings(TextEntry e) {
+  return e == TextEntry::kPrefillEmbeddings || e == TextEntry::kPrefillEmbeddingsMrope ||
+         e == TextEntry::kPrefillEmbeddingsDeepstack || entry_takes_mask(e);
+}
+bool entry_takes_mask(TextEntry e) {
+  return e == TextEntry::kPrefillEmbeddingsMasked || e == TextEntry::kPrefillEmbeddingsMaskedAllLogits;
+}
+bool entry_all_logits(TextEntry e) {
+  return e == TextEntry::kPrefillAllLogits || e == TextEntry::kPrefillEmbeddingsMaskedAllLogits;
 }
 
 std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
@@ -189,6 +199,7 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
                "\nkv_dtype=", dtype_name(shape.kv_dtype), "\n");
   d += str_cat("entry=", entry_name(req.entry), "\nrows=", req.rows, "\n");
   if (req.entry == TextEntry::kPrefillEmbeddingsDeepstack) d += str_cat("visual_rows=", visual_rows(req), "\n");
+  if (!req.variant.empty()) d += str_cat("variant=", req.variant, "\n");
   return d;
 }
 
@@ -209,7 +220,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   }
   const TensorType i32_scalar{DType::kI32, {}};
   const TensorType i32_rows{DType::kI32, {t}};
-  Value tokens, embeddings, length, start, slot, positions, slots;
+  Value tokens, embeddings, mask, length, start, slot, positions, slots;
   Value rope_positions, visual_positions, layer_features, visual_count;
   const int64_t nv = visual_rows(req), n_deep = int64_t(spec.deepstack_layers.size());
   if (decode) {
@@ -218,10 +229,11 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     if (req.entry == TextEntry::kDecodeMrope) rope_positions = f.arg(i32_rows, "rope_positions");
     slots = f.arg(i32_rows, "slots");
   } else {
-    if (takes_embeddings(req.entry))
+    if (entry_takes_embeddings(req.entry))
       embeddings = f.arg(TensorType{DType::kF32, {t, hidden}}, "embeddings");
     else
       tokens = f.arg(i32_rows, "tokens");
+    if (entry_takes_mask(req.entry)) mask = f.arg(TensorType{DType::kF32, {1, 1, t, t}}, "mask");
     if (takes_mrope(spec, req.entry)) rope_positions = f.arg(TensorType{DType::kI32, {3, t}}, "rope_positions");
     if (req.entry == TextEntry::kPrefillEmbeddingsDeepstack) {
       visual_positions = f.arg(TensorType{DType::kI32, {nv}}, "visual_positions");
@@ -261,6 +273,20 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     c.attn_slot = as_vec1(f, slot);
     c.attn_q_pos = f.reshape(c.positions, {1, t});
     c.attn_kv_len = as_vec1(f, f.add(start, length));
+    if (mask.valid()) {
+      // The attention bias [1, Lp, S]: mask[i, j] at key start + j, 0 elsewhere (cache rows before
+      // start; keys at or past start + length are outside kv_len). Blocked cells (<= the most
+      // negative f32) become -inf, which the attention composite drops: exactly 0 weight, as
+      // upstream's softmax gives for min-f32 scores. Placed in [1, Lp, S + Lp] so that
+      // dynamic_update_slice never clamps a chunk near the capacity, then cut to S.
+      const TensorType mtype{DType::kF32, {1, t, t}};
+      Value m = f.reshape(mask, {1, t, t});
+      Value blocked = f.compare(shlo::CompareDir::kLE, m, f.full(-double(std::numeric_limits<float>::max()), mtype));
+      m = f.select(blocked, f.full(-std::numeric_limits<double>::infinity(), mtype), m);
+      Value zero = f.scalar(0, DType::kI32);
+      Value wide = f.dynamic_update_slice(f.zeros(TensorType{DType::kF32, {1, t, S + t}}), m, {zero, zero, start});
+      c.attn_bias = f.slice(wide, {0, 0, 0}, {1, t, S});
+    }
   }
   c.inv_freq_global = inv_freq_constant(f, spec.rope, spec.head_dim);
   c.inv_freq_local = inv_freq_constant(f, spec.rope_local, spec.head_dim);
@@ -329,7 +355,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   // ---- final norm and logits.
   f.set_scope("logits");
   Value rows = x;
-  if (is_prefill(req.entry) && req.entry != TextEntry::kPrefillAllLogits) {
+  if (!decode && !entry_all_logits(req.entry)) {
     // Only row length-1 (dynamic_slice clamps a length of 0 to row 0).
     Value last = f.sub(length, f.scalar(1, DType::kI32));
     rows = f.dynamic_slice(x, {last, f.scalar(0, DType::kI32)}, {1, hidden});
@@ -340,7 +366,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     Value cap = f.full(spec.final_logit_softcap, logits.type());
     logits = f.mul(cap, f.tanh(f.div(logits, cap)));
   }
-  if (rows.dim(0) == 1 && !(req.entry == TextEntry::kPrefillAllLogits || decode))
+  if (rows.dim(0) == 1 && !(entry_all_logits(req.entry) || decode))
     logits = f.reshape(logits, {spec.vocab_size});
 
   std::vector<Value> results = {logits};

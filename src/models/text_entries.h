@@ -9,6 +9,20 @@
 //                           -> (logits: tensor<vocab x f32> of row length-1, caches...)
 //   prefill_embeddings      same with embeddings: tensor<Lp x hidden x f32> (already scaled) for tokens
 //   prefill_all_logits      same as prefill but logits: tensor<Lp x vocab x f32> (every row)
+//   prefill_embeddings_masked
+//                           (embeddings: tensor<Lp x hidden x f32>, mask: tensor<1x1xLpxLp x f32>, length,
+//                            start, slot, caches...) -> as prefill_embeddings. mask[0,0,i,j] is added to
+//                            row i's attention score of chunk row j (key position start + j) in every
+//                            layer: 0 allowed, -3.4028235e38 (the most negative f32) or -inf blocked. A
+//                            blocked cell contributes exactly 0 (it is turned into -inf before the
+//                            attention composite, which drops -inf keys); any other value is added as
+//                            is. The mask alone decides which chunk rows a row sees (no causal rule
+//                            inside the chunk); cache rows before `start` are seen as in prefill
+//                            (all of them on full layers, the last sliding_window - 1 positions and
+//                            the row itself on sliding layers), and sliding layers also apply their
+//                            window to the chunk rows.
+//   prefill_embeddings_masked_all_logits
+//                           the same, logits of every row (tensor<Lp x vocab x f32>)
 //   decode                  (tokens: tensor<B x i32>, positions: tensor<B x i32>, slots: tensor<B x i32>,
 //                            caches...) -> (logits: tensor<B x vocab x f32>, caches...)
 //
@@ -37,6 +51,7 @@
 #pragma once
 
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "models/text_spec.h"
@@ -62,6 +77,8 @@ enum class TextEntry {
   kPrefillEmbeddingsMrope,
   kPrefillEmbeddingsDeepstack,
   kDecodeMrope,
+  kPrefillEmbeddingsMasked,
+  kPrefillEmbeddingsMaskedAllLogits,
 };
 const char* entry_name(TextEntry e);
 
@@ -69,7 +86,20 @@ struct EntryRequest {
   TextEntry entry = TextEntry::kPrefill;
   int64_t rows = 0;  // Lp for prefill entries (a bucket), B for decode
   int64_t visual_rows = 0;  // prefill_embeddings_deepstack: static max Nv (0 = rows)
+  // What the caller means by the entry's inputs (e.g. VlmSpec::prefill_variant(): mask mode, image
+  // token ids, image-row scaling), hashed into the identity; empty for the plain entries, whose
+  // descriptions then read as before variants existed.
+  std::string variant;
+
+  EntryRequest() = default;
+  EntryRequest(TextEntry e, int64_t r, std::string v = {}) : entry(e), rows(r), variant(std::move(v)) {}
+  EntryRequest(TextEntry e, int64_t r, int64_t visual) : entry(e), rows(r), visual_rows(visual) {}
 };
+
+// Entries that take embeddings instead of token ids / an additive mask / return every row's logits.
+bool entry_takes_embeddings(TextEntry e);
+bool entry_takes_mask(TextEntry e);
+bool entry_all_logits(TextEntry e);
 
 // Emits the module for one entry. The module attribute `hlx.identity` is the SHA-256 of the
 // canonical description (schema version, spec, shape, entry, rows); the public function is

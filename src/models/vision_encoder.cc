@@ -1,8 +1,9 @@
 // The `vision_encode` entry (contract in vision_spec.h): patch embedding, CLIP/SigLIP encoder layers
-// up to the selected feature layer, feature selection, LLaVA projector. Written from transformers'
-// CLIPVisionTransformer / SiglipVisionTransformer / LlavaModel.get_image_features. Activations are
-// f32; weights stay in their stored dtype (16-bit weights meet activations rounded to their dtype,
-// as in the text entries).
+// up to the selected feature layer, feature selection, then LLaVA's MLP projector or Gemma3's
+// (avg-pool, (1 + w) RMSNorm, x . W). Written from transformers' CLIPVisionTransformer /
+// SiglipVisionTransformer / LlavaModel.get_image_features / Gemma3MultiModalProjector. Activations
+// are f32; weights stay in their stored dtype (16-bit weights meet activations rounded to their
+// dtype, as in the text entries).
 #include <cmath>
 #include <map>
 
@@ -27,7 +28,7 @@ constexpr const char* kSchema = "hlx.vision_encoder/1";
 
 struct VisionContext {
   FunctionBuilder& f;
-  const LlavaSpec& spec;
+  const VlmSpec& spec;
   std::map<std::string, Value> weights;
   Status status;
 
@@ -142,7 +143,46 @@ Value encoder_layer(VisionContext& c, int64_t layer, const Value& x) {
   return f.add(r, lin(h, "mlp.fc2"));
 }
 
-Status validate(const LlavaSpec& s) {
+// LlavaMultiModalProjector on the tower rows x [N, D]: feature selection, linear_1 -> act -> linear_2.
+Value llava_projector(VisionContext& c, const Value& tower) {
+  FunctionBuilder& f = c.f;
+  const VlmSpec& spec = c.spec;
+  const VisionSpec& v = spec.vision;
+  Value x = tower;
+  if (v.select_strategy == "default") x = f.slice(x, {1, 0}, {v.num_positions(), v.hidden_size});
+  const std::string& p = spec.projector_prefix;
+  Value b1, b2;
+  if (spec.projector_bias) {
+    b1 = c.weight(p + "linear_1.bias");
+    b2 = c.weight(p + "linear_2.bias");
+  }
+  Value h = linear(f, x, c.weight(p + "linear_1.weight"), spec.projector_bias ? &b1 : nullptr);
+  h = vision_activation(f, spec.projector_activation, h);
+  return linear(f, h, c.weight(p + "linear_2.weight"), spec.projector_bias ? &b2 : nullptr);
+}
+
+// Gemma3MultiModalProjector on the tower's rows x [N, D] (row-major over the G x G patch grid):
+// AvgPool2d(k, stride k) over the grid -> [side^2, D] (row-major over the pooled grid), then
+// mm_soft_emb_norm (Gemma RMSNorm, x * (1 + w), the vision eps), then x . W with W stored
+// [D, text_hidden]. `stage` kPooled stops after the pooling.
+Value gemma3_projector(VisionContext& c, const Value& x, VisionStage stage) {
+  FunctionBuilder& f = c.f;
+  const VlmSpec& s = c.spec;
+  const int64_t d = s.vision.hidden_size, side = s.pooled_side(), k = s.pool_kernel();
+  // Patch (gy, gx) with gy = oy * k + ky, gx = ox * k + kx: sum over (ky, kx), divide by k^2.
+  Value grid = f.reshape(x, {side, k, side, k, d});  // (oy, ky, ox, kx, d)
+  Value sum = f.reduce_sum(grid, {1, 3});            // (oy, ox, d)
+  Value pooled = f.div(f.reshape(sum, {side * side, d}),
+                       f.full(double(k * k), TensorType{DType::kF32, {side * side, d}}));
+  if (stage == VisionStage::kPooled) return pooled;
+  Value normed = shlo::rms_norm(f, pooled, c.weight(s.projector_prefix + "mm_soft_emb_norm.weight"),
+                                float(s.projector_norm_eps), 1.f);
+  Value w = c.weight(s.projector_prefix + "mm_input_projection_weight");  // [D, text_hidden]
+  Value in = normed.dtype() == w.dtype() ? normed : f.convert(normed, w.dtype());
+  return f.dot_general(in, w, DotDims{{}, {}, {1}, {0}}, DType::kF32);
+}
+
+Status validate(const VlmSpec& s) {
   const VisionSpec& v = s.vision;
   auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, args...); };
   if (v.hidden_size <= 0 || v.num_heads <= 0 || v.hidden_size % v.num_heads != 0 || v.intermediate_size <= 0 ||
@@ -155,7 +195,14 @@ Status validate(const LlavaSpec& s) {
     return bad("vision feature layer ", v.feature_layer, " is outside [0, ", v.num_layers, "]");
   if (v.select_strategy != "default" && v.select_strategy != "full")
     return bad("vision select strategy '", v.select_strategy, "' (default or full)");
-  if (v.tokens_per_image() <= 0) return bad("vision spec yields ", v.tokens_per_image(), " tokens per image");
+  if (s.tokens_per_image() <= 0) return bad("vision spec yields ", s.tokens_per_image(), " tokens per image");
+  if (s.family == VlmFamily::kGemma3) {
+    const int64_t side = s.pooled_side();
+    if (side * side != s.mm_tokens_per_image || v.patches_per_side() % side != 0 || !v.use_post_layernorm ||
+        v.feature_layer != v.num_layers || v.family != VisionFamily::kSiglip)
+      return bad("gemma3 vision spec: ", s.mm_tokens_per_image, " tokens do not pool a ", v.patches_per_side(), " x ",
+                 v.patches_per_side(), " SigLIP grid read after all ", v.num_layers, " layers and post_layernorm");
+  }
   if (s.text.hidden_size <= 0) return bad("text hidden size ", s.text.hidden_size, " must be positive");
   if (!is_float(v.weight_dtype)) return bad("vision weight dtype ", dtype_name(v.weight_dtype), " is not a float type");
   return ok_status();
@@ -163,10 +210,13 @@ Status validate(const LlavaSpec& s) {
 
 }  // namespace
 
-std::string vision_entry_description(const LlavaSpec& s) {
+std::string vision_entry_description(const VlmSpec& s, VisionStage stage) {
   const VisionSpec& v = s.vision;
   std::string d;
   d += str_cat("schema=", kSchema, "\nentry=vision_encode\n");
+  // LLaVA's description (features stage) reads as it did before other families existed.
+  if (s.family != VlmFamily::kLlava) d += str_cat("vlm_family=", vlm_family_name(s.family), "\n");
+  if (stage != VisionStage::kFeatures) d += str_cat("stage=", vision_stage_name(stage), "\n");
   d += str_cat("vision_family=", vision_family_name(v.family), "\nvision_model_type=", v.model_type, "\n");
   d += str_cat("image_size=", v.image_size, "\npatch_size=", v.patch_size, "\nnum_channels=", v.num_channels,
                "\nhidden_size=", v.hidden_size, "\nintermediate_size=", v.intermediate_size, "\nnum_layers=",
@@ -176,14 +226,25 @@ std::string vision_entry_description(const LlavaSpec& s) {
   d += str_cat("feature_layer=", v.feature_layer, "\nselect_strategy=", v.select_strategy,
                "\nuse_post_layernorm=", v.use_post_layernorm, "\n");
   d += str_cat("vision_weight_prefix=", v.weight_prefix, "\nvision_weight_dtype=", dtype_name(v.weight_dtype), "\n");
-  d += str_cat("projector_prefix=", s.projector_prefix, "\nprojector_activation=",
-               vision_activation_name(s.projector_activation), "\nprojector_bias=", s.projector_bias, "\n");
+  if (s.family == VlmFamily::kGemma3) {
+    d += str_cat("projector_prefix=", s.projector_prefix,
+                 "\nprojector=avg_pool+gemma_rms_norm+matmul\nmm_tokens_per_image=", s.mm_tokens_per_image,
+                 "\npool_kernel=", s.pool_kernel(), "\nprojector_norm_eps=", identity_number(s.projector_norm_eps), "\n");
+    d += str_cat("image_token=", s.image_token_id, "\nboi=", s.boi_token_id, "\neoi=", s.eoi_token_id,
+                 "\nmask_mode=", image_mask_mode_name(s.mask_mode), "\nimage_rows=unscaled\n");
+  } else {
+    d += str_cat("projector_prefix=", s.projector_prefix, "\nprojector_activation=",
+                 vision_activation_name(s.projector_activation), "\nprojector_bias=", s.projector_bias, "\n");
+  }
   d += str_cat("text_hidden_size=", s.text.hidden_size, "\nactivation_dtype=f32\n");
   return d;
 }
 
-Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec) {
+Result<shlo::Module> emit_vision_entry(const VlmSpec& spec, VisionStage stage) {
   HLX_RETURN_IF_ERROR(validate(spec));
+  if (stage == VisionStage::kPooled && spec.family != VlmFamily::kGemma3)
+    return make_error(ErrorKind::kInvalidArgument, "vision stage 'pooled' exists for gemma3 only, not ",
+                      vlm_family_name(spec.family));
   const VisionSpec& v = spec.vision;
   shlo::ModuleBuilder mb(str_cat("hlx_", vision_family_name(v.family), "_vision_encode"));
   FunctionBuilder& f = mb.function("vision_encode");
@@ -216,25 +277,17 @@ Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec) {
     x = shlo::layer_norm(f, x, c.weight(v.weight_prefix + "post_layernorm.weight"),
                          c.weight(v.weight_prefix + "post_layernorm.bias"), float(v.layer_norm_eps));
 
-  // ---- feature selection and projector.
+  // ---- projector (or an intermediate stage, for tests).
   f.set_scope("projector");
-  const int64_t rows = v.num_positions();
-  if (v.select_strategy == "default") x = f.slice(x, {1, 0}, {rows, d});
-  const std::string& p = spec.projector_prefix;
-  Value b1, b2;
-  if (spec.projector_bias) {
-    b1 = c.weight(p + "linear_1.bias");
-    b2 = c.weight(p + "linear_2.bias");
-  }
-  Value h = linear(f, x, c.weight(p + "linear_1.weight"), spec.projector_bias ? &b1 : nullptr);
-  h = vision_activation(f, spec.projector_activation, h);
-  Value out = linear(f, h, c.weight(p + "linear_2.weight"), spec.projector_bias ? &b2 : nullptr);
-
-  f.ret({out}, {{{shlo::kArgNameAttr, Attr::string("features")}}});
+  Value out = x;
+  if (stage != VisionStage::kTower)
+    out = spec.family == VlmFamily::kGemma3 ? gemma3_projector(c, x, stage) : llava_projector(c, x);
+  const char* out_name = stage == VisionStage::kFeatures ? "features" : vision_stage_name(stage);
+  f.ret({out}, {{{shlo::kArgNameAttr, Attr::string(out_name)}}});
   HLX_RETURN_IF_ERROR(c.status);
-  set_identity(mb, vision_entry_description(spec));
+  set_identity(mb, vision_entry_description(spec, stage));
   mb.set_attr("hlx.entry", Attr::string("vision_encode"));
-  mb.set_attr("hlx.tokens_per_image", Attr::integer(v.tokens_per_image()));
+  mb.set_attr("hlx.tokens_per_image", Attr::integer(spec.tokens_per_image()));
   HLX_ASSIGN_OR_RETURN(shlo::Module m, mb.finish());
   return m;
 }

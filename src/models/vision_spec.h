@@ -1,7 +1,8 @@
-// Vision-language models as data: the vision tower (CLIP ViT or SigLIP), the LLaVA projector and
-// the text model, parsed once from a Hugging Face config.json (model_type "llava"). The vision
-// entry (`vision_encode`) turns one preprocessed image into projected features, one row per image
-// token, in the text model's hidden size.
+// Vision-language models as data: the vision tower (CLIP ViT or SigLIP), the projector (LLaVA's
+// MLP or Gemma3's pooled RMSNorm projection) and the text model, parsed once from a Hugging Face
+// config.json (model_type "llava" or "gemma3"). The vision entry (`vision_encode`) turns one
+// preprocessed image into projected features, one row per image token, in the text model's hidden
+// size.
 //
 //   vision_encode(pixels: tensor<1x3xHxWxf32>, weights... in vision_checkpoint_layout() order with
 //                 `hlx.weight` attrs, stored dtype) -> features: tensor<T x text_hidden x f32>
@@ -59,33 +60,84 @@ struct VisionSpec {  // from config.json's vision_config + the llava wrapper fie
   int64_t tokens_per_image() const { return num_positions() - (select_strategy == "default" ? 1 : 0); }
 };
 
-struct LlavaSpec {
+enum class VlmFamily {
+  kLlava,   // LlavaForConditionalGeneration: hidden_states[layer] -> linear/act/linear, causal prompt
+  kGemma3,  // Gemma3ForConditionalGeneration: last_hidden_state -> avg-pool, (1+w) RMSNorm, x.W;
+            // image blocks attend bidirectionally (prefill_embeddings_masked)
+};
+const char* vlm_family_name(VlmFamily f);  // "llava" | "gemma3"
+
+// How the prefill mask of an image prompt is built (Gemma3). kImageBlocks is upstream's rule:
+// causal, or both rows in the same image block. kBidirectional (every valid pair visible) exists
+// only as an explicitly configured variant (config key "hlx_image_mask": "bidirectional").
+enum class ImageMaskMode { kCausal, kImageBlocks, kBidirectional };
+const char* image_mask_mode_name(ImageMaskMode m);  // "causal" | "image_blocks" | "bidirectional"
+
+// The part of vision_encode's graph a module returns: the projected features (the entry), or, for
+// tests, the tower's output rows (Gemma3: last_hidden_state) or the pooled rows before the norm.
+enum class VisionStage { kFeatures, kTower, kPooled };
+const char* vision_stage_name(VisionStage s);  // "features" | "tower" | "pooled"
+
+struct VlmSpec {
+  VlmFamily family = VlmFamily::kLlava;
   TextModelSpec text;  // text_spec_from_config(config), prefixes adjusted to the naming scheme
   VisionSpec vision;
   int64_t image_token_id = 0;          // image_token_index / image_token_id
   std::string projector_prefix;        // "multi_modal_projector." or "model.multi_modal_projector."
+  // LLaVA projector.
   std::string projector_act = "gelu";  // projector_hidden_act as written
   VisionActivation projector_activation = VisionActivation::kGeluErf;
   bool projector_bias = true;  // multimodal_projector_bias
+  // Gemma3 projector and prompt layout.
+  int64_t mm_tokens_per_image = 0;      // pooled rows per image (a square: 256 = 16 x 16)
+  int64_t boi_token_id = -1, eoi_token_id = -1;  // <start_of_image>, <end_of_image>
+  double projector_norm_eps = 1e-6;     // mm_soft_emb_norm: the *vision* layer_norm_eps
+  ImageMaskMode mask_mode = ImageMaskMode::kCausal;
+  // Text rows enter prefill as embed(id) * embedding_scale (text.embedding_scale, rounded to the
+  // weight dtype); image rows are the projected features, unscaled (Gemma3 and LLaVA alike).
+
+  // Image rows per image in the expanded prompt.
+  int64_t tokens_per_image() const {
+    return family == VlmFamily::kGemma3 ? mm_tokens_per_image : vision.tokens_per_image();
+  }
+  int64_t pooled_side() const;    // Gemma3: sqrt(mm_tokens_per_image)
+  int64_t pool_kernel() const;    // Gemma3: patches_per_side / pooled_side
+  // The variant text of the text entries that take image prompts (prefill_embeddings_masked): mask
+  // mode, image token ids and the image-row scaling policy, hashed into their identity.
+  std::string prefill_variant() const;
 };
 
-// model_type llava (later gemma3, qwen3_vl).
+// A checkpoint this spec parser reads as vision-language: model_type llava.
 bool is_vision_language(const HfConfig& config);
+// model_type gemma3 with a vision tower in the checkpoint (`names` holds a
+// `*vision_tower.vision_model.*` tensor). A Gemma3 checkpoint without tower weights stays a text model.
+bool is_gemma3_vlm(const HfConfig& config, const std::vector<std::string>& names);
 
 // Parses a llava config.json; `names` (the checkpoint's tensor names, may be empty) picks the
 // naming scheme (legacy `language_model.model.*` / `vision_tower.*` vs `model.language_model.*` /
 // `model.vision_tower.*`). Unsupported vision model_type / strategy / activation -> kUnsupported
 // naming it; inconsistent numbers -> kInvalidArgument.
-Result<LlavaSpec> llava_spec_from_config(const HfConfig& config, const std::vector<std::string>& names = {});
+Result<VlmSpec> llava_spec_from_config(const HfConfig& config, const std::vector<std::string>& names = {});
+// Parses a gemma3 config.json (Gemma3Config: SigLIP vision_config, mm_tokens_per_image,
+// boi/eoi/image_token_index). Naming scheme from `names` as for llava (legacy
+// `language_model.model.*` / `vision_tower.vision_model.*` / `multi_modal_projector.*`, or
+// `model.language_model.*` / `model.vision_tower.vision_model.*` / `model.multi_modal_projector.*`).
+// mm_tokens_per_image must be a square whose side divides the patch grid (kInvalidArgument), and
+// no longer than the sliding window (an image block wider than the window: kUnsupported naming both).
+Result<VlmSpec> gemma3_vlm_spec_from_config(const HfConfig& config, const std::vector<std::string>& names = {});
+// llava or gemma3 by model_type (kUnsupported for anything else).
+Result<VlmSpec> vlm_spec_from_config(const HfConfig& config, const std::vector<std::string>& names = {});
 
 // Tower + projector tensors the vision entry reads, in its weight-argument order (layers past the
 // selected feature layer and the unused post_layernorm are not read).
-std::vector<TensorInfo> vision_checkpoint_layout(const LlavaSpec& spec);
+std::vector<TensorInfo> vision_checkpoint_layout(const VlmSpec& spec);
 
-// The `vision_encode` module (see the top of this file).
-Result<shlo::Module> emit_vision_entry(const LlavaSpec& spec);
+// The `vision_encode` module (see the top of this file). A stage other than kFeatures returns that
+// intermediate instead ([N, vision_hidden] tower rows / [T, vision_hidden] pooled rows; Gemma3 only
+// for kPooled), as a module of its own identity, for tests.
+Result<shlo::Module> emit_vision_entry(const VlmSpec& spec, VisionStage stage = VisionStage::kFeatures);
 // The canonical description hashed into the identity.
-std::string vision_entry_description(const LlavaSpec& spec);
+std::string vision_entry_description(const VlmSpec& spec, VisionStage stage = VisionStage::kFeatures);
 
 }  // namespace hlx::models
 

@@ -65,6 +65,11 @@ Result<PreprocessConfig> PreprocessConfig::from_config(const ConfigView& view) {
   HLX_ASSIGN_OR_RETURN(c.do_rescale, view.optional_bool("do_rescale", true));
   HLX_ASSIGN_OR_RETURN(c.rescale_factor, view.optional_float("rescale_factor", 1.0 / 255.0));
   HLX_ASSIGN_OR_RETURN(c.do_normalize, view.optional_bool("do_normalize", true));
+  // Gemma3ImageProcessor: pan-and-scan crops an image into several, each its own image block.
+  HLX_ASSIGN_OR_RETURN(bool pan_and_scan, view.optional_bool("do_pan_and_scan", false));
+  if (pan_and_scan)
+    return make_error(ErrorKind::kUnsupported, view.where(),
+                      ": do_pan_and_scan true (Gemma3 pan-and-scan crops are not implemented; set it to false or null)");
   HLX_ASSIGN_OR_RETURN(auto mean, view.optional_float_array("image_mean"));
   HLX_ASSIGN_OR_RETURN(auto stdv, view.optional_float_array("image_std"));
   if (!mean.empty()) c.image_mean = mean;

@@ -1,4 +1,5 @@
-// The Hugging Face image processors' pipeline (CLIPImageProcessor, SiglipImageProcessor), driven by
+// The Hugging Face image processors' pipeline (CLIPImageProcessor, SiglipImageProcessor,
+// Gemma3ImageProcessor without pan-and-scan), driven by
 // a checkpoint's preprocessor_config.json: convert to RGB (done by decode), resize with PIL
 // resampling on u8, center crop, rescale, normalise -> f32 [3, H, W] (CHW).
 //
@@ -42,7 +43,8 @@ struct PreprocessConfig {
 
   // Reads the HF keys (do_resize, size {shortest_edge | height,width} or an int, resample,
   // do_center_crop, crop_size {height,width} or an int, do_rescale, rescale_factor, do_normalize,
-  // image_mean, image_std). Missing keys keep CLIPImageProcessor's defaults.
+  // image_mean, image_std). Missing keys keep CLIPImageProcessor's defaults. Gemma3's
+  // do_pan_and_scan: true is kUnsupported (false or null: a plain resize to size {height, width}).
   static Result<PreprocessConfig> from_config(const ConfigView& view);
   // Loads preprocessor_config.json (a file path or a directory containing one).
   static Result<PreprocessConfig> load(const std::string& path);

@@ -64,6 +64,51 @@ TEST(PrefillPlan, NoBucketFitsBelowCapacityReplaysEarlierRows) {
   check_invariants(*cs, 1000, 990, 3);
 }
 
+// Image blocks (Gemma3) are never split: a chunk that would end inside one ends at its start, in
+// the smallest bucket that holds the shorter chunk; the block goes whole into the next chunk.
+TEST(PrefillPlan, ImageSpansAreAtomic) {
+  std::vector<int64_t> b = {6, 8};
+  const std::vector<int64_t> ids = {2, 5, 17, 9, 11, 1, 7, 7, 7, 7, 1, 4, 1, 7, 7, 7, 7, 1, 4};
+  const std::vector<RowSpan> spans = runs_of(ids, 7);
+  ASSERT_EQ(spans.size(), 2u);
+  EXPECT_EQ(spans[0].begin, 6);
+  EXPECT_EQ(spans[0].end, 10);
+  EXPECT_EQ(spans[1].begin, 13);
+  EXPECT_EQ(spans[1].end, 17);
+  auto cs = plan_prefill_chunks(b, 64, 0, 19, spans);
+  ASSERT_TRUE(cs.ok()) << cs.status().to_string();
+  EXPECT_EQ(*cs, (Chunks{{0, 6, 6, 0}, {6, 8, 7, 0}, {13, 6, 6, 0}}));
+  check_invariants(*cs, 64, 0, 19);
+  // Without spans the same prompt is cut at 8 and 16, inside both blocks.
+  EXPECT_EQ(*plan_prefill_chunks(b, 64, 0, 19), (Chunks{{0, 8, 8, 0}, {8, 8, 8, 0}, {16, 6, 3, 0}}));
+  // A block longer than every bucket that fits, and a prefill that starts or ends inside a block,
+  // are typed errors.
+  const std::vector<RowSpan> wide = {{2, 12}};
+  auto r = plan_prefill_chunks(b, 64, 0, 19, wide);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(r.status().to_string().find("[2, 12)"), std::string::npos);
+  EXPECT_EQ(plan_prefill_chunks(b, 64, 7, 10, spans).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(plan_prefill_chunks(b, 64, 0, 8, spans).status().kind(), ErrorKind::kInvalidArgument);
+}
+
+// Near the capacity the replaying chunk starts at the block's first row, not inside it (its rows
+// must see the whole block again), in a bucket large enough.
+TEST(PrefillPlan, ReplayNearCapacityStartsAtAnImageBlock) {
+  std::vector<int64_t> b = {4, 8, 40};
+  const std::vector<RowSpan> spans = {{30, 34}};
+  // Rows 38..39 to write at capacity 40: the 4 bucket would start at 36 (fine, after the block).
+  auto cs = plan_prefill_chunks(b, 40, 38, 2, spans);
+  ASSERT_TRUE(cs.ok());
+  EXPECT_EQ(*cs, (Chunks{{36, 4, 4, 2}}));
+  // Block [34, 38): the 4 bucket starts at 36, inside it; move to 34 -> the 8 bucket from 32.
+  const std::vector<RowSpan> late = {{34, 38}};
+  cs = plan_prefill_chunks(b, 40, 38, 2, late);
+  ASSERT_TRUE(cs.ok()) << cs.status().to_string();
+  EXPECT_EQ(*cs, (Chunks{{32, 8, 8, 6}}));
+  check_invariants(*cs, 40, 38, 2);
+}
+
 TEST(PrefillPlan, EveryStartAndCountKeepsTheInvariants) {
   std::vector<int64_t> b = {4, 16, 37};
   const int64_t cap = 37;

@@ -31,7 +31,7 @@ const std::string& llava_dir(const std::string& family) {
   o.family = family;
   o.dtype = DType::kF32;
   o.seed = 5;
-  Status s = models::write_llava_fixture(dir, o);
+  Status s = models::write_vlm_fixture(dir, o);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return dirs[family] = dir;
 }

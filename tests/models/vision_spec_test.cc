@@ -42,20 +42,20 @@ std::string siglip_config(const std::string& extra = "", const std::string& visi
                  vision_extra, "}", extra, "}");
 }
 
-Result<LlavaSpec> parse(const std::string& json, const std::vector<std::string>& names = {}) {
+Result<VlmSpec> parse(const std::string& json, const std::vector<std::string>& names = {}) {
   Result<HfConfig> c = HfConfig::parse(json);
   if (!c.ok()) return c.status();
   return llava_spec_from_config(*c, names);
 }
 
-LlavaSpec spec_of(const std::string& json, const std::vector<std::string>& names = {}) {
-  Result<LlavaSpec> s = parse(json, names);
+VlmSpec spec_of(const std::string& json, const std::vector<std::string>& names = {}) {
+  Result<VlmSpec> s = parse(json, names);
   EXPECT_TRUE(s.ok()) << s.status().to_string();
-  return s.ok() ? *s : LlavaSpec{};
+  return s.ok() ? *s : VlmSpec{};
 }
 
 TEST(VisionSpec, ParsesClipLlava) {
-  const LlavaSpec s = spec_of(clip_config());
+  const VlmSpec s = spec_of(clip_config());
   EXPECT_EQ(s.vision.family, VisionFamily::kClip);
   EXPECT_EQ(s.vision.hidden_size, 48);
   EXPECT_EQ(s.vision.intermediate_size, 104);
@@ -83,7 +83,7 @@ TEST(VisionSpec, ParsesSiglipLlavaWithNewNames) {
   const std::vector<std::string> names = {"model.language_model.embed_tokens.weight",
                                           "model.vision_tower.vision_model.embeddings.patch_embedding.weight",
                                           "lm_head.weight"};
-  const LlavaSpec s = spec_of(siglip_config(R"(, "projector_hidden_act": "gelu_pytorch_tanh",
+  const VlmSpec s = spec_of(siglip_config(R"(, "projector_hidden_act": "gelu_pytorch_tanh",
       "multimodal_projector_bias": false, "image_token_id": 17)"),
                               names);
   EXPECT_EQ(s.vision.family, VisionFamily::kSiglip);
@@ -103,13 +103,13 @@ TEST(VisionSpec, ParsesSiglipLlavaWithNewNames) {
 
 TEST(VisionSpec, UpstreamDefaultsAndRealTokenCounts) {
   // No vision_config: LlavaConfig's CLIP ViT-L/14-336 -> 576 tokens.
-  const LlavaSpec l = spec_of(str_cat(R"({"model_type": "llava", "image_token_index": 5, )", kText, "}"));
+  const VlmSpec l = spec_of(str_cat(R"({"model_type": "llava", "image_token_index": 5, )", kText, "}"));
   EXPECT_EQ(l.vision.hidden_size, 1024);
   EXPECT_EQ(l.vision.num_layers, 24);
   EXPECT_EQ(l.vision.feature_layer, 23);
   EXPECT_EQ(l.vision.tokens_per_image(), 576);
   // SigLIP so400m-like 384/14, "full" -> 729.
-  const LlavaSpec s = spec_of(str_cat(R"({"model_type": "llava", "image_token_index": 5,
+  const VlmSpec s = spec_of(str_cat(R"({"model_type": "llava", "image_token_index": 5,
       "vision_feature_select_strategy": "full", )",
                                       kText, R"(, "vision_config": {"model_type": "siglip_vision_model",
       "image_size": 384, "patch_size": 14, "hidden_size": 1152, "num_attention_heads": 16}})"));
@@ -120,7 +120,7 @@ TEST(VisionSpec, UpstreamDefaultsAndRealTokenCounts) {
 
 void expect_error(const std::string& json, ErrorKind kind, const std::string& needle) {
   SCOPED_TRACE(needle);
-  Result<LlavaSpec> s = parse(json);
+  Result<VlmSpec> s = parse(json);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.status().kind(), kind) << s.status().to_string();
   EXPECT_NE(s.status().to_string().find(needle), std::string::npos) << s.status().to_string();
@@ -151,7 +151,7 @@ TEST(VisionSpec, IsVisionLanguage) {
 }
 
 TEST(VisionLayout, ReadsOnlyWhatTheEntryUses) {
-  const LlavaSpec c = spec_of(clip_config());
+  const VlmSpec c = spec_of(clip_config());
   const std::vector<TensorInfo> lc = vision_checkpoint_layout(c);
   // class + patch + position + pre_layrnorm x2, 2 layers x 16, projector 4.
   ASSERT_EQ(lc.size(), 5u + 2 * 16 + 4);
@@ -169,7 +169,7 @@ TEST(VisionLayout, ReadsOnlyWhatTheEntryUses) {
   EXPECT_EQ(lc[lc.size() - 4].shape, (Shape{72, 48}));
   EXPECT_EQ(lc.back().name, "multi_modal_projector.linear_2.bias");
 
-  const LlavaSpec s = spec_of(siglip_config(R"(, "multimodal_projector_bias": false)"));
+  const VlmSpec s = spec_of(siglip_config(R"(, "multimodal_projector_bias": false)"));
   const std::vector<TensorInfo> ls = vision_checkpoint_layout(s);
   ASSERT_EQ(ls.size(), 3u + 2 * 16 + 2);  // patch w+b, position; both layers; projector weights only
   EXPECT_EQ(ls[1].name, "vision_tower.vision_model.embeddings.patch_embedding.bias");
@@ -183,7 +183,7 @@ const std::string* str_attr(const shlo::AttrDict& d, const char* key) {
   return a && a->kind == Attr::Kind::kString ? &a->str : nullptr;
 }
 
-std::string identity(const LlavaSpec& s) {
+std::string identity(const VlmSpec& s) {
   Result<shlo::Module> m = emit_vision_entry(s);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   if (!m.ok()) return "";
@@ -209,7 +209,7 @@ TEST(VisionEntry, IdentityFollowsTheVisionConfig) {
   EXPECT_NE(identity(spec_of(clip_config(), {"model.vision_tower.vision_model.x"})), base);  // other names
 }
 
-void check_module(const LlavaSpec& spec) {
+void check_module(const VlmSpec& spec) {
   SCOPED_TRACE(vision_family_name(spec.vision.family));
   Result<shlo::Module> r = emit_vision_entry(spec);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
@@ -266,7 +266,7 @@ TEST(VisionEntry, ModulesFollowTheContract) {
 }
 
 TEST(VisionEntry, RejectsInconsistentSpecs) {
-  LlavaSpec s = spec_of(clip_config());
+  VlmSpec s = spec_of(clip_config());
   s.vision.feature_layer = 4;
   Result<shlo::Module> m = emit_vision_entry(s);
   ASSERT_FALSE(m.ok());
@@ -291,12 +291,12 @@ TEST(LlavaFixture, WritesAConsistentCheckpoint) {
     o.family = family;
     o.dtype = DType::kBF16;
     o.seed = 3;
-    ASSERT_TRUE(write_llava_fixture(dir.string(), o).ok());
+    ASSERT_TRUE(write_vlm_fixture(dir.string(), o).ok());
     Result<HfConfig> cfg = HfConfig::load(dir.string());
     ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();
     Result<Checkpoint> ck = Checkpoint::open(dir.string());
     ASSERT_TRUE(ck.ok()) << ck.status().to_string();
-    Result<LlavaSpec> spec = llava_spec_from_config(*cfg, ck->names());
+    Result<VlmSpec> spec = llava_spec_from_config(*cfg, ck->names());
     ASSERT_TRUE(spec.ok()) << spec.status().to_string();
     EXPECT_EQ(spec->vision.tokens_per_image(), 16);
     EXPECT_EQ(spec->image_token_id, spec->text.vocab_size - 20);  // no tokenizer: a spare id
@@ -320,7 +320,7 @@ TEST(LlavaFixture, WritesAConsistentCheckpoint) {
   FixtureOptions bad;
   bad.family = "llava-siglip";
   bad.preset = "clip-vit-l-336";
-  Status st = write_llava_fixture(dir.string(), bad);
+  Status st = write_vlm_fixture(dir.string(), bad);
   EXPECT_EQ(st.kind(), ErrorKind::kInvalidArgument);
   EXPECT_NE(st.to_string().find("clip-vit-l-336"), std::string::npos);
   std::error_code ec;

@@ -339,6 +339,25 @@ TEST(PreprocessConfig, BadValuesAreTypedErrors) {
   EXPECT_NE(r.status().message().find("longest_edge"), std::string::npos);
 }
 
+// Gemma3ImageProcessor's preprocessor_config.json: a fixed-size bilinear resize (aspect not kept);
+// pan-and-scan (several crops per image) is not implemented and says so.
+TEST(PreprocessConfig, Gemma3KeysAndPanAndScan) {
+  auto g = parse_cfg(R"({"do_pan_and_scan": null, "image_processor_type": "Gemma3ImageProcessor", "resample": 2,
+      "size": {"height": 896, "width": 896}, "image_mean": [0.5, 0.5, 0.5], "image_std": [0.5, 0.5, 0.5]})");
+  ASSERT_TRUE(g.ok()) << g.status().to_string();
+  EXPECT_EQ(g->height, 896);
+  EXPECT_EQ(g->width, 896);
+  EXPECT_EQ(g->resample, Resample::kBilinear);
+  auto hw = resize_output_size(*g, 300, 1200);
+  ASSERT_TRUE(hw.ok());
+  EXPECT_EQ(*hw, std::make_pair(int64_t(896), int64_t(896)));
+  EXPECT_TRUE(parse_cfg(R"({"do_pan_and_scan": false, "size": {"height": 8, "width": 8}})").ok());
+  auto r = parse_cfg(R"({"do_pan_and_scan": true, "size": {"height": 896, "width": 896}})");
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().kind(), ErrorKind::kUnsupported);
+  EXPECT_NE(r.status().message().find("do_pan_and_scan"), std::string::npos);
+}
+
 TEST(Orientation, AllEightMatchTheirDefinitions) {
   // 3 wide, 2 high; pixel value = 10*y + x in every channel.
   Image img;

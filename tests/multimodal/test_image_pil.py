@@ -42,8 +42,14 @@ LANCZOS = dict(SIGLIP, size={"height": 19, "width": 64}, resample=1)
 NEAREST = dict(SIGLIP, size={"height": 23, "width": 70}, resample=0)
 NEAREST_UP = dict(SIGLIP, size={"height": 300, "width": 7}, resample=0)
 CROP_PAD = dict(CLIP, size={"shortest_edge": 8}, crop_size={"height": 13, "width": 10})  # HF pads
+# Gemma3ImageProcessor (gemma-3-4b-it's preprocessor_config.json, smaller): a bilinear resize to a
+# fixed size without keeping the aspect, pan-and-scan off (null).
+GEMMA3 = {"do_convert_rgb": None, "do_normalize": True, "do_pan_and_scan": None, "do_rescale": True, "do_resize": True,
+          "image_mean": [0.5, 0.5, 0.5], "image_processor_type": "Gemma3ImageProcessor", "image_seq_length": 256,
+          "image_std": [0.5, 0.5, 0.5], "resample": 2, "rescale_factor": 0.00392156862745098,
+          "size": {"height": 56, "width": 56}}
 CONFIGS = {"clip": CLIP, "clip_small": CLIP_SMALL, "siglip": SIGLIP, "siglip_bilinear": SIGLIP_BILINEAR,
-           "lanczos": LANCZOS, "nearest": NEAREST, "nearest_up": NEAREST_UP, "crop_pad": CROP_PAD}
+           "lanczos": LANCZOS, "nearest": NEAREST, "nearest_up": NEAREST_UP, "crop_pad": CROP_PAD, "gemma3": GEMMA3}
 
 
 def content(rng, w, h, channels):
@@ -203,7 +209,7 @@ def main():
         for img in images:
             ref_rgb = reference_decode(img)
             names = list(CONFIGS) if os.path.basename(img).startswith(("rgb_", "p_trns", "cmyk", "exif6", "exif7.png")) \
-                else ["clip_small", "siglip_bilinear", "crop_pad"]
+                else ["clip_small", "siglip_bilinear", "crop_pad", "gemma3"]
             for name in names:
                 cfg = CONFIGS[name]
                 out, u8o, deco = (os.path.join(d, f"o_{k}.npy") for k in ("f32", "u8", "dec"))

@@ -330,6 +330,42 @@ TEST(Attention, EmptyVisibleSetGivesZeros) {
   }
 }
 
+// prefill_embeddings_masked turns blocked mask cells into a -inf bias: such a key must weigh
+// exactly 0 in every kernel (no e^-87 floor), so a bias-built causal mask gives the bits of
+// causal = true even when the blocked keys hold huge values (1e30: a tiny weight would show).
+TEST(Attention, MinusInfBiasDropsKeysExactly) {
+  for (DType kvt : {DType::kF32, DType::kBF16})
+    for (int64_t q_len : {int64_t(1), int64_t(7)}) {
+      AttentionDesc d;
+      d.batch = 1; d.q_len = q_len; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 16; d.num_slots = 1; d.capacity = 24;
+      d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 0.25f; d.causal = true;
+      const int32_t len = 12, first = len - int32_t(q_len) - 3;  // queries at first.., keys past them blocked
+      std::vector<int32_t> q_pos;
+      for (int64_t t = 0; t < q_len; ++t) q_pos.push_back(first + int32_t(t));
+      Inputs in = make_inputs(d, 77, {0}, {len}, q_pos);
+      // Keys no query may see hold 1e30.
+      const int32_t last_pos = q_pos.back();
+      for (int32_t j = last_pos + 1; j < len; ++j)
+        for (int64_t i = 0; i < d.kv_heads * d.head_dim; ++i) in.v[size_t(j * d.kv_heads * d.head_dim + i)] = 1e30f;
+      in.vb = to_storage(kvt, in.v);
+      std::vector<float> causal(size_t(q_len * 4 * 16)), masked(causal.size());
+      ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                     in.kv_len.data(), nullptr, causal.data()).ok());
+      AttentionDesc m = d;
+      m.causal = false;
+      m.has_bias = true;
+      std::vector<float> bias(size_t(q_len * d.capacity), 0.f);
+      for (int64_t t = 0; t < q_len; ++t)
+        for (int64_t j = 0; j < d.capacity; ++j)
+          if (j > q_pos[size_t(t)]) bias[size_t(t * d.capacity + j)] = -std::numeric_limits<float>::infinity();
+      ASSERT_TRUE(kernels::attention(m, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                     in.kv_len.data(), bias.data(), masked.data()).ok());
+      EXPECT_EQ(std::memcmp(causal.data(), masked.data(), causal.size() * 4), 0)
+          << "kv " << dtype_name(kvt) << " q_len " << q_len << ": first " << causal[0] << " vs " << masked[0];
+      for (float x : masked) EXPECT_LT(std::fabs(x), 1e3f);
+    }
+}
+
 TEST(Attention, OutOfRangeSlotOrKvLenWritesNothing) {
   AttentionDesc d;
   d.batch = 2; d.q_len = 1; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 8; d.num_slots = 3; d.capacity = 10;
