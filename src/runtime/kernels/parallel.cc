@@ -5,8 +5,8 @@
 // - `state_` packs a job generation (high 40 bits) and the next unclaimed chunk (low 24 bits);
 //   chunk kClosed means no chunk of that generation may be claimed.
 // - A caller (one at a time, under mu_) opening job G: (1) stores state_ = G | kClosed, (2) stores
-//   the job fields fn_, n_, grain_ and resets done_, each field with release order, (3) publishes
-//   state_ = G | 0 with release order.
+//   the job fields fn_, n_, grain_ with release order and resets done_, (3) publishes
+//   state_ = G | 0 with release order (which also publishes the reset).
 // - A worker claims chunk i of G by: load state_ (acquire) = G | i, load the fields (acquire),
 //   then compare-exchange state_ from G | i to G | i+1.
 // Invariants:
