@@ -129,6 +129,14 @@ TEST(Qwen3VLTextModel, ChunkedPrefillMatchesOneCall) {
   EXPECT_GT(max_diff(*la, *without), 1e-2f) << "DeepStack must move the logits";
   EXPECT_EQ(*a->rope_delta(sa), p.delta);
   EXPECT_NE(p.delta, 0);
+
+  // Zero visual rows (count 0): the M-RoPE entry, the same bits as no payload.
+  Prompt z = p;
+  z.payload.count = 0;
+  ASSERT_TRUE(a->release(sa).ok());
+  auto lz = prefill(*a, *a->admit(p.ids, 4), z, 20);
+  ASSERT_TRUE(lz.ok()) << lz.status().to_string();
+  EXPECT_TRUE(same_bits(*lz, *without));
 }
 
 // Capacity 20, buckets {8, 20}: after 13 rows, the next chunk cannot fit a bucket below the
