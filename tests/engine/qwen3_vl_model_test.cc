@@ -337,6 +337,24 @@ TEST(Qwen3VLTextModel, RopeDeltaDrivesDecodeAndIsPerSlot) {
   ASSERT_TRUE(d.ok());
   const int64_t vocab = m->spec().vocab_size;
   EXPECT_EQ(std::memcmp(d->data<float>(), d->data<float>() + vocab, size_t(vocab) * sizeof(float)), 0);
+
+  // A text row batched with an image slot (decode_mrope for the batch) keeps the bits it has in a
+  // plain decode batch of the same size.
+  ASSERT_TRUE(m->release(s1).ok());
+  auto mixed = [&](int64_t delta) -> Tensor {
+    Prompt q = p;
+    q.delta = delta;
+    int64_t si = *m->admit(q.ids, 4);
+    EXPECT_TRUE(prefill(*m, si, q, 20).ok());
+    DecodeRow batch[2] = {{s0, 7, 6}, {si, 17, 20}};
+    auto out = m->decode(batch);
+    EXPECT_TRUE(out.ok()) << out.status().to_string();
+    EXPECT_TRUE(m->release(si).ok());
+    return out.ok() ? *out : Tensor();
+  };
+  Tensor with_delta = mixed(p.delta), plain = mixed(0);
+  EXPECT_EQ(std::memcmp(with_delta.data<float>(), plain.data<float>(), size_t(vocab) * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(with_delta.data<float>() + vocab, plain.data<float>() + vocab, size_t(vocab) * sizeof(float)), 0);
 }
 
 // The padded bucket modules equal the exact-grid entry; two sizes land in two buckets.
