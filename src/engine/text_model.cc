@@ -341,6 +341,23 @@ Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_ba
   return ok_status();
 }
 
+Status TextModel::warm_up_mrope(int64_t prompt_len, int64_t decode_batch) {
+  if (spec_.mrope_section.empty())
+    return make_error(ErrorKind::kInvalidArgument, "warm_up_mrope: the model (", spec_.model_type,
+                      ") has no mrope_section");
+  if (prompt_len > 0) {
+    HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
+                         plan_prefill_chunks(buckets_, shape_.context_capacity, 0, prompt_len));
+    for (const auto& c : chunks) {
+      HLX_RETURN_IF_ERROR(compiled(TextEntry::kPrefillEmbeddingsMrope, c.bucket).status());
+      if (!spec_.deepstack_layers.empty())
+        HLX_RETURN_IF_ERROR(compiled(TextEntry::kPrefillEmbeddingsDeepstack, c.bucket).status());
+    }
+  }
+  if (decode_batch > 0) HLX_RETURN_IF_ERROR(compiled(TextEntry::kDecodeMrope, decode_batch).status());
+  return ok_status();
+}
+
 Result<std::vector<Tensor>> TextModel::run(Entry& e, std::vector<Tensor> inputs) {
   for (const Tensor& c : caches_) inputs.push_back(c);
   const char* name = models::entry_name(e.request.entry);

@@ -191,6 +191,9 @@ class TextModel {
   // from prefill time.
   // `embeddings`: the prefill_embeddings buckets instead of the token ones.
   Status warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch, bool embeddings = false);
+  // The same for an image prompt of an M-RoPE model: prefill_embeddings_mrope's buckets (M-RoPE and
+  // DeepStack entries) and decode_mrope for `decode_batch`. kInvalidArgument without mrope_section.
+  Status warm_up_mrope(int64_t prompt_len, int64_t decode_batch);
 
   // The caches in argument order (k_cache.0, v_cache.0, ...), for tests that compare bytes.
   const std::vector<Tensor>& caches() const { return caches_; }

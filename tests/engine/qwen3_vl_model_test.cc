@@ -113,10 +113,17 @@ TEST(Qwen3VLTextModel, ChunkedPrefillMatchesOneCall) {
   ASSERT_TRUE(a && b);
   ASSERT_TRUE(a->has_mrope_entries());
   Prompt p = make_prompt(*a, 20, 5);
+  // warm_up_mrope compiles what the image prompt uses: prefill and decode then compile nothing.
+  ASSERT_TRUE(a->warm_up_mrope(20, 1).ok());
+  const int compiled = a->stats().compiled;
+  EXPECT_EQ(compiled, 3);  // mrope + deepstack for bucket 32, decode_mrope for B = 1
   int64_t sa = *a->admit(p.ids, 4), sb = *b->admit(p.ids, 4);
   // b in three calls so every chunk boundary is a call boundary as well.
   auto la = prefill(*a, sa, p, 20);
   ASSERT_TRUE(la.ok()) << la.status().to_string();
+  DecodeRow row{sa, 3, 20};
+  ASSERT_TRUE(a->decode(std::span<const DecodeRow>(&row, 1)).ok());
+  EXPECT_EQ(a->stats().compiled, compiled);
   for (int64_t end : {8, 16, 20}) {
     auto lb = prefill(*b, sb, p, end);
     ASSERT_TRUE(lb.ok()) << lb.status().to_string();
