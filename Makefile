@@ -2,8 +2,9 @@
 BUILD ?= build
 SAN_BUILD ?= build-san
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: setup build test test-release test-sanitize demo bench clean soak
+.PHONY: setup build test test-release test-sanitize demo bench clean soak install
 
 setup:
 	@bash scripts/setup.sh
@@ -26,6 +27,10 @@ test-sanitize: setup $(SAN_BUILD)/build.ninja
 	cd $(SAN_BUILD) && ctest --output-on-failure -E '^(test_|conformance)'
 
 test: test-release test-sanitize
+
+# libhlx.so/.a, include/hlx/hlx.h, bin/hlx, hlx.pc and the CMake package (find_package(hlx)).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	bash scripts/demo.sh $(BUILD)/bin/hlx
