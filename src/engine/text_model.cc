@@ -8,6 +8,7 @@
 #include "engine/prefill_plan.h"
 #include "core/sha256.h"
 #include "io/hf_config.h"
+#include "models/qwen3_vl.h"
 #include "models/vision_spec.h"
 #include "runtime/program.h"
 #include "stablehlo/parser.h"
@@ -224,6 +225,17 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
                                                                             : mm::MaskRule::kImageBlocks;
     }
   }
+  if (!spec.mrope_section.empty()) {
+    // Qwen3-VL: image prompts run the M-RoPE entries; visual rows must hold the image token.
+    m->options_.embeddings = true;
+    if (auto type = config.model_type(); type.ok() && *type == "qwen3_vl") {
+      HLX_ASSIGN_OR_RETURN(models::Qwen3VLSpec vl, models::qwen3_vl_spec_from_config(config));
+      m->image_token_id_ = vl.image_token_id;
+    }
+  }
+  if (options.deepstack_visual_rows < 0)
+    return make_error(ErrorKind::kInvalidArgument, "deepstack_visual_rows ", options.deepstack_visual_rows,
+                      " must be >= 0");
   for (const auto& info : models::text_checkpoint_layout(spec)) {
     HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
     m->stats_.weight_bytes += t.nbytes();
@@ -249,8 +261,16 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     if (m->options_.embeddings) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddings, b}));
     if (!m->masked_variant_.empty())
       HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddingsMasked, b, m->masked_variant_}));
+    if (!spec.mrope_section.empty()) {
+      HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddingsMrope, b}));
+      if (!spec.deepstack_layers.empty())
+        HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kPrefillEmbeddingsDeepstack, b, m->deepstack_rows(b)}));
+    }
   }
-  for (int64_t b = 1; b <= options.slots; ++b) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecode, b}));
+  for (int64_t b = 1; b <= options.slots; ++b) {
+    HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecode, b}));
+    if (!spec.mrope_section.empty()) HLX_RETURN_IF_ERROR(m->prepare_entry({TextEntry::kDecodeMrope, b}));
+  }
   m->stats_.emit_ms = ms_since(t0);
   if (options.eager_compile)
     for (auto& [key, e] : m->entries_) HLX_RETURN_IF_ERROR(m->compile(e));
@@ -266,6 +286,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   m->pool_ = SlotPool(options.slots);
   m->history_.assign(size_t(options.slots), {});
   m->embedded_end_.assign(size_t(options.slots), 0);
+  m->rope_delta_.assign(size_t(options.slots), 0);
   return m;
 }
 
@@ -332,6 +353,23 @@ Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_ba
   return ok_status();
 }
 
+Status TextModel::warm_up_mrope(int64_t prompt_len, int64_t decode_batch) {
+  if (spec_.mrope_section.empty())
+    return make_error(ErrorKind::kInvalidArgument, "warm_up_mrope: the model (", spec_.model_type,
+                      ") has no mrope_section");
+  if (prompt_len > 0) {
+    HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
+                         plan_prefill_chunks(buckets_, shape_.context_capacity, 0, prompt_len));
+    for (const auto& c : chunks) {
+      HLX_RETURN_IF_ERROR(compiled(TextEntry::kPrefillEmbeddingsMrope, c.bucket).status());
+      if (!spec_.deepstack_layers.empty())
+        HLX_RETURN_IF_ERROR(compiled(TextEntry::kPrefillEmbeddingsDeepstack, c.bucket).status());
+    }
+  }
+  if (decode_batch > 0) HLX_RETURN_IF_ERROR(compiled(TextEntry::kDecodeMrope, decode_batch).status());
+  return ok_status();
+}
+
 Result<std::vector<Tensor>> TextModel::run(Entry& e, std::vector<Tensor> inputs) {
   for (const Tensor& c : caches_) inputs.push_back(c);
   const char* name = models::entry_name(e.request.entry);
@@ -359,6 +397,7 @@ Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* adm
   HLX_ASSIGN_OR_RETURN(int64_t slot, pool_.acquire());
   history_[size_t(slot)].clear();
   embedded_end_[size_t(slot)] = 0;
+  rope_delta_[size_t(slot)] = 0;
   return slot;
 }
 
@@ -366,6 +405,7 @@ Status TextModel::release(int64_t slot) {
   HLX_RETURN_IF_ERROR(pool_.release(slot));
   history_[size_t(slot)].clear();
   embedded_end_[size_t(slot)] = 0;
+  rope_delta_[size_t(slot)] = 0;
   return ok_status();
 }
 
@@ -373,6 +413,7 @@ void TextModel::reset() {
   pool_ = SlotPool(shape_.slots);
   for (auto& h : history_) h.clear();
   std::fill(embedded_end_.begin(), embedded_end_.end(), 0);
+  std::fill(rope_delta_.begin(), rope_delta_.end(), 0);
 }
 
 Status TextModel::check_slot(int64_t slot) const {
@@ -386,6 +427,23 @@ Result<int64_t> TextModel::cache_length(int64_t slot) const {
   return int64_t(history_[size_t(slot)].size());
 }
 
+Result<int64_t> TextModel::rope_delta(int64_t slot) const {
+  HLX_RETURN_IF_ERROR(check_slot(slot));
+  return rope_delta_[size_t(slot)];
+}
+
+int64_t TextModel::deepstack_rows(int64_t bucket) const {
+  return options_.deepstack_visual_rows > 0 ? std::min(options_.deepstack_visual_rows, bucket) : 0;
+}
+
+Status TextModel::check_plain_rope(int64_t slot, const char* what) const {
+  // Rows after an image continue at cache row + delta; 1D entries would rotate them at the row.
+  if (rope_delta_[size_t(slot)] != 0)
+    return make_error(ErrorKind::kUnsupported, what, " on slot ", slot, " whose M-RoPE delta is ",
+                      rope_delta_[size_t(slot)], ": continue an image prompt with prefill_embeddings_mrope");
+  return ok_status();
+}
+
 Result<Tensor> TextModel::prefill(int64_t slot, std::span<const int64_t> tokens) {
   return run_prefill(slot, tokens, false);
 }
@@ -397,6 +455,7 @@ Result<Tensor> TextModel::prefill_all_logits(int64_t slot, std::span<const int64
 Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tokens, bool all_rows) {
   // Every check before the first call: a bad request leaves the caches untouched.
   HLX_RETURN_IF_ERROR(check_slot(slot));
+  HLX_RETURN_IF_ERROR(check_plain_rope(slot, "prefill"));
   std::vector<int32_t>& hist = history_[size_t(slot)];
   const int64_t start = int64_t(hist.size()), n = int64_t(tokens.size());
   if (n < 1) return make_error(ErrorKind::kInvalidArgument, "prefill needs at least one token");
@@ -489,7 +548,7 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
 
 Result<Tensor> TextModel::prefill_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
                                              int64_t end_row) {
-  return run_embeddings(slot, embeddings, token_ids, end_row, false);
+  return run_prefill_embeddings(slot, embeddings, token_ids, end_row, false, nullptr, 0, nullptr);
 }
 
 Result<Tensor> TextModel::prefill_embeddings_masked(int64_t slot, const Tensor& embeddings,
@@ -498,24 +557,71 @@ Result<Tensor> TextModel::prefill_embeddings_masked(int64_t slot, const Tensor& 
     return make_error(ErrorKind::kInvalidArgument,
                       "prefill_embeddings_masked: this model has no masked image prefill (a Gemma3 vision-language "
                       "checkpoint has)");
-  return run_embeddings(slot, embeddings, token_ids, end_row, true);
+  return run_prefill_embeddings(slot, embeddings, token_ids, end_row, true, nullptr, 0, nullptr);
 }
 
-Result<Tensor> TextModel::run_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
-                                         int64_t end_row, bool masked) {
+Result<Tensor> TextModel::prefill_embeddings_mrope(int64_t slot, const Tensor& embeddings,
+                                                   std::span<const int64_t> token_ids, const Tensor& rope_positions,
+                                                   int64_t rope_delta, int64_t end_row,
+                                                   const DeepstackPayload* deepstack) {
+  return run_prefill_embeddings(slot, embeddings, token_ids, end_row, false, &rope_positions, rope_delta, deepstack);
+}
+
+namespace {
+
+// The boundary checks of a whole-prompt DeepStack payload (per-chunk ones: check_deepstack_payload).
+Status check_payload(const models::TextModelSpec& spec, const DeepstackPayload& p, std::span<const int64_t> token_ids,
+                     int64_t image_token_id) {
+  auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, "deepstack payload: ", args...); };
+  if (spec.deepstack_layers.empty())
+    return bad("the model (", spec.model_type, ") has no DeepStack layers");
+  const Tensor& vp = p.visual_positions;
+  const Tensor& lf = p.layer_features;
+  if (vp.dtype() != DType::kI32 || vp.rank() != 1 || !vp.defined())
+    return bad("visual_positions must be i32 [Nv], got ", vp.type_string());
+  const int64_t nv = vp.dim(0), k = int64_t(spec.deepstack_layers.size()), hidden = spec.hidden_size;
+  if (lf.dtype() != DType::kF32 || lf.shape() != Shape{k, nv, hidden} || !lf.defined())
+    return bad("layer_features must be f32 [", k, ", ", nv, ", ", hidden, "] (K layers, Nv = ", nv,
+               " visual_positions, hidden), got ", lf.type_string());
+  if (p.count < 0 || p.count > nv) return bad("visual count ", p.count, " outside [0, Nv ", nv, "]");
+  const int32_t* pos = vp.data<int32_t>();
+  for (int64_t i = 0; i < p.count; ++i) {
+    // Rows at or past end_row belong to a later call on the same prompt; this one ignores them.
+    if (pos[i] < 0 || pos[i] >= int64_t(token_ids.size()))
+      return bad("visual_positions[", i, "] = ", pos[i], " is outside the prompt rows [0, ", token_ids.size(), ")");
+    if (i > 0 && pos[i] <= pos[i - 1])
+      return bad("visual_positions[", i, "] = ", pos[i], " after ", pos[i - 1], " (must be sorted and unique)");
+    if (image_token_id >= 0 && token_ids[size_t(pos[i])] != image_token_id)
+      return bad("visual_positions[", i, "] = row ", pos[i], " holds token ", token_ids[size_t(pos[i])],
+                 ", not the image token ", image_token_id);
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& embeddings,
+                                                 std::span<const int64_t> token_ids, int64_t end_row, bool masked,
+                                                 const Tensor* rope_positions, int64_t rope_delta,
+                                                 const DeepstackPayload* deepstack) {
   // Every check before the first call: a bad request leaves the caches untouched.
   HLX_RETURN_IF_ERROR(check_slot(slot));
+  const bool mrope = rope_positions != nullptr;
+  const char* what = mrope ? "prefill_embeddings_mrope" : masked ? "prefill_embeddings_masked" : "prefill_embeddings";
   if (!options_.embeddings)
     return make_error(ErrorKind::kInvalidArgument,
                       "prefill_embeddings: the model was loaded without prefill_embeddings entries (options.embeddings)");
+  if (!mrope) HLX_RETURN_IF_ERROR(check_plain_rope(slot, what));
+  if (mrope && spec_.mrope_section.empty())
+    return make_error(ErrorKind::kInvalidArgument, what, ": the model (", spec_.model_type, ") has no mrope_section");
   std::vector<int32_t>& hist = history_[size_t(slot)];
   const int64_t start = int64_t(hist.size()), n = int64_t(token_ids.size()), hidden = spec_.hidden_size;
   if (embeddings.dtype() != DType::kF32 || embeddings.rank() != 2 || embeddings.dim(0) != n ||
-      embeddings.dim(1) != hidden)
-    return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: embeddings are ", embeddings.type_string(),
+      embeddings.dim(1) != hidden || !embeddings.defined())
+    return make_error(ErrorKind::kInvalidArgument, what, ": embeddings are ", embeddings.type_string(),
                       ", expected f32 [", n, ", ", hidden, "] (one row per token id)");
   if (end_row <= start || end_row > n)
-    return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: end row ", end_row, " must lie in (cache length ",
+    return make_error(ErrorKind::kInvalidArgument, what, ": end row ", end_row, " must lie in (cache length ",
                       start, ", ", n, " rows given]");
   if (end_row > shape_.context_capacity)
     return make_error(ErrorKind::kOutOfRange, "prefill of rows [", start, ", ", end_row, ") of slot ", slot,
@@ -527,42 +633,112 @@ Result<Tensor> TextModel::run_embeddings(int64_t slot, const Tensor& embeddings,
       return make_error(ErrorKind::kInvalidArgument, "token id ", token_ids[size_t(i)], " at row ", i,
                         " is outside [0, ", INT32_MAX, "]");
     if (i < start && hist[size_t(i)] != token_ids[size_t(i)])
-      return make_error(ErrorKind::kInvalidArgument, "prefill_embeddings: row ", i, " of slot ", slot, " holds token ",
+      return make_error(ErrorKind::kInvalidArgument, what, ": row ", i, " of slot ", slot, " holds token ",
                         hist[size_t(i)], " but the given ids have ", token_ids[size_t(i)], " there");
   }
-  // Masked (Gemma3): image blocks are atomic chunks, each chunk gets its own additive mask.
-  const TextEntry kind = masked ? TextEntry::kPrefillEmbeddingsMasked : TextEntry::kPrefillEmbeddings;
-  // Spans over every given id, so that a prefill stopping inside a block is refused.
+  if (mrope) {
+    const Tensor& rp = *rope_positions;
+    if (rp.dtype() != DType::kI32 || rp.shape() != Shape{3, n} || !rp.defined())
+      return make_error(ErrorKind::kInvalidArgument, what, ": rope_positions are ", rp.type_string(),
+                        ", expected i32 [3, ", n, "] (axes T, H, W per row)");
+    for (int64_t i = 0; i < 3 * n; ++i)
+      if (rp.data<int32_t>()[i] < 0)
+        return make_error(ErrorKind::kInvalidArgument, what, ": rope_positions[", i / n, ", ", i % n, "] = ",
+                          rp.data<int32_t>()[i], " is negative");
+    // Decode rotates row r at r + delta (checked per row there); |delta| must fit i32.
+    if (rope_delta < -int64_t(INT32_MAX) || rope_delta > INT32_MAX)
+      return make_error(ErrorKind::kOutOfRange, what, ": rope_delta ", rope_delta, " is outside the i32 range");
+  }
+  if (deepstack) {
+    if (!mrope) return make_error(ErrorKind::kInternal, "deepstack payload without M-RoPE positions");
+    HLX_RETURN_IF_ERROR(check_payload(spec_, *deepstack, token_ids, image_token_id_).with_context(what));
+  }
+  // Masked (Gemma3): image blocks are atomic chunks, each chunk gets its own additive mask. The
+  // spans cover every given id, so that a prefill stopping inside a block is refused.
   const std::vector<RowSpan> spans = masked ? runs_of(token_ids, image_token_id_) : std::vector<RowSpan>{};
   HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
                        plan_prefill_chunks(buckets_, shape_.context_capacity, start, end_row - start, spans));
-  std::vector<Tensor> masks;
-  for (const auto& c : chunks) {
-    HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
+
+  // Per chunk: the entry, and with a payload its chunk-relative visual rows and feature slice.
+  struct ChunkInputs {
+    TextEntry kind = TextEntry::kPrefillEmbeddings;
+    Tensor mask, visual_positions, layer_features;
+    int64_t count = 0;
+  };
+  std::vector<ChunkInputs> inputs(chunks.size());
+  const int64_t k_layers = int64_t(spec_.deepstack_layers.size());
+  for (size_t ci = 0; ci < chunks.size(); ++ci) {
+    const PrefillChunk& c = chunks[ci];
+    ChunkInputs& in = inputs[ci];
+    in.kind = mrope ? TextEntry::kPrefillEmbeddingsMrope : TextEntry::kPrefillEmbeddings;
     if (masked) {
-      HLX_ASSIGN_OR_RETURN(Tensor mask, mm::prefill_mask(token_ids, image_token_id_, c.start, c.start + c.length,
-                                                         c.bucket, mask_rule_));
-      masks.push_back(std::move(mask));
+      in.kind = TextEntry::kPrefillEmbeddingsMasked;
+      HLX_ASSIGN_OR_RETURN(in.mask, mm::prefill_mask(token_ids, image_token_id_, c.start, c.start + c.length,
+                                                     c.bucket, mask_rule_));
     }
+    if (deepstack) {
+      const int32_t* pos = deepstack->visual_positions.data<int32_t>();
+      const int32_t* first = std::lower_bound(pos, pos + deepstack->count, int32_t(c.start));
+      const int32_t* last = std::lower_bound(pos, pos + deepstack->count, int32_t(c.start + c.length));
+      in.count = last - first;
+      if (in.count > 0) {
+        in.kind = TextEntry::kPrefillEmbeddingsDeepstack;
+        const int64_t nv = deepstack_rows(c.bucket) > 0 ? deepstack_rows(c.bucket) : c.bucket;
+        if (in.count > nv)
+          return make_error(ErrorKind::kOutOfRange, what, ": the chunk at row ", c.start, " (bucket ", c.bucket,
+                            ") has ", in.count, " visual rows, more than the static max Nv ", nv,
+                            " (deepstack_visual_rows)");
+        // Padding entries: row 0 and zero features (ignored past count).
+        in.visual_positions = Tensor::zeros(DType::kI32, {nv});
+        in.layer_features = Tensor::zeros(DType::kF32, {k_layers, nv, hidden});
+        const int64_t v0 = first - pos, total_nv = deepstack->visual_positions.dim(0);
+        for (int64_t v = 0; v < in.count; ++v) in.visual_positions.data<int32_t>()[v] = int32_t(first[v] - c.start);
+        for (int64_t k = 0; k < k_layers; ++k)
+          std::memcpy(in.layer_features.data<float>() + k * nv * hidden,
+                      deepstack->layer_features.data<float>() + (k * total_nv + v0) * hidden,
+                      size_t(in.count * hidden) * sizeof(float));
+        const EntryRequest req{TextEntry::kPrefillEmbeddingsDeepstack, c.bucket, deepstack_rows(c.bucket)};
+        HLX_RETURN_IF_ERROR(
+            models::check_deepstack_payload(spec_, req, c.length, in.visual_positions, in.layer_features, in.count)
+                .with_context(str_cat(what, " chunk at row ", c.start)));
+      }
+    }
+    HLX_RETURN_IF_ERROR(compiled(in.kind, c.bucket).status());
   }
 
   const float* src = embeddings.data<float>();
   Tensor last;
   for (size_t ci = 0; ci < chunks.size(); ++ci) {
     const PrefillChunk& c = chunks[ci];
-    Entry* e = *compiled(kind, c.bucket);
+    ChunkInputs& in = inputs[ci];
+    Entry* e = *compiled(in.kind, c.bucket);
     // Padding rows are zeros; rows at or past `length` are never read.
     Tensor x = Tensor::zeros(DType::kF32, {c.bucket, hidden});
     std::memcpy(x.data<float>(), src + c.start * hidden, size_t(c.length * hidden) * sizeof(float));
-    std::vector<Tensor> in = {x};
-    if (masked) in.push_back(std::move(masks[ci]));  // dropped after its chunk
-    for (int64_t v : {c.length, c.start, slot}) in.push_back(scalar_i32(v));
-    auto out = run(*e, std::move(in));
+    std::vector<Tensor> args = {x};
+    if (masked) args.push_back(std::move(in.mask));  // dropped after its chunk
+    if (mrope) {
+      Tensor rp = Tensor::zeros(DType::kI32, {3, c.bucket});
+      for (int64_t a = 0; a < 3; ++a)
+        std::memcpy(rp.data<int32_t>() + a * c.bucket, rope_positions->data<int32_t>() + a * n + c.start,
+                    size_t(c.length) * sizeof(int32_t));
+      args.push_back(rp);
+    }
+    if (in.kind == TextEntry::kPrefillEmbeddingsDeepstack) {
+      args.push_back(in.visual_positions);
+      args.push_back(in.layer_features);
+      args.push_back(scalar_i32(in.count));
+    }
+    args.push_back(scalar_i32(c.length));
+    args.push_back(scalar_i32(c.start));
+    args.push_back(scalar_i32(slot));
+    auto out = run(*e, std::move(args));
     if (!out.ok())
-      return out.status().with_context(str_cat("prefill_embeddings chunk at row ", c.start, " (bucket ", c.bucket, ")"));
+      return out.status().with_context(str_cat(what, " chunk at row ", c.start, " (bucket ", c.bucket, ")"));
     for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r)
       hist.push_back(int32_t(token_ids[size_t(r)]));
     embedded_end_[size_t(slot)] = int64_t(hist.size());
+    if (mrope) rope_delta_[size_t(slot)] = rope_delta;
     last = (*out)[0];
   }
   return last;
@@ -590,16 +766,27 @@ Result<Tensor> TextModel::decode(std::span<const DecodeRow> rows) {
     if (r.position > len)
       return make_error(ErrorKind::kOutOfRange, "decode row ", i, ": position ", r.position, " of slot ", r.slot,
                         " is past its cache length ", len);
+    const int64_t rotary = r.position + rope_delta_[size_t(r.slot)];
+    if (rotary < 0 || rotary > INT32_MAX)
+      return make_error(ErrorKind::kOutOfRange, "decode row ", i, ": position ", r.position, " + rope delta ",
+                        rope_delta_[size_t(r.slot)], " of slot ", r.slot, " = ", rotary, " is outside [0, ", INT32_MAX, "]");
   }
-  HLX_ASSIGN_OR_RETURN(Entry * e, compiled(TextEntry::kDecode, b));
+  // Any slot with an M-RoPE delta: decode_mrope for the batch (delta-0 rows rotate at their row,
+  // as decode does); otherwise the plain entry, so text-only batches are unchanged.
+  bool shifted = false;
+  for (const DecodeRow& r : rows) shifted = shifted || rope_delta_[size_t(r.slot)] != 0;
+  HLX_ASSIGN_OR_RETURN(Entry * e, compiled(shifted ? TextEntry::kDecodeMrope : TextEntry::kDecode, b));
   Tensor tok = Tensor::empty(DType::kI32, {b}), pos = Tensor::empty(DType::kI32, {b}),
-         slots = Tensor::empty(DType::kI32, {b});
+         slots = Tensor::empty(DType::kI32, {b}), rope = Tensor::empty(DType::kI32, {b});
   for (int64_t i = 0; i < b; ++i) {
-    tok.data<int32_t>()[i] = int32_t(rows[size_t(i)].token);
-    pos.data<int32_t>()[i] = int32_t(rows[size_t(i)].position);
-    slots.data<int32_t>()[i] = int32_t(rows[size_t(i)].slot);
+    const DecodeRow& r = rows[size_t(i)];
+    tok.data<int32_t>()[i] = int32_t(r.token);
+    pos.data<int32_t>()[i] = int32_t(r.position);
+    slots.data<int32_t>()[i] = int32_t(r.slot);
+    rope.data<int32_t>()[i] = int32_t(r.position + rope_delta_[size_t(r.slot)]);
   }
-  HLX_ASSIGN_OR_RETURN(std::vector<Tensor> out, run(*e, {tok, pos, slots}));
+  HLX_ASSIGN_OR_RETURN(std::vector<Tensor> out,
+                       shifted ? run(*e, {tok, pos, rope, slots}) : run(*e, {tok, pos, slots}));
   for (const DecodeRow& r : rows) {
     auto& h = history_[size_t(r.slot)];
     h.resize(size_t(r.position));

@@ -68,6 +68,9 @@ struct TextModelOptions {
   // With kAsStored: when set, load() fails unless the checkpoint stores its weights in this type
   // (`--weights bf16` on an f32 checkpoint is an error, not a silent f32 run).
   std::optional<DType> stored_weight_dtype;
+  // M-RoPE (Qwen3-VL) models: the static max Nv of visual rows one prefill_embeddings_deepstack
+  // chunk takes (0: the bucket's rows, so any chunk fits). A chunk with more visual rows is refused.
+  int64_t deepstack_visual_rows = 0;
 };
 
 // Timings and sizes of load() and of lazily compiled entries, for the CLI and docs/CAPACITY.md.
@@ -83,6 +86,14 @@ struct DecodeRow {
   int64_t slot = 0;
   int64_t token = 0;
   int64_t position = 0;  // cache row the token is written at; attends over rows [0, position]
+};
+
+// The DeepStack side tensors of one M-RoPE prefill (DESIGN.md `prefill_embeddings_deepstack`),
+// indexed by slot row over the whole prompt (not by chunk): TextModel slices them per chunk.
+struct DeepstackPayload {
+  Tensor visual_positions;  // i32 [Nv]: slot rows of image tokens, strictly increasing, in [0, prompt rows)
+  Tensor layer_features;    // f32 [K, Nv, hidden]: feature k is added after decoder layer deepstack_layers[k]
+  int64_t count = 0;        // entries [0, count) are real, the rest padding (never read)
 };
 
 enum class FinishReason { kLength, kStop };
@@ -150,10 +161,35 @@ class TextModel {
   Result<Tensor> prefill_embeddings_masked(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
                                            int64_t end_row);
   bool has_masked_entries() const { return !masked_variant_.empty(); }
+  // M-RoPE models (spec().mrope_section, Qwen3-VL): prefill_embeddings with rotary positions
+  // `rope_positions` i32 [3, n] (axes T, H, W for slot rows 0..n-1, n = token_ids.size(); from
+  // mm::qwen_mrope_positions) and, when `deepstack` is given, its features added after decoder
+  // layers 0..K-1 at its visual rows (rows of the whole prompt [0, n); those at or past end_row
+  // are left for a later call). Chunked over the buckets exactly as prefill_embeddings: each
+  // chunk gets the payload entries of its rows (relative rows, the matching feature slice); a
+  // chunk that replays rows near the capacity re-adds theirs, so rows before cache_length must be
+  // covered by the same payload. `rope_delta` (MropePositions::rope_delta) becomes the slot's
+  // decode offset once a chunk is written. Every check (the prefill_embeddings ones, rope_positions
+  // shape and sign, then the payload: dtype, K/Nv/hidden, count, sorted unique rows in
+  // [0, n) holding the image token, each chunk's visual rows within the static max Nv, and
+  // check_deepstack_payload per chunk) happens before any runtime call: a refused request leaves
+  // caches, history and delta untouched. Returns f32[vocab], the logits of row end_row - 1.
+  Result<Tensor> prefill_embeddings_mrope(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                          const Tensor& rope_positions, int64_t rope_delta, int64_t end_row,
+                                          const DeepstackPayload* deepstack = nullptr);
+  // The slot's M-RoPE decode offset: decode writes the token at cache row `position` and rotates
+  // it at position + rope_delta (decode_mrope). 0 after admit/release/reset and for text prompts.
+  Result<int64_t> rope_delta(int64_t slot) const;
+  bool has_mrope_entries() const { return !spec_.mrope_section.empty(); }
+  // Image token id of a Gemma3 or Qwen3-VL checkpoint (Gemma3's image blocks and Qwen3-VL's visual
+  // rows hold it), -1 otherwise.
+  int64_t image_token_id() const { return image_token_id_; }
 
   // One token for each row with the decode entry for B = rows.size() (1..slots). Rows name
   // distinct slots; position must be <= the slot's cache length and < capacity. Returns
-  // f32[B, vocab]; each slot's cache length becomes position + 1.
+  // f32[B, vocab]; each slot's cache length becomes position + 1. When a row's slot has a
+  // non-zero rope_delta, the batch runs decode_mrope (rotary at position + the slot's delta; rows
+  // of other slots get their plain position, the same bits as decode).
   Result<Tensor> decode(std::span<const DecodeRow> rows);
 
   // Greedy generation of up to max_new_tokens for one prompt in a freshly admitted slot, stopping
@@ -166,6 +202,9 @@ class TextModel {
   // from prefill time.
   // `embeddings`: the prefill_embeddings buckets instead of the token ones.
   Status warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch, bool embeddings = false);
+  // The same for an image prompt of an M-RoPE model: prefill_embeddings_mrope's buckets (M-RoPE and
+  // DeepStack entries) and decode_mrope for `decode_batch`. kInvalidArgument without mrope_section.
+  Status warm_up_mrope(int64_t prompt_len, int64_t decode_batch);
 
   // The caches in argument order (k_cache.0, v_cache.0, ...), for tests that compare bytes.
   const std::vector<Tensor>& caches() const { return caches_; }
@@ -185,11 +224,15 @@ class TextModel {
   Status compile(Entry& e);
   Result<std::vector<Tensor>> run(Entry& e, std::vector<Tensor> inputs);
   Status check_slot(int64_t slot) const;
+  Status check_plain_rope(int64_t slot, const char* what) const;
+  int64_t deepstack_rows(int64_t bucket) const;  // EntryRequest::visual_rows of a deepstack bucket
+  // prefill_embeddings, _masked and _mrope: checks, then chunk by chunk. `masked` and
+  // `rope_positions` are exclusive (no family has both).
+  Result<Tensor> run_prefill_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                        int64_t end_row, bool masked, const Tensor* rope_positions,
+                                        int64_t rope_delta, const DeepstackPayload* deepstack);
   // Shared by prefill and prefill_all_logits: runs every chunk; collects logits rows.
   Result<Tensor> run_prefill(int64_t slot, std::span<const int64_t> tokens, bool all_rows);
-  // Shared by prefill_embeddings and prefill_embeddings_masked.
-  Result<Tensor> run_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
-                                int64_t end_row, bool masked);
 
   models::TextModelSpec spec_;
   models::EngineShape shape_;
@@ -206,8 +249,9 @@ class TextModel {
   std::vector<int64_t> embedded_end_;
   // Gemma3 VLM: the masked entries' variant (empty: none), the image soft-token id, the mask rule.
   std::string masked_variant_;
-  int64_t image_token_id_ = -1;
   mm::MaskRule mask_rule_ = mm::MaskRule::kImageBlocks;
+  std::vector<int64_t> rope_delta_;                      // per slot: M-RoPE decode offset
+  int64_t image_token_id_ = -1;
   TextModelStats stats_;
 };
 

@@ -86,7 +86,8 @@ Result<std::string> vlm_fixture_config(const FixtureOptions& options);
 // Qwen3-VL fixtures (qwen3_vl_fixture.cc): family "qwen3-vl", preset "tiny": the tiny qwen3 text
 // model with interleaved M-RoPE ([6, 3, 3]) and a 4-block tower (patch 4, merge 2, DeepStack taps
 // after blocks 0, 1, 3); preprocessor_config.json (Qwen2VLImageProcessorFast, 256..3072 pixels)
-// and, with tokenizer_dir, the Qwen3 tokenizer with a Qwen3-VL-style chat template.
+// and, with tokenizer_dir, the Qwen3 tokenizer with a Qwen3-VL-style chat template. Preset
+// "qwen3-vl-2b": Qwen3-VL-2B-Instruct's shapes, for benchmarks.
 bool is_qwen3_vl_fixture_family(const std::string& family);
 Status write_qwen3_vl_fixture(const std::string& dir, const FixtureOptions& options);
 

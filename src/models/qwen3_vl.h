@@ -10,6 +10,19 @@
 //
 // The grid (grid_h, grid_w in patches) is compiled in and part of the identity: positions
 // (learned table interpolated bilinearly, 2D rotary) are constants of the module.
+//
+// The run-time variant, one module per patch-count bucket Nb (any grid with N <= Nb runs in it):
+//
+//   vision_encode_padded(patches: tensor<Nb x D x f32>,      # rows >= valid are padding (any values)
+//                        embed_index: tensor<4 x Nb x i32>,  # qwen3_vl_vision_positions()
+//                        embed_weight: tensor<4 x Nb x f32>,
+//                        rotary_positions: tensor<2 x Nb x i32>,  # patch row, patch col
+//                        valid: tensor<i32>,                 # N, a multiple of merge_unit
+//                        weights...)
+//     -> (features: tensor<Nb/m^2 x out_hidden x f32>, deepstack: tensor<K x Nb/m^2 x out_hidden x f32>)
+//   Padding rows are masked out of every attention (keys >= valid are invisible) and every other
+//   op is row-wise, so rows < valid / m^2 equal the exact-grid entry's; the rest are dropped by
+//   the caller.
 #pragma once
 
 #include <cstdint>
@@ -18,6 +31,7 @@
 
 #include "core/dtype.h"
 #include "core/status.h"
+#include "core/tensor.h"
 #include "io/hf_config.h"
 #include "models/text_spec.h"
 #include "models/vision_spec.h"
@@ -67,5 +81,22 @@ struct VisionGrid {
 // positive multiples of the merge size (or t != 1: video is kUnsupported).
 Result<shlo::Module> emit_qwen3_vl_vision_entry(const Qwen3VLSpec& spec, const VisionGrid& grid);
 std::string qwen3_vl_vision_description(const Qwen3VLSpec& spec, const VisionGrid& grid);
+
+// Run-time position inputs of one grid for vision_encode_padded, padded to `rows` entries
+// (padding: index 0, weight 0, rotary 0). Errors as the grid entry's, and kInvalidArgument when
+// the grid has more than `rows` patches.
+struct Qwen3VLVisionPositions {
+  Tensor embed_index;   // i32 [4, rows]: the four table rows each patch interpolates from
+  Tensor embed_weight;  // f32 [4, rows]: their bilinear weights
+  Tensor rotary;        // i32 [2, rows]: patch row, patch column (merge-block order)
+};
+Result<Qwen3VLVisionPositions> qwen3_vl_vision_positions(const Qwen3VLVisionSpec& vision, const VisionGrid& grid,
+                                                          int64_t rows);
+// vision_encode_padded for `rows` patch rows (a positive multiple of merge_unit).
+Result<shlo::Module> emit_qwen3_vl_vision_padded_entry(const Qwen3VLSpec& spec, int64_t rows);
+std::string qwen3_vl_vision_padded_description(const Qwen3VLSpec& spec, int64_t rows);
+// Patch-count buckets up to `max_patches` (the largest image the processor emits): 64, then x4,
+// then max_patches rounded up to the merge unit.
+std::vector<int64_t> qwen3_vl_default_patch_buckets(const Qwen3VLVisionSpec& vision, int64_t max_patches);
 
 }  // namespace hlx::models

@@ -30,6 +30,9 @@ struct VisionArch {
 };
 const VisionArch kTiny{4, 48, 80, 4, 4, 2, 2, 36, {0, 1, 3}, 8 * 8 * 4, 8 * 8 * 48};
 const std::vector<int64_t> kTinySection{6, 3, 3};
+// Qwen/Qwen3-VL-2B-Instruct (config.json, preprocessor_config.json), for benchmarks.
+const VisionArch k2B{24, 1024, 4096, 16, 16, 2, 2, 2304, {5, 11, 17}, 65536, 16777216};
+const std::vector<int64_t> k2BSection{24, 20, 20};
 
 constexpr const char* kChatTemplate =
     "{%- for message in messages -%}"
@@ -78,16 +81,28 @@ struct Qwen3VLFixture {
 };
 
 Result<Qwen3VLFixture> make_configs(const FixtureOptions& o) {
-  if (o.preset != "tiny")
-    return make_error(ErrorKind::kInvalidArgument, "fixture: unknown preset '", o.preset, "' for qwen3-vl (expected tiny)");
-  const VisionArch& v = kTiny;
+  if (o.preset != "tiny" && o.preset != "qwen3-vl-2b")
+    return make_error(ErrorKind::kInvalidArgument, "fixture: unknown preset '", o.preset,
+                      "' for qwen3-vl (expected tiny or qwen3-vl-2b)");
+  const bool big = o.preset == "qwen3-vl-2b";
+  const VisionArch& v = big ? k2B : kTiny;
   FixtureOptions to = o;
   to.family = "qwen3";
+  // The 2B decoder is Qwen3-0.6B's depth, heads and vocabulary at twice the width.
+  to.preset = big ? "qwen3-0.6b" : "tiny";
   HLX_ASSIGN_OR_RETURN(FixtureConfigs text, fixture_configs(to));
   ojson text_cfg = ojson::parse(text.config_json);
   const int64_t vocab = text_cfg["vocab_size"].get<int64_t>();
   text_cfg["model_type"] = "qwen3_vl_text";
-  text_cfg["rope_scaling"] = {{"mrope_interleaved", true}, {"mrope_section", kTinySection}, {"rope_type", "default"}};
+  text_cfg["rope_scaling"] = {{"mrope_interleaved", true},
+                              {"mrope_section", big ? k2BSection : kTinySection},
+                              {"rope_type", "default"}};
+  if (big) {
+    text_cfg["hidden_size"] = 2048;
+    text_cfg["intermediate_size"] = 6144;
+    text_cfg["max_position_embeddings"] = 262144;
+    text_cfg["rope_theta"] = 5000000.0;
+  }
   HLX_ASSIGN_OR_RETURN(int64_t image_id, added_token(o, "<|image_pad|>", vocab - 20));
   HLX_ASSIGN_OR_RETURN(int64_t video_id, added_token(o, "<|video_pad|>", vocab - 19));
   HLX_ASSIGN_OR_RETURN(int64_t start_id, added_token(o, "<|vision_start|>", vocab - 18));

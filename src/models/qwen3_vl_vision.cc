@@ -1,8 +1,10 @@
 // Qwen3-VL: config parsing and the `vision_encode` entry (contract in qwen3_vl.h), written from
 // transformers' Qwen3VLVisionModel (patch embed, fast_pos_embed_interpolate, rot_pos_emb,
 // Qwen3VLVisionBlock, Qwen3VLVisionPatchMerger). Activations f32, weights in their stored dtype.
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "models/identity.h"
 #include "models/qwen3_vl.h"
@@ -72,11 +74,6 @@ struct Ctx {
   }
 };
 
-Value i32_constant(FunctionBuilder& f, const std::vector<int32_t>& v) {
-  Tensor t = Tensor::empty(DType::kI32, {int64_t(v.size())});
-  std::copy(v.begin(), v.end(), t.data<int32_t>());
-  return f.constant(t);
-}
 Value f32_constant(FunctionBuilder& f, const std::vector<float>& v) {
   Tensor t = Tensor::empty(DType::kF32, {int64_t(v.size())});
   std::copy(v.begin(), v.end(), t.data<float>());
@@ -91,29 +88,11 @@ std::vector<float> linspace(int64_t side, int64_t n) {
   return out;
 }
 
-// The learned position table bilinearly resampled to the grid (fast_pos_embed_interpolate), rows
-// in merge-block order: four gathers weighted and summed in upstream's order.
-Value position_embedding(Ctx& c, const VisionGrid& g) {
+// The learned position table bilinearly resampled to the grid (fast_pos_embed_interpolate): four
+// gathers (index [4, N]) weighted (weight [4, N]) and summed in upstream's order.
+Value position_embedding(Ctx& c, const Value& index, const Value& weight) {
   FunctionBuilder& f = c.f;
-  const int64_t side = c.v.position_side(), m = c.v.spatial_merge_size, n = g.h * g.w, d = c.v.hidden_size;
-  const std::vector<float> hs = linspace(side, g.h), ws = linspace(side, g.w);
-  std::vector<int32_t> idx[4];
-  std::vector<float> wt[4];
-  for (int64_t bh = 0; bh < g.h / m; ++bh)
-    for (int64_t bw = 0; bw < g.w / m; ++bw)
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t cc = 0; cc < m; ++cc) {
-          const float y = hs[size_t(bh * m + r)], x = ws[size_t(bw * m + cc)];
-          const int64_t y0 = int64_t(y), x0 = int64_t(x);
-          const int64_t y1 = std::min(y0 + 1, side - 1), x1 = std::min(x0 + 1, side - 1);
-          const float dy = y - float(y0), dx = x - float(x0);
-          const int64_t cand[4] = {y0 * side + x0, y0 * side + x1, y1 * side + x0, y1 * side + x1};
-          const float wv[4] = {(1 - dy) * (1 - dx), (1 - dy) * dx, dy * (1 - dx), dy * dx};
-          for (int k = 0; k < 4; ++k) {
-            idx[k].push_back(int32_t(cand[k]));
-            wt[k].push_back(wv[k]);
-          }
-        }
+  const int64_t n = index.dim(1), d = c.v.hidden_size;
   shlo::GatherDims gd;
   gd.offset_dims = {1};
   gd.collapsed_slice_dims = {0};
@@ -121,9 +100,11 @@ Value position_embedding(Ctx& c, const VisionGrid& g) {
   gd.index_vector_dim = 1;
   Value table = c.w("pos_embed.weight");
   Value sum;
-  for (int k = 0; k < 4; ++k) {
-    Value rows = f.convert(f.gather(table, f.reshape(i32_constant(f, idx[k]), {n, 1}), gd, {1, d}), DType::kF32);
-    Value term = f.mul(rows, f.broadcast_in_dim(f32_constant(f, wt[k]), {n, d}, {0}));
+  for (int64_t k = 0; k < 4; ++k) {
+    Value idx = f.reshape(f.slice(index, {k, 0}, {k + 1, n}), {n, 1});
+    Value wk = f.reshape(f.slice(weight, {k, 0}, {k + 1, n}), {n});
+    Value rows = f.convert(f.gather(table, idx, gd, {1, d}), DType::kF32);
+    Value term = f.mul(rows, f.broadcast_in_dim(wk, {n, d}, {0}));
     sum = k == 0 ? term : f.add(sum, term);
   }
   return sum;
@@ -145,7 +126,8 @@ Value rotary_2d(Ctx& c, const Value& x, const Value& rows, const Value& cols) {
   return shlo::rotary(c.f, y, cols, f32_constant(c.f, col_freq));
 }
 
-Value block(Ctx& c, int64_t i, const Value& x, const Value& rows, const Value& cols) {
+// `kv_len` [1]: rows at or past it are padding (bucketed entry), never attended to.
+Value block(Ctx& c, int64_t i, const Value& x, const Value& rows, const Value& cols, const Value& kv_len) {
   FunctionBuilder& f = c.f;
   const int64_t n = x.dim(0), d = c.v.hidden_size, heads = c.v.num_heads, hd = c.v.head_dim();
   const std::string p = str_cat("blocks.", i, ".");
@@ -159,8 +141,7 @@ Value block(Ctx& c, int64_t i, const Value& x, const Value& rows, const Value& c
   o.causal = false;
   Value a = shlo::attention(f, f.reshape(q, {1, n, heads, hd}), f.reshape(k, {1, n, heads, hd}),
                             f.reshape(v, {1, n, heads, hd}), f.zeros(TensorType{DType::kI32, {1}}),
-                            f.iota(TensorType{DType::kI32, {1, n}}, 1), f.full(double(n), TensorType{DType::kI32, {1}}),
-                            std::nullopt, o);
+                            f.iota(TensorType{DType::kI32, {1, n}}, 1), kv_len, std::nullopt, o);
   Value r = f.add(x, c.linear(f.reshape(a, {n, d}), p + "attn.proj"));
   f.set_scope(str_cat("vision block ", i, " mlp"));
   Value h = vision_activation(f, c.v.activation, c.linear(c.layer_norm(r, p + "norm2"), p + "mlp.linear_fc1"));
@@ -288,28 +269,65 @@ std::string qwen3_vl_vision_description(const Qwen3VLSpec& spec, const VisionGri
   return d;
 }
 
-Result<shlo::Module> emit_qwen3_vl_vision_entry(const Qwen3VLSpec& spec, const VisionGrid& g) {
-  const Qwen3VLVisionSpec& v = spec.vision;
-  const int64_t m = v.spatial_merge_size;
+Result<Qwen3VLVisionPositions> qwen3_vl_vision_positions(const Qwen3VLVisionSpec& v, const VisionGrid& g,
+                                                          int64_t rows) {
+  const int64_t m = v.spatial_merge_size, n = g.h * g.w, side = v.position_side();
   if (g.t != 1)
-    return make_error(ErrorKind::kUnsupported, "qwen3_vl vision_encode: grid t = ", g.t,
+    return make_error(ErrorKind::kUnsupported, "qwen3_vl vision: grid t = ", g.t,
                       " (video) is not implemented; still images have t = 1");
   if (g.h <= 0 || g.w <= 0 || m <= 0 || g.h % m || g.w % m || g.h * g.w > (int64_t(1) << 24))
-    return make_error(ErrorKind::kInvalidArgument, "qwen3_vl vision_encode: grid ", g.h, "x", g.w,
+    return make_error(ErrorKind::kInvalidArgument, "qwen3_vl vision: grid ", g.h, "x", g.w,
                       " must be positive multiples of spatial_merge_size ", m);
-  HLX_RETURN_IF_ERROR(validate_vision(v, spec.text.hidden_size, ConfigView()));
-  const int64_t n = g.h * g.w, rows = n / v.merge_unit(), k_taps = int64_t(v.deepstack_visual_indexes.size());
-  shlo::ModuleBuilder mb("hlx_qwen3_vl_vision_encode");
-  FunctionBuilder& f = mb.function("vision_encode");
-  Ctx c{f, v, {}, ok_status()};
+  if (rows < n)
+    return make_error(ErrorKind::kInvalidArgument, "qwen3_vl vision: grid ", g.h, "x", g.w, " has ", n,
+                      " patches, more than the ", rows, " rows asked");
+  Qwen3VLVisionPositions out{Tensor::zeros(DType::kI32, {4, rows}), Tensor::zeros(DType::kF32, {4, rows}),
+                             Tensor::zeros(DType::kI32, {2, rows})};
+  int32_t* idx = out.embed_index.data<int32_t>();
+  float* wt = out.embed_weight.data<float>();
+  int32_t* rot = out.rotary.data<int32_t>();
+  const std::vector<float> hs = linspace(side, g.h), ws = linspace(side, g.w);
+  int64_t i = 0;  // merge-block order: block row, block col, row in block, col in block
+  for (int64_t bh = 0; bh < g.h / m; ++bh)
+    for (int64_t bw = 0; bw < g.w / m; ++bw)
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t cc = 0; cc < m; ++cc, ++i) {
+          const float y = hs[size_t(bh * m + r)], x = ws[size_t(bw * m + cc)];
+          const int64_t y0 = int64_t(y), x0 = int64_t(x);
+          const int64_t y1 = std::min(y0 + 1, side - 1), x1 = std::min(x0 + 1, side - 1);
+          const float dy = y - float(y0), dx = x - float(x0);
+          const int64_t cand[4] = {y0 * side + x0, y0 * side + x1, y1 * side + x0, y1 * side + x1};
+          const float wv[4] = {(1 - dy) * (1 - dx), (1 - dy) * dx, dy * (1 - dx), dy * dx};
+          for (int64_t k = 0; k < 4; ++k) {
+            idx[k * rows + i] = int32_t(cand[k]);
+            wt[k * rows + i] = wv[k];
+          }
+          rot[i] = int32_t(bh * m + r);
+          rot[rows + i] = int32_t(bw * m + cc);
+        }
+  return out;
+}
 
-  Value patches = f.arg(TensorType{DType::kF32, {n, v.patch_dim()}}, "patches");
-  for (const TensorInfo& info : qwen3_vl_vision_layout(spec)) {
-    Value w = f.arg(TensorType{v.weight_dtype, info.shape});
-    f.set_arg_attr(w, shlo::kWeightAttr, Attr::string(info.name));
-    c.weights[info.name] = w;
-  }
+std::vector<int64_t> qwen3_vl_default_patch_buckets(const Qwen3VLVisionSpec& v, int64_t max_patches) {
+  std::vector<int64_t> out;
+  const int64_t unit = v.merge_unit();
+  if (unit <= 0 || max_patches <= 0) return out;
+  const int64_t top = (max_patches + unit - 1) / unit * unit;
+  // 64 patches, then x4 (at most ~4x the work of the exact grid), then the largest image.
+  for (int64_t b = std::max(unit, 64 / unit * unit); b < top; b *= 4) out.push_back(b);
+  out.push_back(top);
+  return out;
+}
 
+namespace {
+
+// The body shared by both entries: patch embed, position embedding, blocks with the DeepStack
+// taps, mergers. Returns {features, deepstack}.
+std::pair<Value, Value> encode_body(Ctx& c, const Value& patches, const Value& embed_index, const Value& embed_weight,
+                                    const Value& rotary, const Value& kv_len) {
+  FunctionBuilder& f = c.f;
+  const Qwen3VLVisionSpec& v = c.v;
+  const int64_t n = patches.dim(0), rows = n / v.merge_unit(), k_taps = int64_t(v.deepstack_visual_indexes.size());
   // ---- patch embed (Conv3d with stride = kernel: one dot over the flattened (c, t, y, x) patch).
   f.set_scope("vision patch embed");
   Value pe_w = f.reshape(c.w("patch_embed.proj.weight"), {v.hidden_size, v.patch_dim()});
@@ -318,23 +336,14 @@ Result<shlo::Module> emit_qwen3_vl_vision_entry(const Qwen3VLSpec& spec, const V
   Value x = f.dot_general(in, pe_w, DotDims{{}, {}, {1}, {1}}, DType::kF32);
   x = f.add(x, f.broadcast_in_dim(f.convert(pe_b, DType::kF32), x.shape(), {1}));
   f.set_scope("vision position embedding");
-  x = f.add(x, position_embedding(c, g));
-
-  // ---- rotary positions (row, col) of each patch, in merge-block order.
-  std::vector<int32_t> prow, pcol;
-  for (int64_t bh = 0; bh < g.h / m; ++bh)
-    for (int64_t bw = 0; bw < g.w / m; ++bw)
-      for (int64_t r = 0; r < m; ++r)
-        for (int64_t cc = 0; cc < m; ++cc) {
-          prow.push_back(int32_t(bh * m + r));
-          pcol.push_back(int32_t(bw * m + cc));
-        }
-  Value rows_pos = i32_constant(f, prow), cols_pos = i32_constant(f, pcol);
+  x = f.add(x, position_embedding(c, embed_index, embed_weight));
+  Value rows_pos = f.reshape(f.slice(rotary, {0, 0}, {1, n}), {n});
+  Value cols_pos = f.reshape(f.slice(rotary, {1, 0}, {2, n}), {n});
 
   // ---- blocks, with DeepStack taps.
   std::vector<Value> taps;
   for (int64_t i = 0; i < v.depth; ++i) {
-    x = block(c, i, x, rows_pos, cols_pos);
+    x = block(c, i, x, rows_pos, cols_pos, kv_len);
     for (int64_t k = 0; k < k_taps; ++k)
       if (v.deepstack_visual_indexes[size_t(k)] == i) {
         f.set_scope(str_cat("vision deepstack merger ", k));
@@ -345,14 +354,71 @@ Result<shlo::Module> emit_qwen3_vl_vision_entry(const Qwen3VLSpec& spec, const V
   f.set_scope("vision merger");
   Value features = merger(c, x, "merger", false);
   Value deep = k_taps ? f.concatenate(taps, 0) : f.zeros(TensorType{DType::kF32, {0, rows, v.out_hidden_size}});
-  f.ret({features, deep}, {{{shlo::kArgNameAttr, Attr::string("features")}},
-                           {{shlo::kArgNameAttr, Attr::string("deepstack")}}});
+  return {features, deep};
+}
+
+void bind_weights(Ctx& c, const Qwen3VLSpec& spec) {
+  for (const TensorInfo& info : qwen3_vl_vision_layout(spec)) {
+    Value w = c.f.arg(TensorType{spec.vision.weight_dtype, info.shape});
+    c.f.set_arg_attr(w, shlo::kWeightAttr, Attr::string(info.name));
+    c.weights[info.name] = w;
+  }
+}
+
+Result<shlo::Module> finish(shlo::ModuleBuilder& mb, Ctx& c, const std::pair<Value, Value>& out,
+                            const std::string& description, const char* entry, int64_t rows) {
+  c.f.ret({out.first, out.second}, {{{shlo::kArgNameAttr, Attr::string("features")}},
+                                    {{shlo::kArgNameAttr, Attr::string("deepstack")}}});
   HLX_RETURN_IF_ERROR(c.status);
-  set_identity(mb, qwen3_vl_vision_description(spec, g));
-  mb.set_attr("hlx.entry", Attr::string("vision_encode"));
+  set_identity(mb, description);
+  mb.set_attr("hlx.entry", Attr::string(entry));
   mb.set_attr("hlx.tokens_per_image", Attr::integer(rows));
   HLX_ASSIGN_OR_RETURN(shlo::Module mod, mb.finish());
   return mod;
+}
+
+}  // namespace
+
+Result<shlo::Module> emit_qwen3_vl_vision_entry(const Qwen3VLSpec& spec, const VisionGrid& g) {
+  const Qwen3VLVisionSpec& v = spec.vision;
+  HLX_ASSIGN_OR_RETURN(Qwen3VLVisionPositions pos, qwen3_vl_vision_positions(v, g, g.h * g.w));
+  HLX_RETURN_IF_ERROR(validate_vision(v, spec.text.hidden_size, ConfigView()));
+  const int64_t n = g.h * g.w;
+  shlo::ModuleBuilder mb("hlx_qwen3_vl_vision_encode");
+  FunctionBuilder& f = mb.function("vision_encode");
+  Ctx c{f, v, {}, ok_status()};
+  Value patches = f.arg(TensorType{DType::kF32, {n, v.patch_dim()}}, "patches");
+  bind_weights(c, spec);
+  // The grid is compiled in: positions are constants of the module.
+  auto out = encode_body(c, patches, f.constant(pos.embed_index), f.constant(pos.embed_weight), f.constant(pos.rotary),
+                         f.full(double(n), TensorType{DType::kI32, {1}}));
+  return finish(mb, c, out, qwen3_vl_vision_description(spec, g), "vision_encode", n / v.merge_unit());
+}
+
+std::string qwen3_vl_vision_padded_description(const Qwen3VLSpec& spec, int64_t rows) {
+  std::string d = qwen3_vl_vision_description(spec, VisionGrid{1, 0, 0});
+  d = d.substr(0, d.find("grid="));
+  return str_cat(d, "entry_variant=padded\npatch_rows=", rows, "\nactivation_dtype=f32\n");
+}
+
+Result<shlo::Module> emit_qwen3_vl_vision_padded_entry(const Qwen3VLSpec& spec, int64_t rows) {
+  const Qwen3VLVisionSpec& v = spec.vision;
+  HLX_RETURN_IF_ERROR(validate_vision(v, spec.text.hidden_size, ConfigView()));
+  if (rows <= 0 || rows % v.merge_unit() != 0 || rows > (int64_t(1) << 24))
+    return make_error(ErrorKind::kInvalidArgument, "qwen3_vl vision_encode_padded: ", rows,
+                      " patch rows must be a positive multiple of ", v.merge_unit(), " (merge unit)");
+  shlo::ModuleBuilder mb("hlx_qwen3_vl_vision_encode_padded");
+  FunctionBuilder& f = mb.function("vision_encode_padded");
+  Ctx c{f, v, {}, ok_status()};
+  Value patches = f.arg(TensorType{DType::kF32, {rows, v.patch_dim()}}, "patches");
+  Value index = f.arg(TensorType{DType::kI32, {4, rows}}, "embed_index");
+  Value weight = f.arg(TensorType{DType::kF32, {4, rows}}, "embed_weight");
+  Value rotary = f.arg(TensorType{DType::kI32, {2, rows}}, "rotary_positions");
+  Value valid = f.arg(TensorType{DType::kI32, {}}, "valid");
+  bind_weights(c, spec);
+  auto out = encode_body(c, patches, index, weight, rotary, f.reshape(valid, {1}));
+  return finish(mb, c, out, qwen3_vl_vision_padded_description(spec, rows), "vision_encode_padded",
+                rows / v.merge_unit());
 }
 
 }  // namespace hlx::models
