@@ -332,9 +332,9 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     auto model = hlx::engine::TextModel::load(m->dir, to);
     if (!model.ok()) return fail(model.status().with_context("hlx_model_load: '" + m->dir + "'"));
     m->model = std::move(*model);
-    auto config = hlx::HfConfig::load(m->dir);
-    if (!config.ok()) return fail(config.status().with_context("hlx_model_load: '" + m->dir + "'"));
-    if (hlx::models::is_vision_language(*config)) {
+    auto image_token = hlx::engine::checkpoint_image_token_id(m->dir);
+    if (!image_token.ok()) return fail(image_token.status().with_context("hlx_model_load: '" + m->dir + "'"));
+    if (*image_token >= 0) {
       auto vision = hlx::engine::VisionModel::load(m->dir, {o.threads, m->tokenizer});
       if (!vision.ok()) return fail(vision.status().with_context("hlx_model_load: '" + m->dir + "' vision tower"));
       m->vision = std::move(*vision);
@@ -445,26 +445,28 @@ static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char*
   return HLX_STATUS_OK;
 }
 
-// One image + a text prompt: a text without the image token gets "<image token>\n" in front (as
-// `hlx generate --image -p`), then it is tokenized and submitted; the engine checks the placeholder
-// count, expands it and admits on the expanded length.
+// One image + a text prompt: a text without the image placeholder gets one in front (as `hlx
+// generate --image -p`), the placeholder is expanded for the image on the text (the family's
+// layout, VisionModel::expand_prompt), then tokenized and submitted; the engine checks the image
+// rows and admits on the whole prompt.
 static hlx_status_t submit_image(const char* fn, hlx_model_t* model, const char* text, hlx::mm::Image image,
                                  const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
   if (!model->vision)
     return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the model at '", model->dir,
-                "' is text-only (config.json is not a vision-language model such as llava)");
+                "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
   if (!model->tokenizer)
     return fail(HLX_STATUS_NOT_FOUND, fn, ": the model at '", model->dir,
                 "' was loaded without a tokenizer (no tokenizer.json); image prompts are text");
-  const std::string& tag = model->vision->image_token_text();
-  if (tag.empty())
-    return fail(HLX_STATUS_NOT_FOUND, fn, ": the tokenizer has no text for the image token id ",
-                model->vision->image_token_id());
-  std::string prompt = text;
-  if (prompt.find(tag) == std::string::npos) prompt = tag + "\n" + prompt;
+  const hlx::engine::VisionModel& vision = *model->vision;
+  if (vision.placeholder().empty())
+    return fail(HLX_STATUS_NOT_FOUND, fn, ": the tokenizer has no text for the image token id ", vision.image_token_id());
+  auto tokens = vision.image_tokens(image);
+  if (!tokens.ok()) return fail(tokens.status().with_context(hlx::str_cat(fn, ": image")));
+  auto prompt = vision.expand_prompt(vision.with_placeholders(text, 1), std::span<const int64_t>(&*tokens, 1));
+  if (!prompt.ok()) return fail(prompt.status().with_context(hlx::str_cat(fn, ": prompt")));
   hlx::engine::GenerationRequest req;
   if (hlx_status_t s = build_request(model, params, req)) return s;
-  auto enc = model->tokenizer->encode(prompt, /*add_special_tokens=*/true);
+  auto enc = model->tokenizer->encode(*prompt, /*add_special_tokens=*/true);
   if (!enc.ok()) return fail(enc.status().with_context(hlx::str_cat(fn, ": prompt")));
   req.images.push_back(std::move(image));
   return submit(model, std::vector<int64_t>(enc->begin(), enc->end()), std::move(req), out_id);
@@ -479,7 +481,7 @@ hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const 
     if (byte_count == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: byte_count is 0");
     if (!model->vision)  // before decoding: the image cannot be used anyway
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: the model at '", model->dir,
-                  "' is text-only (config.json is not a vision-language model such as llava)");
+                  "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
     auto image = hlx::mm::decode_image(std::string_view(reinterpret_cast<const char*>(bytes), byte_count), {},
                                        "hlx_submit_image_bytes");
     if (!image.ok()) return fail(image.status());
@@ -502,7 +504,7 @@ hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: channels ", channels, " (expected 3, RGB)");
     if (!model->vision)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: the model at '", model->dir,
-                  "' is text-only (config.json is not a vision-language model such as llava)");
+                  "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
     if (width * height > hlx::mm::DecodeOptions{}.max_pixels)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height, " = ", width * height,
                   " pixels is above the limit of ", hlx::mm::DecodeOptions{}.max_pixels);

@@ -37,7 +37,7 @@ Status run_chat(const ChatArgs& a) {
     HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
     if (!vl)
       return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
-                        "' is a text-only model (config.json is not a vision-language model such as llava)");
+                        "' is a text-only model (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
     HLX_ASSIGN_OR_RETURN(vision, load_vision_with_progress(a.model, a.flags.threads, tokenizer));
   }
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
@@ -60,10 +60,15 @@ Status run_chat(const ChatArgs& a) {
     messages.push_back(user_message(line, first_user ? images.size() : 0));
     auto rendered = tmpl.render(messages, /*add_generation_prompt=*/true);
     if (!rendered.ok()) return rendered.status().with_context("chat: rendering the chat template");
+    if (!images.empty()) {
+      auto expanded = expand_image_text(*vision, *rendered, images);
+      if (!expanded.ok()) return expanded.status().with_context(str_cat("chat: turn ", turn));
+      *rendered = std::move(*expanded);
+    }
     auto ids = tokenizer->encode(*rendered, /*add_special_tokens=*/false);
     if (!ids.ok()) return ids.status().with_context(str_cat("chat: turn ", turn));
     std::vector<int64_t> prompt(ids->begin(), ids->end());
-    if (images.empty()) {  // image prompts: the engine admits on the expanded length
+    if (images.empty()) {  // image prompts: the engine admits them (image rows are not table ids)
       engine::Admission adm = engine::check_text_admission(model->limits(), prompt, gen.max_new_tokens);
       if (!adm.ok()) return adm.status.with_context(str_cat("chat: turn ", turn, " (the conversation is too long)"));
     }

@@ -5,10 +5,13 @@
 // template for one user message with add_generation_prompt), streams the generated text to stdout
 // as it is decided (never a broken UTF-8 character), and ends with a one-line summary on stderr.
 // Token mode (--tokens): greedy, stdout is the generated ids comma-separated on one line.
-// Images (--image, repeatable; vision-language checkpoints): in text mode a prompt without the image
-// token gets one "<image token>\n" per image in front; with --chat the user message is
-// [{"type":"image"}..., {"type":"text"}]; with --tokens the ids must hold the image token id once
-// per image. The summary adds the preprocess and encode times.
+// Images (--image, repeatable; llava, gemma3, qwen3_vl checkpoints): in text mode a prompt without
+// the family's image placeholder gets one per image in front ("<image>\n", "<start_of_image>\n",
+// "<|vision_start|><|image_pad|><|vision_end|>\n"); with --chat the user message is
+// [{"type":"image"}..., {"type":"text"}]; the placeholders are then expanded on the text for each
+// image (VisionModel::expand_prompt) and tokenized. With --tokens the ids hold the image token id
+// once per image (not for Gemma3, whose blocks are expanded as text). The summary adds the
+// preprocess and encode times.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -35,6 +38,7 @@ struct GenerateArgs {
   int64_t slots = 1;
   std::string modules_dir;
   bool compile_all = false;
+  bool print_ids = false;
   TextGenParams gen;
 };
 
@@ -74,14 +78,16 @@ Status run_token_ids(const GenerateArgs& a) {
   return ok_status();
 }
 
-// --tokens with --image: the ids go through the engine (image rows need it), greedy.
+// --tokens with --image: one image token id per image (expand_image_ids), then through the
+// engine (image rows need it), greedy.
 Status run_token_ids_images(const GenerateArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
   HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
-  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision, load_vision_with_progress(a.model, o.threads, nullptr));
-  HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, *vision, prompt, a.n));
+  HLX_ASSIGN_OR_RETURN(prompt, expand_image_ids(*vision, prompt, images));
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
+  HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, prompt, a.n));
   TextGenParams gen;
   gen.max_new_tokens = a.n;
   HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, nullptr, prompt, gen, [](std::string_view) {},
@@ -105,7 +111,7 @@ Status run_text(const GenerateArgs& a) {
   std::unique_ptr<engine::VisionModel> vision;
   if (!images.empty()) {
     HLX_ASSIGN_OR_RETURN(vision, load_vision_with_progress(a.model, a.flags.threads, tokenizer));
-    if (!a.chat) text = with_image_placeholders(text, vision->image_token_text(), images.size());
+    if (!a.chat) text = vision->with_placeholders(text, images.size());
   }
   bool add_special = true;
   if (a.chat) {
@@ -117,6 +123,9 @@ Status run_text(const GenerateArgs& a) {
     text = std::move(*rendered);
     add_special = false;  // as apply_chat_template(tokenize=True): the template carries BOS itself
   }
+  if (!images.empty()) {
+    HLX_ASSIGN_OR_RETURN(text, expand_image_text(*vision, text, images));
+  }
   auto ids = tokenizer->encode(text, add_special);
   if (!ids.ok()) return ids.status().with_context("prompt");
   std::vector<int64_t> prompt(ids->begin(), ids->end());
@@ -127,8 +136,8 @@ Status run_text(const GenerateArgs& a) {
     engine::Admission adm = engine::check_text_admission(model->limits(), prompt, a.n);
     if (!adm.ok()) return adm.status;
     HLX_RETURN_IF_ERROR(model->warm_up(int64_t(prompt.size()), false, a.n > 1 ? 1 : 0));
-  } else {  // the engine checks placeholders and admission on the expanded length
-    HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, *vision, prompt, a.n));
+  } else {  // the engine checks the image rows and admission
+    HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, prompt, a.n));
   }
   TextGenParams gen = a.gen;
   gen.max_new_tokens = a.n;
@@ -139,6 +148,11 @@ Status run_text(const GenerateArgs& a) {
   std::fputc('\n', stdout);
   std::fflush(stdout);
   std::fprintf(stderr, "%s\n", summary_line(r).c_str());
+  if (a.print_ids) {
+    std::string line = "ids:";
+    for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? "," : " ") + std::to_string(r.tokens[i]);
+    std::fprintf(stderr, "%s\n", line.c_str());
+  }
   return ok_status();
 }
 
@@ -150,7 +164,7 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
     HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
     if (!vl)
       return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
-                        "' is a text-only model (config.json is not a vision-language model such as llava)");
+                        "' is a text-only model (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
   }
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
@@ -170,8 +184,9 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_flag("--chat", args->chat, "wrap the prompt as a user message in the checkpoint's chat template");
   sub->add_option("--tokens", args->tokens, "prompt token ids, comma-separated (greedy; prints ids)");
   sub->add_option("--image", args->images,
-                  "image file (PNG/JPEG; repeatable) for a vision-language checkpoint (e.g. llava)");
+                  "image file (PNG/JPEG; repeatable) for a vision-language checkpoint (llava, gemma3, qwen3_vl)");
   sub->add_option("-n,--max-new-tokens", args->n, "tokens to generate (default 16)");
+  sub->add_flag("--print-ids", args->print_ids, "text mode: also print the generated ids on stderr (\"ids: 1,2,3\")");
   add_sampling_flags(sub, args->gen);
   args->flags.add_to(sub);
   sub->add_option("--slots", args->slots, "KV slots (default 1)");

@@ -35,16 +35,17 @@ Status run_image_logits(const LogitsArgs& a, const std::vector<int64_t>& prompt,
   HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
   if (!vl)
     return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
-                      "' is a text-only model (config.json is not a vision-language model such as llava)");
+                      "' is a text-only model (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
   HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision, engine::VisionModel::load(a.model, {o.threads, nullptr}));
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> expanded, expand_image_ids(*vision, prompt, images));
   Tensor logits;
   TextGenParams gen;
   gen.max_new_tokens = 1;
   HLX_ASSIGN_OR_RETURN(TextGenResult r,
-                       generate_text(*model, nullptr, prompt, gen, [](std::string_view) {},
+                       generate_text(*model, nullptr, expanded, gen, [](std::string_view) {},
                                      ImageInput{std::move(images), vision.get()}, [&](std::span<const float> row) {
                                        if (logits.raw()) return;
                                        logits = Tensor::empty(DType::kF32, {int64_t(row.size())});

@@ -123,20 +123,14 @@ Status run_serve(ServeArgs a) {
   engine::BatchEngineOptions bo;
   bo.tokenizer = tokenizer;
   bo.max_images_per_request = o.max_images_per_request;
-  // Vision-language checkpoints (llava): the vision tower takes image parts; text-only models
-  // answer them with 400.
-  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
+  // Vision-language checkpoints (llava, gemma3 with a tower, qwen3_vl): the vision tower takes
+  // image parts; text-only models answer them with 400.
   std::unique_ptr<engine::VisionModel> vision;
-  if (models::is_vision_language(config)) {
-    engine::VisionModelOptions vo;
-    vo.threads = a.flags.threads;
-    vo.tokenizer = tokenizer;
-    HLX_ASSIGN_OR_RETURN(vision, engine::VisionModel::load(a.model, vo));
+  HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
+  if (vl) {
+    HLX_ASSIGN_OR_RETURN(vision, load_vision_with_progress(a.model, a.flags.threads, tokenizer));
     bo.vision = vision.get();
-    info.vision = true;
-    info.tokens_per_image = vision->tokens_per_image();
-    std::fprintf(stderr, "hlx serve: vision tower loaded (%lld tokens per image, image token '%s')\n",
-                 (long long)vision->tokens_per_image(), vision->image_token_text().c_str());
+    info.vision = vision.get();
   }
   server::Metrics metrics;
   server::EngineWorker worker(*model, bo, metrics);

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <thread>
 
+#include "engine/multimodal_prompt.h"
 #include "engine/session.h"
 #include "io/hf_config.h"
 #include "models/vision_spec.h"
@@ -173,19 +174,45 @@ std::string summary_line(const TextGenResult& r) {
 }
 
 Result<bool> is_vision_language_dir(const std::string& dir) {
-  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(dir));
-  return models::is_vision_language(config);
+  HLX_ASSIGN_OR_RETURN(int64_t id, engine::checkpoint_image_token_id(dir));
+  return id >= 0;
 }
 
 Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>& prompt) {
-  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(dir));
-  if (!models::is_vision_language(config)) return ok_status();
-  HLX_ASSIGN_OR_RETURN(models::VlmSpec spec, models::llava_spec_from_config(config));
-  const int64_t n = int64_t(std::count(prompt.begin(), prompt.end(), spec.image_token_id));
+  HLX_ASSIGN_OR_RETURN(int64_t id, engine::checkpoint_image_token_id(dir));
+  if (id < 0) return ok_status();
+  const int64_t n = int64_t(std::count(prompt.begin(), prompt.end(), id));
   if (n > 0)
-    return make_error(ErrorKind::kInvalidArgument, "the prompt has ", n, " image placeholder(s) (token id ",
-                      spec.image_token_id, ") but no --image was given");
+    return make_error(ErrorKind::kInvalidArgument, "the prompt has ", n, " image placeholder(s) (token id ", id,
+                      ") but no --image was given");
   return ok_status();
+}
+
+namespace {
+Result<std::vector<int64_t>> image_token_counts(const engine::VisionModel& vision, const std::vector<mm::Image>& images) {
+  std::vector<int64_t> tokens;
+  for (size_t i = 0; i < images.size(); ++i) {
+    auto t = vision.image_tokens(images[i]);
+    if (!t.ok()) return t.status().with_context(str_cat("image ", i));
+    tokens.push_back(*t);
+  }
+  return tokens;
+}
+}  // namespace
+
+Result<std::string> expand_image_text(const engine::VisionModel& vision, std::string_view text,
+                                      const std::vector<mm::Image>& images) {
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> tokens, image_token_counts(vision, images));
+  return vision.expand_prompt(text, tokens);
+}
+
+Result<std::vector<int64_t>> expand_image_ids(const engine::VisionModel& vision, const std::vector<int64_t>& ids,
+                                              const std::vector<mm::Image>& images) {
+  if (vision.family() == models::VlmFamily::kGemma3)
+    return make_error(ErrorKind::kUnsupported, "--tokens with --image: Gemma3 image prompts are expanded on the text "
+                                               "before tokenization; give the prompt as text (-p)");
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> tokens, image_token_counts(vision, images));
+  return engine::expand_image_tokens(ids, vision.image_token_id(), tokens);
 }
 
 Result<std::vector<mm::Image>> load_image_files(const std::vector<std::string>& paths) {
@@ -206,28 +233,16 @@ Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(
   o.tokenizer = std::move(tokenizer);
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> v, engine::VisionModel::load(dir, o));
   const engine::VisionModelStats& st = v->stats();
-  std::fprintf(stderr,
-               "hlx: vision tower (%s, %lldx%lld, %lld tokens per image) loaded in %.1f ms (emit %.1f, compile %.1f, "
-               "bind %.1f ms, %.1f MiB)\n",
-               models::vision_family_name(v->spec().vision.family), (long long)v->spec().vision.image_size,
-               (long long)v->spec().vision.image_size, (long long)v->tokens_per_image(), ms_since(t0), st.emit_ms,
-               st.compile_ms, st.bind_ms, double(st.weight_bytes) / (1 << 20));
+  std::fprintf(stderr, "hlx: vision (%s) loaded in %.1f ms (emit %.1f, compile %.1f, bind %.1f ms, %.1f MiB)\n",
+               v->describe().c_str(), ms_since(t0), st.emit_ms, st.compile_ms, st.bind_ms,
+               double(st.weight_bytes) / (1 << 20));
   return v;
 }
 
-Status warm_up_image_prompt(engine::TextModel& model, const engine::VisionModel& vision,
-                            const std::vector<int64_t>& prompt, int64_t max_new_tokens) {
-  const int64_t images = int64_t(std::count(prompt.begin(), prompt.end(), vision.image_token_id()));
-  const int64_t rows = int64_t(prompt.size()) + images * (vision.tokens_per_image() - 1);
+Status warm_up_image_prompt(engine::TextModel& model, const std::vector<int64_t>& prompt, int64_t max_new_tokens) {
+  const int64_t rows = int64_t(prompt.size());
   if (rows < 1 || rows + max_new_tokens > model.shape().context_capacity) return ok_status();
   return model.warm_up(rows, false, max_new_tokens > 1 ? 1 : 0, /*embeddings=*/true);
-}
-
-std::string with_image_placeholders(const std::string& text, const std::string& image_token_text, size_t images) {
-  if (images == 0 || image_token_text.empty() || text.find(image_token_text) != std::string::npos) return text;
-  std::string out;
-  for (size_t i = 0; i < images; ++i) out += image_token_text + "\n";
-  return out + text;
 }
 
 nlohmann::ordered_json user_message(const std::string& text, size_t images) {

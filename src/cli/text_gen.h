@@ -72,24 +72,28 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
 // (with images: "... (1 image); preprocess 1.2 ms, encode 3.4 ms, prefill ...").
 std::string summary_line(const TextGenResult& r);
 
-// True when DIR/config.json describes a vision-language model (models::is_vision_language).
+// True when DIR is a vision-language checkpoint hlx runs (llava, gemma3 with tower weights, qwen3_vl).
 Result<bool> is_vision_language_dir(const std::string& dir);
 // Without --image on a vision-language checkpoint, a prompt holding its image token id has no
 // image to put there (upstream refuses such inputs too): kInvalidArgument naming the count.
 Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>& prompt);
+// The prompt text with each image placeholder expanded for its image (VisionModel::expand_prompt
+// with every image's token count), to be tokenized as is.
+Result<std::string> expand_image_text(const engine::VisionModel& vision, std::string_view text,
+                                      const std::vector<mm::Image>& images);
+// --tokens prompts: one image token id per image, expanded on the ids (exact for LLaVA and
+// Qwen3-VL, whose image token is a special token; Gemma3 is expanded as text: kUnsupported).
+Result<std::vector<int64_t>> expand_image_ids(const engine::VisionModel& vision, const std::vector<int64_t>& ids,
+                                              const std::vector<mm::Image>& images);
 // Decodes every --image file (PNG/JPEG, EXIF orientation applied), naming the file on error.
 Result<std::vector<mm::Image>> load_image_files(const std::vector<std::string>& paths);
-// VisionModel::load with one line on stderr (load time, tokens per image).
+// VisionModel::load with one line on stderr (family, load time, tokens per image).
 Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(
     const std::string& dir, int threads, std::shared_ptr<const tok::Tokenizer> tokenizer);
-// Compiles the entries an image prompt will use (prefill_embeddings buckets of the expanded
-// length, decode), so the summary's prefill time is not compile time. Prompts the engine will
-// refuse (placeholder mismatch, over capacity) are left for it to report.
-Status warm_up_image_prompt(engine::TextModel& model, const engine::VisionModel& vision,
-                            const std::vector<int64_t>& prompt, int64_t max_new_tokens);
-// Plain prompts (no --chat): a text that holds no image token gets `image_token_text` + "\n"
-// prepended once per image (LLaVA's "<image>\n..." layout); otherwise it is left as written.
-std::string with_image_placeholders(const std::string& text, const std::string& image_token_text, size_t images);
+// Compiles the entries an (expanded) image prompt will use (the model's image prefill buckets,
+// decode), so the summary's prefill time is not compile time. Prompts the engine will refuse
+// (over capacity) are left for it to report.
+Status warm_up_image_prompt(engine::TextModel& model, const std::vector<int64_t>& prompt, int64_t max_new_tokens);
 // The --chat user message: content [{"type":"image"} x images, {"type":"text","text": text}], or
 // the plain string without images.
 nlohmann::ordered_json user_message(const std::string& text, size_t images);

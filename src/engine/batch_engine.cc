@@ -1,11 +1,14 @@
 #include "engine/batch_engine.h"
 
 #include <algorithm>
+#include <numeric>
+#include <cstring>
 #include <set>
 
 #include "engine/multimodal_prompt.h"
 #include "engine/prefill_plan.h"
 #include "engine/vision_model.h"
+#include "multimodal/qwen3_vl_processor.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hlx::engine {
@@ -39,13 +42,14 @@ struct BatchEngine::Active {
   std::optional<Sampler> sampler;
   std::unique_ptr<tok::StreamDecoder> decoder;
   int64_t slot = -1;
-  // Image requests: the prompt as the slot holds it (placeholders expanded) and the side tensors,
+  // Image requests: where the images' rows lie in the (expanded) prompt and the side tensors,
   // each released as soon as the next stage has consumed it.
   bool multimodal = false;
   ExpandedPrompt expanded;
-  std::vector<Tensor> pixels;    // per image, until encoded
-  std::vector<Tensor> features;  // per encoded image, until merged
-  Tensor merged;                 // [rows, hidden], until the last prefill chunk
+  std::vector<PreparedImage> prepared;  // per image, pixels until encoded
+  std::vector<EncodedImage> features;   // per encoded image, until merged
+  Tensor merged;                        // [rows, hidden], until the last prefill chunk
+  std::optional<TextModel::MropeInputs> mrope;  // M-RoPE models: positions, DeepStack rows
   bool merged_ready = false;
   std::vector<PrefillChunk> chunks;
   size_t next_chunk = 0;
@@ -60,9 +64,10 @@ struct BatchEngine::Active {
 
   int64_t rows() const { return multimodal ? expanded.size() : int64_t(req.prompt.size()); }
   void release_side_tensors() {
-    pixels.clear();
+    prepared.clear();
     features.clear();
     merged = Tensor();
+    mrope.reset();
   }
 };
 
@@ -76,37 +81,48 @@ BatchEngine::~BatchEngine() {
 }
 
 Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admission) {
-  // Images: placeholders checked and expanded before admission, which counts the expanded rows.
-  ImagePromptLimits image_limits;
-  if (options_.vision)
-    image_limits = {true, options_.vision->image_token_id(), options_.vision->tokens_per_image(),
-                    options_.max_images_per_request};
+  // Images: each image's token count (from its size) is checked against the prompt's image rows
+  // before admission, which counts the whole prompt (it arrives expanded).
+  VisionModel* vision = options_.vision;
   const int64_t num_images = int64_t(request.images.size());
+  const bool multimodal = num_images > 0;
   auto refuse = [&](Status s) -> Status {
     if (admission)
       *admission = Admission{s, int64_t(request.prompt.size()), request.max_new_tokens, model_.shape().context_capacity};
     return s;
   };
-  Result<ExpandedPrompt> expanded = expand_image_placeholders(request.prompt, num_images, image_limits);
-  if (!expanded.ok()) return refuse(expanded.status());
-  const bool multimodal = num_images > 0;
+  ImagePromptLimits image_limits;
+  std::vector<int64_t> image_tokens;
+  if (vision) {
+    image_limits = {true, vision->image_token_id(), options_.max_images_per_request};
+    for (int64_t i = 0; i < std::min(num_images, options_.max_images_per_request); ++i) {
+      Result<int64_t> t = vision->image_tokens(request.images[size_t(i)]);
+      if (!t.ok()) return refuse(t.status().with_context(str_cat("image ", i)));
+      image_tokens.push_back(*t);
+    }
+    if (num_images > options_.max_images_per_request) image_tokens.resize(size_t(num_images), 1);  // refused below
+  } else {
+    image_tokens.assign(size_t(num_images), 1);  // refused below: a text-only engine
+  }
+  Result<ExpandedPrompt> located = locate_image_rows(request.prompt, image_tokens, image_limits);
+  if (!located.ok()) return refuse(located.status());
   if (multimodal) {
     if (!model_.has_embeddings_entries())
       return refuse(make_error(ErrorKind::kInvalidArgument,
                                "image requests need the text model loaded with prefill_embeddings entries"));
-    if (options_.vision->hidden_size() != model_.spec().hidden_size)
+    if (vision->hidden_size() != model_.spec().hidden_size)
       return refuse(make_error(ErrorKind::kInvalidArgument, "the vision model's features have width ",
-                               options_.vision->hidden_size(), " but the text model's hidden size is ",
+                               vision->hidden_size(), " but the text model's hidden size is ",
                                model_.spec().hidden_size));
   }
   // Admission is pure (limits are fixed at load), so it runs here on the caller's thread.
-  const std::vector<int64_t> text_ids = multimodal ? expanded->text_ids() : std::vector<int64_t>();
-  Admission adm = multimodal ? check_admission(model_.limits(), AdmissionRequest{expanded->size(), request.max_new_tokens, text_ids})
+  const std::vector<int64_t> text_ids = multimodal ? located->text_ids() : std::vector<int64_t>();
+  Admission adm = multimodal ? check_admission(model_.limits(), AdmissionRequest{located->size(), request.max_new_tokens, text_ids})
                              : check_text_admission(model_.limits(), request.prompt, request.max_new_tokens);
   if (multimodal && !adm.ok())
-    adm.status = adm.status.with_context(str_cat("prompt of ", request.prompt.size(), " tokens with ", num_images,
-                                                 " image(s) expanded to ", expanded->size(), " tokens (",
-                                                 expanded->tokens_per_image, " per image)"));
+    adm.status = adm.status.with_context(str_cat("prompt of ", request.prompt.size(), " tokens, ",
+                                                 located->size() - int64_t(text_ids.size()), " of them the rows of ",
+                                                 num_images, " image(s)"));
   if (admission) *admission = adm;
   if (!adm.ok()) return adm.status;
   auto sampler = Sampler::create(request.sampling, request.prompt);
@@ -127,13 +143,24 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
     // Preprocessing is pure and may be slow (resize): done here, on the submitting thread.
     Clock::time_point t0 = Clock::now();
     for (int64_t i = 0; i < num_images; ++i) {
-      auto px = options_.vision->preprocess(request.images[size_t(i)]);
+      auto px = vision->preprocess(request.images[size_t(i)]);
       if (!px.ok()) return px.status().with_context(str_cat("image ", i));
-      a->pixels.push_back(std::move(*px));
+      if (px->tokens != image_tokens[size_t(i)])
+        return make_error(ErrorKind::kInternal, "image ", i, ": preprocessing gives ", px->tokens,
+                          " tokens, its size promised ", image_tokens[size_t(i)]);
+      a->prepared.push_back(std::move(*px));
+    }
+    if (model_.has_mrope_entries()) {
+      Result<mm::MropePositions> mp = vision->mrope_positions(located->ids, a->prepared);
+      if (!mp.ok()) return mp.status();
+      a->mrope.emplace();
+      a->mrope->positions = Tensor::empty(DType::kI32, {3, located->size()});
+      std::memcpy(a->mrope->positions.data<int32_t>(), mp->positions.data(), mp->positions.size() * sizeof(int32_t));
+      a->mrope->rope_delta = mp->rope_delta;
     }
     a->done.preprocess_ms = ms_between(t0, Clock::now());
     a->multimodal = true;
-    a->expanded = std::move(*expanded);
+    a->expanded = std::move(*located);
     a->done.images = num_images;
     std::vector<mm::Image>().swap(request.images);  // the decoded images are not needed any more
   }
@@ -319,7 +346,8 @@ void BatchEngine::admit_waiting() {
     auto slot = p->multimodal ? model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}})
                               : model_.admit(p->req.prompt, p->req.max_new_tokens);
     Result<std::vector<PrefillChunk>> chunks =
-        slot.ok() ? plan_prefill_chunks(model_.prefill_buckets(), model_.shape().context_capacity, 0, p->rows())
+        slot.ok() ? model_.plan_chunks(p->multimodal ? std::span<const int64_t>(p->expanded.ids) : p->req.prompt, 0,
+                                       p->rows(), p->multimodal)
                   : Result<std::vector<PrefillChunk>>(slot.status());
     if (slot.ok()) p->slot = *slot;
     if (!chunks.ok()) {
@@ -346,7 +374,7 @@ void BatchEngine::prefill_one() {
     Clock::time_point t0 = Clock::now();
     Result<Tensor> logits = Status(ErrorKind::kInternal, "unset");
     if (a.multimodal) {
-      logits = model_.prefill_embeddings(a.slot, a.merged, a.expanded.ids, end);
+      logits = model_.prefill_image_prompt(a.slot, a.merged, a.expanded.ids, end, a.mrope ? &*a.mrope : nullptr);
     } else {
       std::span<const int64_t> piece(a.req.prompt.data() + a.written, size_t(end - a.written));
       logits = model_.prefill(a.slot, piece);
@@ -376,32 +404,57 @@ void BatchEngine::prefill_one() {
 }
 
 bool BatchEngine::prepare_image_rows(Active& a) {
-  if (a.features.size() < a.pixels.size()) {
+  if (a.features.size() < a.prepared.size()) {
     const size_t i = a.features.size();
     Clock::time_point t0 = Clock::now();
-    auto f = options_.vision->encode(a.pixels[i]);
+    auto f = options_.vision->encode(a.prepared[i]);
     a.done.encode_ms += ms_between(t0, Clock::now());
     if (!f.ok()) {
       finish(a, Finish::kError, f.status().with_context(str_cat("request ", a.id, " image ", i, " encode")));
       return true;
     }
-    a.pixels[i] = Tensor();  // encoded: the pixels are not needed any more
+    a.prepared[i].pixels = Tensor();  // encoded: the pixels are not needed any more
     a.features.push_back(std::move(*f));
     return true;
   }
   Clock::time_point t0 = Clock::now();
-  auto text = model_.embed_tokens(a.expanded.text_ids());
-  Result<Tensor> merged = text.ok() ? merge_embeddings(a.expanded, *text, a.features) : Result<Tensor>(text.status());
+  Status s = merge_image_rows(a);
   a.done.prefill_ms += ms_between(t0, Clock::now());
-  if (!merged.ok()) {
-    finish(a, Finish::kError, merged.status().with_context(str_cat("request ", a.id, " merge")));
+  if (!s.ok()) {
+    finish(a, Finish::kError, s.with_context(str_cat("request ", a.id, " merge")));
     return true;
   }
-  a.merged = std::move(*merged);
   a.features.clear();
-  a.pixels.clear();
+  a.prepared.clear();
   a.merged_ready = true;
   return false;
+}
+
+Status BatchEngine::merge_image_rows(Active& a) {
+  HLX_ASSIGN_OR_RETURN(Tensor text, model_.embed_tokens(a.expanded.text_ids()));
+  std::vector<Tensor> features;
+  for (const EncodedImage& f : a.features) features.push_back(f.features);
+  HLX_ASSIGN_OR_RETURN(a.merged, merge_embeddings(a.expanded, text, features));
+  if (!a.mrope || model_.spec().deepstack_layers.empty()) return ok_status();
+  // DeepStack: every image row of the prompt, image after image, with its K feature rows.
+  const int64_t nv = std::accumulate(a.expanded.image_tokens.begin(), a.expanded.image_tokens.end(), int64_t(0));
+  const int64_t k_layers = int64_t(model_.spec().deepstack_layers.size()), hidden = model_.spec().hidden_size;
+  DeepstackPayload ds{Tensor::empty(DType::kI32, {nv}), Tensor::empty(DType::kF32, {k_layers, nv, hidden}), nv};
+  int64_t v = 0;
+  for (size_t i = 0; i < a.features.size(); ++i) {
+    const Tensor& d = a.features[i].deepstack;
+    const int64_t t = a.expanded.image_tokens[i];
+    if (d.dtype() != DType::kF32 || d.shape() != Shape{k_layers, t, hidden})
+      return make_error(ErrorKind::kInternal, "image ", i, " DeepStack features are ", d.type_string(),
+                        ", expected f32 [", k_layers, ", ", t, ", ", hidden, "]");
+    for (int64_t r = 0; r < t; ++r) ds.visual_positions.data<int32_t>()[v + r] = int32_t(a.expanded.image_rows[i] + r);
+    for (int64_t k = 0; k < k_layers; ++k)
+      std::memcpy(ds.layer_features.data<float>() + (k * nv + v) * hidden, d.data<float>() + k * t * hidden,
+                  size_t(t * hidden) * sizeof(float));
+    v += t;
+  }
+  a.mrope->deepstack = std::move(ds);
+  return ok_status();
 }
 
 void BatchEngine::decode_all() {
@@ -494,10 +547,15 @@ int64_t BatchEngine::queued() const {
 
 size_t BatchEngine::side_tensor_bytes() const {
   size_t total = 0;
+  auto bytes = [](const Tensor& t) { return t.raw() ? t.nbytes() : size_t(0); };
   auto add = [&](const Active& a) {
-    for (const Tensor& t : a.pixels) total += t.defined() ? t.nbytes() : 0;
-    for (const Tensor& t : a.features) total += t.defined() ? t.nbytes() : 0;
-    if (a.merged.raw()) total += a.merged.nbytes();
+    for (const PreparedImage& p : a.prepared) total += bytes(p.pixels);
+    for (const EncodedImage& f : a.features) total += bytes(f.features) + bytes(f.deepstack);
+    total += bytes(a.merged);
+    if (a.mrope) {
+      total += bytes(a.mrope->positions);
+      if (a.mrope->deepstack) total += bytes(a.mrope->deepstack->visual_positions) + bytes(a.mrope->deepstack->layer_features);
+    }
   };
   for (const auto& a : waiting_) add(*a);
   for (const auto& a : active_) add(*a);

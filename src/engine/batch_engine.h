@@ -16,14 +16,17 @@
 // max_new_tokens and capacity; kInvalidArgument for bad ids, sampling or stop settings) and is
 // never queued. Admitted requests wait only for a free slot.
 //
-// Images (engine/multimodal_prompt.h): submit() checks the image placeholders against the images
-// (count mismatch, images on a text-only engine, more than max_images_per_request:
-// kInvalidArgument), expands each placeholder to tokens_per_image rows, runs admission on the
-// EXPANDED length and preprocesses the images to pixel tensors on the caller's thread. On the
+// Images (engine/vision_model.h, engine/multimodal_prompt.h): the prompt arrives expanded
+// (VisionModel::expand_prompt on the text, then tokenized). submit() checks its image-token rows
+// against each image's token count (images on a text-only engine, more than
+// max_images_per_request, a count mismatch: kInvalidArgument), runs admission on the whole prompt
+// and preprocesses the images on the caller's thread (Qwen3-VL: also the M-RoPE positions). On the
 // engine thread a request with images first encodes them, one image per step (in place of a
-// prefill chunk), then merges token embeddings and features and prefills the merged rows chunk by
-// chunk (prefill_embeddings). Pixels are released once encoded, features once merged, the merged
-// rows after the last chunk; all of them on cancel and on error.
+// prefill chunk), then merges token embeddings and features (Qwen3-VL: and the DeepStack rows)
+// and prefills the merged rows chunk by chunk with the model's image entry
+// (TextModel::prefill_image_prompt; Gemma3's image blocks are never split across chunks). Pixels
+// are released once encoded, features once merged, the merged rows after the last chunk; all of
+// them on cancel and on error.
 //
 // Threads: one thread owns the engine, its TextModel and the slots, and calls step() /
 // run_until_idle() / take_completion(). submit(), cancel(), events() and the counters may be
@@ -127,6 +130,7 @@ class BatchEngine {
   // Image requests before their first chunk: encodes one image (returns true: that was this step's
   // work, or the request failed), or once all are encoded merges the rows (returns false).
   bool prepare_image_rows(Active& a);
+  Status merge_image_rows(Active& a);      // merged rows (and the DeepStack payload) of a request
   void decode_all();
   // Appends a generated token: stop checks, text, event. Returns true when the request finished.
   bool push_token(Active& a, int64_t token);

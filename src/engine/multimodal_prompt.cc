@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
 
 namespace hlx::engine {
 
@@ -9,32 +10,12 @@ int64_t count_image_tokens(std::span<const int64_t> prompt, int64_t image_token_
   return int64_t(std::count(prompt.begin(), prompt.end(), image_token_id));
 }
 
-Status check_image_placeholders(std::span<const int64_t> prompt, int64_t num_images, const ImagePromptLimits& limits) {
-  if (num_images < 0) return make_error(ErrorKind::kInvalidArgument, "image count ", num_images, " is negative");
-  if (!limits.accepts_images) {
-    if (num_images > 0)
-      return make_error(ErrorKind::kInvalidArgument, "the request has ", num_images,
-                        " image(s) but the model is text-only (no vision encoder loaded)");
-    return ok_status();
-  }
-  if (num_images > limits.max_images)
-    return make_error(ErrorKind::kInvalidArgument, "the request has ", num_images, " images, more than the ",
-                      limits.max_images, " allowed per request");
-  const int64_t placeholders = count_image_tokens(prompt, limits.image_token_id);
-  if (placeholders != num_images)
-    return make_error(ErrorKind::kInvalidArgument, "the prompt has ", placeholders, " image placeholder(s) (token id ",
-                      limits.image_token_id, ") but the request has ", num_images,
-                      " image(s); each image needs exactly one placeholder");
-  return ok_status();
-}
-
 std::vector<int64_t> ExpandedPrompt::text_ids() const {
   std::vector<int64_t> out;
-  out.reserve(ids.size() - image_rows.size() * size_t(tokens_per_image));
   size_t next = 0;
   for (int64_t r = 0; r < size(); ++r) {
     if (next < image_rows.size() && r == image_rows[next]) {
-      r += tokens_per_image - 1;
+      r += image_tokens[next] - 1;
       ++next;
       continue;
     }
@@ -43,34 +24,63 @@ std::vector<int64_t> ExpandedPrompt::text_ids() const {
   return out;
 }
 
-Result<ExpandedPrompt> expand_image_placeholders(std::span<const int64_t> prompt, int64_t num_images,
-                                                 const ImagePromptLimits& limits) {
-  HLX_RETURN_IF_ERROR(check_image_placeholders(prompt, num_images, limits));
+Result<ExpandedPrompt> locate_image_rows(std::span<const int64_t> prompt, std::span<const int64_t> tokens_per_image,
+                                         const ImagePromptLimits& limits) {
+  const int64_t images = int64_t(tokens_per_image.size());
   ExpandedPrompt out;
-  out.tokens_per_image = limits.accepts_images ? limits.tokens_per_image : 0;
-  if (num_images == 0) {
-    out.ids.assign(prompt.begin(), prompt.end());
-    return out;
+  out.ids.assign(prompt.begin(), prompt.end());
+  if (!limits.accepts_images) {
+    if (images > 0)
+      return make_error(ErrorKind::kInvalidArgument, "the request has ", images,
+                        " image(s) but the model is text-only (no vision encoder loaded)");
+    return out;  // a text-only model does not know an image token: ids are just ids
   }
-  if (limits.tokens_per_image < 1)
-    return make_error(ErrorKind::kInvalidArgument, "tokens per image ", limits.tokens_per_image, " must be >= 1");
-  out.ids.reserve(prompt.size() + size_t(num_images * (limits.tokens_per_image - 1)));
+  if (images > limits.max_images)
+    return make_error(ErrorKind::kInvalidArgument, "the request has ", images, " images, more than the ",
+                      limits.max_images, " allowed per request");
+  const int64_t want = std::accumulate(tokens_per_image.begin(), tokens_per_image.end(), int64_t(0));
+  const int64_t have = count_image_tokens(prompt, limits.image_token_id);
+  if (have != want)
+    return make_error(ErrorKind::kInvalidArgument, "the prompt has ", have, " image token(s) (id ",
+                      limits.image_token_id, ") but its ", images, " image(s) need ", want,
+                      "; expand the prompt text for its images before tokenizing (VisionModel::expand_prompt)");
+  int64_t r = 0;
+  for (int64_t i = 0; i < images; ++i) {
+    const int64_t n = tokens_per_image[size_t(i)];
+    if (n < 1) return make_error(ErrorKind::kInvalidArgument, "image ", i, " has ", n, " tokens (must be >= 1)");
+    while (prompt[size_t(r)] != limits.image_token_id) ++r;  // have == want: there is a next one
+    for (int64_t k = 0; k < n; ++k)
+      if (prompt[size_t(r + k)] != limits.image_token_id)
+        return make_error(ErrorKind::kInvalidArgument, "image ", i, " needs ", n, " consecutive image tokens from row ",
+                          r, " but row ", r + k, " holds token ", prompt[size_t(r + k)]);
+    out.image_rows.push_back(r);
+    out.image_tokens.push_back(n);
+    r += n;
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> expand_image_tokens(std::span<const int64_t> prompt, int64_t image_token_id,
+                                                 std::span<const int64_t> tokens_per_image) {
+  const int64_t have = count_image_tokens(prompt, image_token_id);
+  if (have != int64_t(tokens_per_image.size()))
+    return make_error(ErrorKind::kInvalidArgument, "the prompt has ", have, " image placeholder(s) (token id ",
+                      image_token_id, ") but the request has ", tokens_per_image.size(),
+                      " image(s); each image needs exactly one placeholder");
+  std::vector<int64_t> out;
+  size_t k = 0;
   for (int64_t id : prompt) {
-    if (id == limits.image_token_id) {
-      out.image_rows.push_back(int64_t(out.ids.size()));
-      out.ids.insert(out.ids.end(), size_t(limits.tokens_per_image), id);
-    } else {
-      out.ids.push_back(id);
-    }
+    if (id == image_token_id) out.insert(out.end(), size_t(tokens_per_image[k++]), id);
+    else out.push_back(id);
   }
   return out;
 }
 
 Result<Tensor> merge_embeddings(const ExpandedPrompt& prompt, const Tensor& text_embeddings,
                                 std::span<const Tensor> features) {
-  const int64_t n = prompt.size(), t = prompt.tokens_per_image;
-  const int64_t images = int64_t(prompt.image_rows.size());
-  const int64_t text_rows = n - images * t;
+  const int64_t n = prompt.size(), images = int64_t(prompt.image_rows.size());
+  const int64_t image_rows = std::accumulate(prompt.image_tokens.begin(), prompt.image_tokens.end(), int64_t(0));
+  const int64_t text_rows = n - image_rows;
   if (int64_t(features.size()) != images)
     return make_error(ErrorKind::kInvalidArgument, "merge: ", features.size(), " feature tensors for ", images,
                       " image(s)");
@@ -80,6 +90,7 @@ Result<Tensor> merge_embeddings(const ExpandedPrompt& prompt, const Tensor& text
   const int64_t hidden = text_embeddings.dim(1);
   for (int64_t i = 0; i < images; ++i) {
     const Tensor& f = features[size_t(i)];
+    const int64_t t = prompt.image_tokens[size_t(i)];
     if (f.dtype() != DType::kF32 || f.rank() != 2 || f.dim(0) != t || f.dim(1) != hidden)
       return make_error(ErrorKind::kInvalidArgument, "merge: features of image ", i, " are ", f.type_string(),
                         ", expected f32 [", t, ", ", hidden, "]");
@@ -91,6 +102,7 @@ Result<Tensor> merge_embeddings(const ExpandedPrompt& prompt, const Tensor& text
   for (int64_t r = 0; r < n;) {
     float* dst = out.data<float>() + r * hidden;
     if (next_image < prompt.image_rows.size() && r == prompt.image_rows[next_image]) {
+      const int64_t t = prompt.image_tokens[next_image];
       std::memcpy(dst, features[next_image].data<float>(), size_t(t) * row_bytes);
       ++next_image;
       r += t;

@@ -3,7 +3,9 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <tuple>
 
+#include "engine/vision_model.h"
 #include "io/hf_config.h"
 #include "runtime/program.h"
 
@@ -136,6 +138,85 @@ Result<Qwen3VLImageFeatures> Qwen3VLVisionModel::encode(const mm::Qwen2VLImage& 
     std::memcpy(r.deepstack.data<float>() + i * tokens * hidden, out[1].data<float>() + i * rows * hidden,
                 size_t(tokens * hidden) * sizeof(float));
   return r;
+}
+
+}  // namespace hlx::engine
+
+namespace hlx::engine {
+
+namespace {
+
+// Qwen3VLVisionModel behind the family-neutral interface: an image's token count follows its
+// smart_resize size; encode() also returns the DeepStack features.
+class Qwen3VLVision final : public VisionModel {
+ public:
+  explicit Qwen3VLVision(std::unique_ptr<Qwen3VLVisionModel> tower) : tower_(std::move(tower)) {}
+
+  std::string describe() const override {
+    const auto& ic = tower_->image_config();
+    return str_cat("qwen3_vl tower, dynamic resolution ", ic.min_pixels, "..", ic.max_pixels, " pixels, ",
+                   tower_->patch_buckets().size(), " patch buckets up to ", tower_->max_patches());
+  }
+  Result<int64_t> image_tokens(const mm::Image& image) const override {
+    const auto& ic = tower_->image_config();
+    int64_t h = image.height, w = image.width;
+    if (ic.do_resize) {
+      HLX_ASSIGN_OR_RETURN(auto hw, mm::qwen_smart_resize(image.height, image.width, ic.factor(), ic.min_pixels,
+                                                          ic.max_pixels));
+      std::tie(h, w) = hw;
+    }
+    return mm::qwen_image_tokens(mm::ImageGrid{1, h / ic.patch_size, w / ic.patch_size}, ic.merge_size);
+  }
+  Result<PreparedImage> preprocess(const mm::Image& image) const override {
+    HLX_ASSIGN_OR_RETURN(mm::Qwen2VLImage px, tower_->preprocess(image));
+    PreparedImage out;
+    out.tokens = mm::qwen_image_tokens(px.grid, tower_->image_config().merge_size);
+    out.pixels = std::move(px.patches);
+    out.grid = px.grid;
+    return out;
+  }
+  Result<EncodedImage> encode(const PreparedImage& image) override {
+    HLX_ASSIGN_OR_RETURN(Qwen3VLImageFeatures f, tower_->encode(mm::Qwen2VLImage{image.pixels, image.grid}));
+    return EncodedImage{std::move(f.features), std::move(f.deepstack)};
+  }
+
+  Result<mm::MropePositions> mrope_positions(std::span<const int64_t> ids,
+                                             std::span<const PreparedImage> images) const override {
+    std::vector<int32_t> ids32(ids.size());
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (ids[i] < 0 || ids[i] > INT32_MAX)
+        return make_error(ErrorKind::kInvalidArgument, "token id ", ids[i], " at row ", i, " is outside the i32 range");
+      ids32[i] = int32_t(ids[i]);
+    }
+    std::vector<mm::ImageGrid> grids;
+    for (const PreparedImage& p : images) grids.push_back(p.grid);
+    return mm::qwen_mrope_positions(ids32, int32_t(image_token_id_), grids, tower_->image_config().merge_size);
+  }
+
+  Status init(const std::string& model_dir, const VisionModelOptions& options) {
+    const models::Qwen3VLSpec& s = tower_->spec();
+    family_ = models::VlmFamily::kQwen3VL;
+    image_token_id_ = s.image_token_id;
+    hidden_size_ = s.text.hidden_size;
+    stats_ = VisionModelStats{tower_->stats().config_ms, tower_->stats().emit_ms, tower_->stats().compile_ms,
+                              tower_->stats().bind_ms, tower_->stats().weight_bytes};
+    return set_placeholders(model_dir, options, -1, -1, s.vision_start_token_id, s.vision_end_token_id);
+  }
+
+ private:
+  std::unique_ptr<Qwen3VLVisionModel> tower_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<VisionModel>> load_qwen3_vl_vision_model(const std::string& model_dir,
+                                                                const VisionModelOptions& options) {
+  Qwen3VLVisionModelOptions o;
+  o.threads = options.threads;
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<Qwen3VLVisionModel> tower, Qwen3VLVisionModel::load(model_dir, o));
+  auto m = std::make_unique<Qwen3VLVision>(std::move(tower));
+  HLX_RETURN_IF_ERROR(m->init(model_dir, options));
+  return std::unique_ptr<VisionModel>(std::move(m));
 }
 
 }  // namespace hlx::engine

@@ -32,9 +32,10 @@ struct Event;
 struct GenerationRequest {
   std::vector<int64_t> prompt;  // token ids (>= 1)
   int64_t max_new_tokens = 0;   // prompt.size() + max_new_tokens <= context_capacity (admission)
-  // Decoded RGB images, in prompt order. The prompt holds exactly one image token id
-  // (VisionModel::image_token_id()) per image; the engine expands each to tokens_per_image rows,
-  // and admission counts the expanded length. Needs an engine with a VisionModel.
+  // Decoded RGB images, in prompt order. The prompt is expanded: image i is a run of
+  // VisionModel::image_tokens(images[i]) image token ids (VisionModel::expand_prompt on the text
+  // before tokenizing, or expand_image_tokens on ids for LLaVA / Qwen3-VL), and admission counts
+  // the whole prompt. Needs an engine with a VisionModel.
   std::vector<mm::Image> images;
   SamplingParams sampling;
   // Stop ids. nullopt: the model's spec().eos_token_ids (generation_config.json / config.json);
@@ -72,7 +73,7 @@ struct Event {
 // Everything a finished request produced.
 struct Completion {
   RequestId id = 0;
-  int64_t prompt_tokens = 0;  // after image placeholder expansion
+  int64_t prompt_tokens = 0;  // image rows included
   int64_t images = 0;
   // Generated ids, including a final EOS id or the token that completed a stop string.
   std::vector<int64_t> tokens;

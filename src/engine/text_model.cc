@@ -342,10 +342,11 @@ Result<TextModel::Entry*> TextModel::compiled(TextEntry entry, int64_t rows) {
 }
 
 Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch, bool embeddings) {
+  if (embeddings && has_mrope_entries()) return warm_up_mrope(prompt_len, decode_batch);
   if (prompt_len > 0) {
     HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
                          plan_prefill_chunks(buckets_, shape_.context_capacity, 0, prompt_len));
-    TextEntry kind = embeddings ? TextEntry::kPrefillEmbeddings
+    TextEntry kind = embeddings ? (has_masked_entries() ? TextEntry::kPrefillEmbeddingsMasked : TextEntry::kPrefillEmbeddings)
                                 : all_logits ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill;
     for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
   }
@@ -567,6 +568,26 @@ Result<Tensor> TextModel::prefill_embeddings_mrope(int64_t slot, const Tensor& e
   return run_prefill_embeddings(slot, embeddings, token_ids, end_row, false, &rope_positions, rope_delta, deepstack);
 }
 
+Result<Tensor> TextModel::prefill_image_prompt(int64_t slot, const Tensor& embeddings,
+                                               std::span<const int64_t> token_ids, int64_t end_row,
+                                               const MropeInputs* mrope) {
+  if (has_mrope_entries() != (mrope != nullptr))
+    return make_error(ErrorKind::kInvalidArgument, "prefill_image_prompt: the model (", spec_.model_type, ") ",
+                      has_mrope_entries() ? "needs" : "takes no", " M-RoPE positions");
+  if (mrope)
+    return prefill_embeddings_mrope(slot, embeddings, token_ids, mrope->positions, mrope->rope_delta, end_row,
+                                    mrope->deepstack ? &*mrope->deepstack : nullptr);
+  if (has_masked_entries()) return prefill_embeddings_masked(slot, embeddings, token_ids, end_row);
+  return prefill_embeddings(slot, embeddings, token_ids, end_row);
+}
+
+Result<std::vector<PrefillChunk>> TextModel::plan_chunks(std::span<const int64_t> ids, int64_t start, int64_t count,
+                                                         bool image_prompt) const {
+  const bool masked = image_prompt && has_masked_entries();
+  const std::vector<RowSpan> spans = masked ? runs_of(ids, image_token_id_) : std::vector<RowSpan>{};
+  return plan_prefill_chunks(buckets_, shape_.context_capacity, start, count, spans);
+}
+
 namespace {
 
 // The boundary checks of a whole-prompt DeepStack payload (per-chunk ones: check_deepstack_payload).
@@ -655,9 +676,7 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
   }
   // Masked (Gemma3): image blocks are atomic chunks, each chunk gets its own additive mask. The
   // spans cover every given id, so that a prefill stopping inside a block is refused.
-  const std::vector<RowSpan> spans = masked ? runs_of(token_ids, image_token_id_) : std::vector<RowSpan>{};
-  HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
-                       plan_prefill_chunks(buckets_, shape_.context_capacity, start, end_row - start, spans));
+  HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks, plan_chunks(token_ids, start, end_row - start, masked));
 
   // Per chunk: the entry, and with a payload its chunk-relative visual rows and feature slice.
   struct ChunkInputs {

@@ -28,6 +28,7 @@
 #include "core/status.h"
 #include "core/tensor.h"
 #include "engine/admission.h"
+#include "engine/prefill_plan.h"
 #include "io/checkpoint.h"
 #include "models/text_entries.h"
 #include "models/text_spec.h"
@@ -185,6 +186,22 @@ class TextModel {
   // rows hold it), -1 otherwise.
   int64_t image_token_id() const { return image_token_id_; }
 
+  // An image prompt, family-neutral: the entry this model takes image prompts with
+  // (prefill_embeddings_masked for Gemma3, prefill_embeddings_mrope for Qwen3-VL with `mrope`,
+  // else prefill_embeddings). `mrope` is required by, and only by, M-RoPE models.
+  struct MropeInputs {
+    Tensor positions;  // i32 [3, n]
+    int64_t rope_delta = 0;
+    std::optional<DeepstackPayload> deepstack;
+  };
+  Result<Tensor> prefill_image_prompt(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
+                                      int64_t end_row, const MropeInputs* mrope);
+  // The chunks that write rows [start, start + count) of the prompt `ids` with the entry that
+  // prefill_image_prompt picks (image blocks atomic for the masked entries; `image_prompt` false:
+  // the token entries). The one planner TextModel and BatchEngine share, so they always agree.
+  Result<std::vector<PrefillChunk>> plan_chunks(std::span<const int64_t> ids, int64_t start, int64_t count,
+                                                bool image_prompt) const;
+
   // One token for each row with the decode entry for B = rows.size() (1..slots). Rows name
   // distinct slots; position must be <= the slot's cache length and < capacity. Returns
   // f32[B, vocab]; each slot's cache length becomes position + 1. When a row's slot has a
@@ -200,7 +217,8 @@ class TextModel {
   // an empty slot will use: its prefill buckets (all-logits ones when `all_logits`) and, when
   // `decode_batch` > 0, the decode entry for that batch. Lets front ends report compile time apart
   // from prefill time.
-  // `embeddings`: the prefill_embeddings buckets instead of the token ones.
+  // `embeddings`: the buckets of the entries prefill_image_prompt picks instead of the token ones
+  // (Gemma3: masked; Qwen3-VL: as warm_up_mrope).
   Status warm_up(int64_t prompt_len, bool all_logits, int64_t decode_batch, bool embeddings = false);
   // The same for an image prompt of an M-RoPE model: prefill_embeddings_mrope's buckets (M-RoPE and
   // DeepStack entries) and decode_mrope for `decode_batch`. kInvalidArgument without mrope_section.

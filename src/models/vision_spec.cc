@@ -18,7 +18,14 @@ const char* vision_activation_name(VisionActivation a) {
   return "?";
 }
 
-const char* vlm_family_name(VlmFamily f) { return f == VlmFamily::kLlava ? "llava" : "gemma3"; }
+const char* vlm_family_name(VlmFamily f) {
+  switch (f) {
+    case VlmFamily::kLlava: return "llava";
+    case VlmFamily::kGemma3: return "gemma3";
+    case VlmFamily::kQwen3VL: return "qwen3_vl";
+  }
+  return "?";
+}
 
 const char* image_mask_mode_name(ImageMaskMode m) {
   switch (m) {

@@ -64,8 +64,9 @@ enum class VlmFamily {
   kLlava,   // LlavaForConditionalGeneration: hidden_states[layer] -> linear/act/linear, causal prompt
   kGemma3,  // Gemma3ForConditionalGeneration: last_hidden_state -> avg-pool, (1+w) RMSNorm, x.W;
             // image blocks attend bidirectionally (prefill_embeddings_masked)
+  kQwen3VL,  // Qwen3VLForConditionalGeneration: its own spec (models/qwen3_vl.h); M-RoPE + DeepStack
 };
-const char* vlm_family_name(VlmFamily f);  // "llava" | "gemma3"
+const char* vlm_family_name(VlmFamily f);  // "llava" | "gemma3" | "qwen3_vl"
 
 // How the prefill mask of an image prompt is built (Gemma3). kImageBlocks is upstream's rule:
 // causal, or both rows in the same image block. kBidirectional (every valid pair visible) exists

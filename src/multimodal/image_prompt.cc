@@ -4,10 +4,8 @@
 
 namespace hlx::mm {
 
-std::string expand_image_placeholders(std::string_view text, const ImageBlockText& layout, int64_t* images) {
-  std::string block = layout.around + layout.boi;
-  for (int64_t i = 0; i < layout.tokens_per_image; ++i) block += layout.image;
-  block += layout.eoi + layout.around;
+std::string expand_image_placeholders(std::string_view text, const ImageBlockText& layout, int64_t* images,
+                                      std::span<const int64_t> counts) {
   std::string out;
   int64_t n = 0;
   size_t at = 0;
@@ -15,13 +13,24 @@ std::string expand_image_placeholders(std::string_view text, const ImageBlockTex
     const size_t hit = text.find(layout.placeholder, at);
     if (hit == std::string_view::npos) break;
     out.append(text.substr(at, hit - at));
-    out += block;
+    out += layout.around + layout.boi;
+    const int64_t tokens = size_t(n) < counts.size() ? counts[size_t(n)] : layout.tokens_per_image;
+    for (int64_t i = 0; i < tokens; ++i) out += layout.image;
+    out += layout.eoi + layout.around;
     at = hit + layout.placeholder.size();
     ++n;
   }
   out.append(text.substr(at));
   if (images) *images = n;
   return out;
+}
+
+int64_t count_placeholders(std::string_view text, std::string_view placeholder) {
+  int64_t n = 0;
+  for (size_t at = placeholder.empty() ? text.npos : text.find(placeholder); at != text.npos;
+       at = text.find(placeholder, at + placeholder.size()))
+    ++n;
+  return n;
 }
 
 std::vector<uint8_t> image_token_types(std::span<const int64_t> ids, int64_t image_token_id) {

@@ -25,10 +25,14 @@ struct ImageBlockText {
   int64_t tokens_per_image = 0;
 };
 
-// Replaces every placeholder in `text`, in order, by around + boi + tokens_per_image x image + eoi
-// + around (Gemma3Processor: the expanded *string* is tokenized, so "\n\n" merges with neighbouring
-// newlines as the real tokenizer does). `images` receives the placeholder count.
-std::string expand_image_placeholders(std::string_view text, const ImageBlockText& layout, int64_t* images);
+// Replaces the k-th placeholder in `text` by around + boi + n x image + eoi + around, n = counts[k]
+// when k < counts.size(), else layout.tokens_per_image (Gemma3Processor: the expanded *string* is
+// tokenized, so "\n\n" merges with neighbouring newlines as the real tokenizer does). LLaVA and
+// Qwen3-VL use it with empty boi/eoi/around. `images` receives the placeholder count.
+std::string expand_image_placeholders(std::string_view text, const ImageBlockText& layout, int64_t* images,
+                                      std::span<const int64_t> counts = {});
+// Occurrences of `placeholder` in `text` (0 for an empty placeholder).
+int64_t count_placeholders(std::string_view text, std::string_view placeholder);
 
 // 1 where ids[i] == image_token_id (an image soft-token row), else 0: Gemma3's token_type_ids.
 std::vector<uint8_t> image_token_types(std::span<const int64_t> ids, int64_t image_token_id);

@@ -427,10 +427,7 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
   handle_generation(c, req, req.path == "/v1/chat/completions");
 }
 
-size_t Server::prompt_token_limit(int64_t images) const {
-  const int64_t image_rows = images * std::max<int64_t>(model_.tokens_per_image - 1, 0);
-  return size_t(std::max<int64_t>(model_.context_capacity - image_rows, 0));
-}
+size_t Server::prompt_token_limit() const { return size_t(std::max<int64_t>(model_.context_capacity, 0)); }
 
 ApiError Server::prompt_error(ApiError e) const {
   // Over a byte limit derived from the capacity, the prompt cannot fit: say so in the words of a
@@ -448,11 +445,8 @@ ApiError Server::prompt_error(ApiError e) const {
   return e;
 }
 
-ApiError Server::prompt_tokens_error(const char* param, size_t limit, int64_t images) const {
-  std::string what = "your prompt is more than " + std::to_string(limit) + " tokens";
-  if (images > 0)
-    what += " besides its " + std::to_string(images) + " image(s) (" +
-            std::to_string(int64_t(model_.context_capacity) - int64_t(limit)) + " rows)";
+ApiError Server::prompt_tokens_error(const char* param, size_t limit) const {
+  const std::string what = "your prompt is more than " + std::to_string(limit) + " tokens";
   return bad_request("This model's maximum context length is " + std::to_string(model_.context_capacity) +
                          " tokens. However, " + what + " (tokenization stopped there). Please reduce the length of the prompt.",
                      param, "context_length_exceeded");
@@ -525,11 +519,23 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       return respond_error(c, endpoint,
                            bad_request("the chat template rejected the messages: " + rendered.status().message(),
                                        "messages", "template_error"));
+    // Each image placeholder becomes the image's rows, on the text (as the upstream processors do).
+    if (!images.empty()) {
+      std::vector<int64_t> counts;
+      for (size_t i = 0; i < images.size(); ++i) {
+        auto t = model_.vision->image_tokens(images[i]);
+        if (!t.ok()) return respond_error(c, endpoint, from_status(t.status(), cr.images[i].param));
+        counts.push_back(*t);
+      }
+      auto expanded = model_.vision->expand_prompt(*rendered, counts);
+      if (!expanded.ok()) return respond_error(c, endpoint, from_status(expanded.status(), "messages"));
+      *rendered = std::move(*expanded);
+    }
     // As apply_chat_template(tokenize=True): the template carries BOS itself.
-    const size_t limit = prompt_token_limit(int64_t(images.size()));
+    const size_t limit = prompt_token_limit();
     auto ids = model_.tokenizer->encode(*rendered, /*add_special_tokens=*/false, limit);
     if (!ids.ok() && ids.status().kind() == ErrorKind::kCapacityExceeded)
-      return respond_error(c, endpoint, prompt_tokens_error("messages", limit, int64_t(images.size())));
+      return respond_error(c, endpoint, prompt_tokens_error("messages", limit));
     if (!ids.ok()) return respond_error(c, endpoint, from_status(ids.status(), "messages"));
     g.prompt.assign(ids->begin(), ids->end());
   } else {
@@ -538,10 +544,10 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       return respond_error(c, endpoint, prompt_error(err));
     params = cr.params;
     if (cr.prompt_text) {
-      const size_t limit = prompt_token_limit(0);
+      const size_t limit = prompt_token_limit();
       auto ids = model_.tokenizer->encode(*cr.prompt_text, /*add_special_tokens=*/true, limit);
       if (!ids.ok() && ids.status().kind() == ErrorKind::kCapacityExceeded)
-        return respond_error(c, endpoint, prompt_tokens_error("prompt", limit, 0));
+        return respond_error(c, endpoint, prompt_tokens_error("prompt", limit));
       if (!ids.ok()) return respond_error(c, endpoint, from_status(ids.status(), "prompt"));
       g.prompt.assign(ids->begin(), ids->end());
     } else {
@@ -551,7 +557,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   if (g.prompt.empty())
     return respond_error(c, endpoint, bad_request("the prompt is empty (0 tokens)", prompt_param, "empty_prompt"));
   // Without max_tokens the completion may fill the rest of the context (as vLLM does).
-  const int64_t prompt_rows = int64_t(g.prompt.size()) + int64_t(images.size()) * (model_.tokens_per_image - 1);
+  const int64_t prompt_rows = int64_t(g.prompt.size());  // image rows included
   const int64_t room = model_.context_capacity - prompt_rows;
   if (!params.max_tokens && room < 1)
     return respond_error(
@@ -564,7 +570,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   g.sampling = params.sampling;
   g.stop = params.stop;
   if (params.ignore_eos) g.eos_token_ids = std::vector<int64_t>{};
-  g.images = std::move(images);  // the engine expands their placeholders and checks admission
+  g.images = std::move(images);  // the engine checks their rows and admission
 
   if (!try_acquire_in_flight())
     return respond_error(c, endpoint,

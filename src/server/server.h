@@ -21,6 +21,7 @@
 #include <thread>
 
 #include "core/status.h"
+#include "engine/vision_model.h"
 #include "multimodal/image.h"
 #include "server/engine_worker.h"
 #include "server/http.h"
@@ -69,8 +70,9 @@ struct ModelInfo {
   std::shared_ptr<const tok::Tokenizer> tokenizer;
   std::optional<ChatTemplate> chat_template;  // nullopt: /v1/chat/completions answers 400
   int64_t context_capacity = 0;
-  bool vision = false;           // accepts image parts
-  int64_t tokens_per_image = 0;  // prompt rows one image expands to (vision only)
+  // Accepts image parts when set (not owned; outlives the server). The HTTP threads call only its
+  // pure functions (image_tokens, expand_prompt); the engine encodes.
+  const engine::VisionModel* vision = nullptr;
   int64_t created = 0;           // unix time the model was loaded
 };
 
@@ -116,9 +118,9 @@ class Server {
   void respond_error(Connection& c, const std::string& endpoint, const ApiError& e,
                      const std::vector<std::string>& extra = {});
   bool authorized(const HttpRequest& req) const;
-  size_t prompt_token_limit(int64_t images) const;  // tokens the text of a prompt may take
+  size_t prompt_token_limit() const;  // tokens a prompt may take, image rows included
   ApiError prompt_error(ApiError e) const;
-  ApiError prompt_tokens_error(const char* param, size_t limit, int64_t images) const;
+  ApiError prompt_tokens_error(const char* param, size_t limit) const;
   bool try_acquire_in_flight();
   void release_in_flight();
   void reap_connections(bool all);

@@ -1,4 +1,5 @@
-// Placeholder counting, checking, expansion and the embedding merge, against hand-built expectations.
+// Image-row location, checking, id-level expansion and the embedding merge, against hand-built
+// expectations.
 #include "engine/multimodal_prompt.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +9,7 @@ namespace {
 
 constexpr int64_t kImg = 900;
 
-ImagePromptLimits llava(int64_t t = 3, int64_t max_images = 2) { return {true, kImg, t, max_images}; }
+ImagePromptLimits limits(int64_t max_images = 2) { return {true, kImg, max_images}; }
 
 bool has(const Status& s, const std::string& part) { return s.message().find(part) != std::string::npos; }
 
@@ -19,58 +20,76 @@ TEST(MultimodalPrompt, CountsOnlyTheImageTokenId) {
   EXPECT_EQ(count_image_tokens({}, kImg), 0);
 }
 
-TEST(MultimodalPrompt, TypedErrorsNameTheCounts) {
-  std::vector<int64_t> two = {1, kImg, 2, kImg, 3};
-  EXPECT_TRUE(check_image_placeholders(two, 2, llava()).ok());
-
-  Status s = check_image_placeholders(two, 1, llava());
-  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
-  EXPECT_TRUE(has(s, "2 image placeholder(s)") && has(s, "900") && has(s, "1 image(s)")) << s.to_string();
-
-  s = check_image_placeholders(two, 0, llava());  // placeholders without images
-  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
-  EXPECT_TRUE(has(s, "2 image placeholder(s)") && has(s, "0 image(s)")) << s.to_string();
-
-  std::vector<int64_t> three = {kImg, kImg, kImg};
-  s = check_image_placeholders(three, 3, llava(3, 2));
-  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
-  EXPECT_TRUE(has(s, "3 images") && has(s, "2 allowed")) << s.to_string();
-
-  ImagePromptLimits text_only;  // accepts_images = false
-  s = check_image_placeholders(two, 1, text_only);
-  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
-  EXPECT_TRUE(has(s, "text-only")) << s.to_string();
-  // A text-only model does not know an image token: ids are just ids there.
-  EXPECT_TRUE(check_image_placeholders(two, 0, text_only).ok());
-
-  EXPECT_EQ(check_image_placeholders(two, -1, llava()).kind(), ErrorKind::kInvalidArgument);
-  EXPECT_FALSE(expand_image_placeholders(two, 1, llava()).ok());
-}
-
-TEST(MultimodalPrompt, ExpandsEachPlaceholderInPlace) {
-  std::vector<int64_t> p = {1, kImg, 2, 3, kImg};
-  auto e = expand_image_placeholders(p, 2, llava(3));
+TEST(MultimodalPrompt, LocatesEachImagesRunInOrder) {
+  // Image 0 (3 rows) after id 1, image 1 (2 rows) at the end; images of different sizes (Qwen3-VL).
+  std::vector<int64_t> p = {1, kImg, kImg, kImg, 2, 3, kImg, kImg};
+  const std::vector<int64_t> counts = {3, 2};
+  auto e = locate_image_rows(p, counts, limits());
   ASSERT_TRUE(e.ok()) << e.status().to_string();
-  EXPECT_EQ(e->ids, (std::vector<int64_t>{1, kImg, kImg, kImg, 2, 3, kImg, kImg, kImg}));
+  EXPECT_EQ(e->ids, p);
   EXPECT_EQ(e->image_rows, (std::vector<int64_t>{1, 6}));
-  EXPECT_EQ(e->size(), 9);
+  EXPECT_EQ(e->image_tokens, counts);
   EXPECT_EQ(e->text_ids(), (std::vector<int64_t>{1, 2, 3}));
 
-  // Adjacent images and an image first.
-  std::vector<int64_t> q = {kImg, kImg, 7};
-  auto f = expand_image_placeholders(q, 2, llava(2));
+  // Adjacent images share one run (LLaVA "<image><image>"), split by the counts.
+  std::vector<int64_t> q = {kImg, kImg, kImg, kImg, 7};
+  const std::vector<int64_t> two = {2, 2};
+  auto f = locate_image_rows(q, two, limits());
   ASSERT_TRUE(f.ok());
-  EXPECT_EQ(f->ids, (std::vector<int64_t>{kImg, kImg, kImg, kImg, 7}));
   EXPECT_EQ(f->image_rows, (std::vector<int64_t>{0, 2}));
   EXPECT_EQ(f->text_ids(), (std::vector<int64_t>{7}));
 
   // No images: unchanged.
   std::vector<int64_t> r = {4, 5};
-  auto g = expand_image_placeholders(r, 0, llava());
+  auto g = locate_image_rows(r, {}, limits());
   ASSERT_TRUE(g.ok());
   EXPECT_EQ(g->ids, r);
   EXPECT_TRUE(g->image_rows.empty());
   EXPECT_EQ(g->text_ids(), r);
+}
+
+TEST(MultimodalPrompt, TypedErrorsNameTheCounts) {
+  std::vector<int64_t> p = {1, kImg, kImg, 2, kImg, kImg, 3};
+  const std::vector<int64_t> two = {2, 2};
+  EXPECT_TRUE(locate_image_rows(p, two, limits()).ok());
+
+  const std::vector<int64_t> one = {2};
+  Status s = locate_image_rows(p, one, limits()).status();  // unexpanded or extra image tokens
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(has(s, "4 image token(s)") && has(s, "900") && has(s, "1 image(s) need 2")) << s.to_string();
+
+  s = locate_image_rows(p, {}, limits()).status();  // image tokens without images
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(has(s, "4 image token(s)") && has(s, "0 image(s) need 0")) << s.to_string();
+
+  const std::vector<int64_t> uneven = {3, 1};  // same total, but image 0's run is 2 rows
+  s = locate_image_rows(p, uneven, limits()).status();
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(has(s, "image 0 needs 3 consecutive") && has(s, "row 3 holds token 2")) << s.to_string();
+
+  const std::vector<int64_t> three = {1, 1, 2};
+  s = locate_image_rows(p, three, limits(2)).status();
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(has(s, "3 images") && has(s, "2 allowed")) << s.to_string();
+
+  ImagePromptLimits text_only;  // accepts_images = false
+  s = locate_image_rows(p, one, text_only).status();
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(has(s, "text-only")) << s.to_string();
+  // A text-only model does not know an image token: ids are just ids there.
+  EXPECT_TRUE(locate_image_rows(p, {}, text_only).ok());
+}
+
+TEST(MultimodalPrompt, ExpandsEachImageTokenToItsCount) {
+  std::vector<int64_t> p = {1, kImg, 2, kImg};
+  const std::vector<int64_t> counts = {3, 1};
+  auto e = expand_image_tokens(p, kImg, counts);
+  ASSERT_TRUE(e.ok()) << e.status().to_string();
+  EXPECT_EQ(*e, (std::vector<int64_t>{1, kImg, kImg, kImg, 2, kImg}));
+  const std::vector<int64_t> one = {3};
+  Status s = expand_image_tokens(p, kImg, one).status();
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument);
+  EXPECT_TRUE(has(s, "2 image placeholder(s)") && has(s, "1 image(s)")) << s.to_string();
 }
 
 Tensor filled(int64_t rows, int64_t hidden, float base) {
@@ -81,8 +100,9 @@ Tensor filled(int64_t rows, int64_t hidden, float base) {
 
 TEST(MultimodalPrompt, MergePutsFeaturesIntoTheirRowsInOrder) {
   const int64_t hidden = 2;
-  std::vector<int64_t> p = {1, kImg, 2, kImg, 3};
-  auto e = expand_image_placeholders(p, 2, llava(2));
+  std::vector<int64_t> p = {1, kImg, kImg, 2, kImg, kImg, 3};
+  const std::vector<int64_t> counts = {2, 2};
+  auto e = locate_image_rows(p, counts, limits());
   ASSERT_TRUE(e.ok());
   Tensor text = filled(3, hidden, 100);  // rows for ids 1, 2, 3
   std::vector<Tensor> feats = {filled(2, hidden, 200), filled(2, hidden, 300)};

@@ -82,10 +82,14 @@ std::vector<int64_t> text_prompt(int64_t n, int64_t salt) {
   return p;
 }
 
-// `n` text tokens with image placeholders inserted at `at` (one per image, in order).
-std::vector<int64_t> image_prompt(int64_t n, int64_t salt, int64_t image_id, std::vector<size_t> at) {
+// Image tokens per image of a fixed-size tower (LLaVA): the same for any picture.
+int64_t tokens_per_image(const VisionModel& v) { return v.image_tokens(mm::Image{1, 1, {0, 0, 0}}).value(); }
+
+// `n` text tokens with an image's run of image tokens inserted at each of `at` (in order): the
+// prompt as the engine takes it, expanded.
+std::vector<int64_t> image_prompt(int64_t n, int64_t salt, const VisionModel& v, std::vector<size_t> at) {
   std::vector<int64_t> p = text_prompt(n, salt);
-  for (size_t k = at.size(); k-- > 0;) p.insert(p.begin() + int64_t(at[k]), image_id);
+  for (size_t k = at.size(); k-- > 0;) p.insert(p.begin() + int64_t(at[k]), size_t(tokens_per_image(v)), v.image_token_id());
   return p;
 }
 
@@ -124,14 +128,14 @@ class VisionEngine : public testing::TestWithParam<std::string> {};
 TEST_P(VisionEngine, ImageAndTextRequestsInOneBatchEqualTheirSoloRuns) {
   Models m = load(GetParam(), 3);
   ASSERT_TRUE(m.text && m.vision);
-  const int64_t img = m.vision->image_token_id(), t = m.vision->tokens_per_image();
+  const int64_t t = tokens_per_image(*m.vision);
   ASSERT_GE(t, 8);
   std::vector<Spec> specs = {
-      {image_prompt(9, 1, img, {1}), {picture(40, 30, 1)}, 10},           // 1 image, CLIP crop / SigLIP squash
+      {image_prompt(9, 1, *m.vision, {1}), {picture(40, 30, 1)}, 10},           // 1 image, CLIP crop / SigLIP squash
       {text_prompt(13, 2), {}, 12},                                       // text only
-      {image_prompt(6, 3, img, {0, 4}), {picture(23, 57, 2), picture(64, 64, 3)}, 9},  // 2 images
+      {image_prompt(6, 3, *m.vision, {0, 4}), {picture(23, 57, 2), picture(64, 64, 3)}, 9},  // 2 images
       {text_prompt(21, 4), {}, 7},                                        // text, 2 chunks
-      {image_prompt(30, 5, img, {12}), {picture(33, 33, 4)}, 8},          // 1 image mid-prompt, 2 chunks
+      {image_prompt(30, 5, *m.vision, {12}), {picture(33, 33, 4)}, 8},          // 1 image mid-prompt, 2 chunks
   };
   std::vector<Outcome> alone(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -141,8 +145,7 @@ TEST_P(VisionEngine, ImageAndTextRequestsInOneBatchEqualTheirSoloRuns) {
     ASSERT_EQ(c->finish, Finish::kLength) << c->error.to_string();
     alone[i].c = std::move(*c);
     EXPECT_EQ(alone[i].c.images, int64_t(specs[i].images.size()));
-    EXPECT_EQ(alone[i].c.prompt_tokens,
-              int64_t(specs[i].prompt.size()) + int64_t(specs[i].images.size()) * (t - 1));
+    EXPECT_EQ(alone[i].c.prompt_tokens, int64_t(specs[i].prompt.size()));
     EXPECT_EQ(alone[i].logits.size(), size_t(specs[i].max_new));
   }
   // The images matter: the same prompt with another picture gives other logits.
@@ -179,20 +182,20 @@ TEST_P(VisionEngine, ImageAndTextRequestsInOneBatchEqualTheirSoloRuns) {
   EXPECT_EQ(m.text->slot_pool().free_count(), 3);
 }
 
-TEST_P(VisionEngine, AdmissionCountsTheExpandedPrompt) {
+TEST_P(VisionEngine, AdmissionCountsTheImageRows) {
   Models m = load(GetParam(), 1);
   ASSERT_TRUE(m.text && m.vision);
   BatchEngine engine(*m.text, with_vision(m.vision.get()));
-  const int64_t img = m.vision->image_token_id(), t = m.vision->tokens_per_image();
-  auto prompt = image_prompt(10, 1, img, {2});  // 11 ids, expanded to 10 + t rows
+  const int64_t t = tokens_per_image(*m.vision);
+  auto prompt = image_prompt(10, 1, *m.vision, {2});  // 10 text ids and t image rows
   const int64_t expanded = 10 + t;
+  ASSERT_EQ(int64_t(prompt.size()), expanded);
   const int64_t fits = kCapacity - expanded;
   ASSERT_GT(fits, 0);
   GenerationRequest r;
   r.prompt = prompt;
   r.images = {picture(30, 30, 1)};
-  r.max_new_tokens = fits + 1;  // would fit with the unexpanded 11 ids
-  ASSERT_LE(int64_t(prompt.size()) + r.max_new_tokens, kCapacity);
+  r.max_new_tokens = fits + 1;
   Admission adm;
   auto id = engine.submit(r, &adm);
   ASSERT_FALSE(id.ok());
@@ -222,7 +225,6 @@ TEST_P(VisionEngine, AdmissionCountsTheExpandedPrompt) {
 TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
   Models m = load(GetParam(), 2);
   ASSERT_TRUE(m.text && m.vision);
-  const int64_t img = m.vision->image_token_id();
   std::vector<std::string> before;
   for (const Tensor& c : m.text->caches()) before.emplace_back(static_cast<const char*>(c.raw()), c.nbytes());
   auto unchanged = [&] {
@@ -232,13 +234,13 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
     return true;
   };
   BatchEngine engine(*m.text, with_vision(m.vision.get()));
-  auto refused = [&](GenerationRequest r, const std::string& part, bool admission_fails = true) {
+  auto refused = [&](GenerationRequest r, const std::string& part) {
     Admission adm;
     auto id = engine.submit(std::move(r), &adm);
     ASSERT_FALSE(id.ok()) << part;
     EXPECT_EQ(id.status().kind(), ErrorKind::kInvalidArgument) << id.status().to_string();
     EXPECT_NE(id.status().message().find(part), std::string::npos) << id.status().to_string();
-    EXPECT_EQ(adm.ok(), !admission_fails);  // a bad image passes admission, fails preprocessing
+    EXPECT_FALSE(adm.ok());
     EXPECT_EQ(engine.queued(), 0);
     EXPECT_EQ(engine.running(), 0);
     EXPECT_EQ(engine.side_tensor_bytes(), 0u);
@@ -246,20 +248,25 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
   };
   GenerationRequest r;
   r.max_new_tokens = 4;
-  r.prompt = image_prompt(8, 1, img, {1, 5});
+  r.prompt = image_prompt(8, 1, *m.vision, {1, 5});
   r.images = {picture(30, 30, 1)};
-  refused(r, "2 image placeholder(s)");  // 2 placeholders, 1 image
+  refused(r, "1 image(s) need");  // the rows of 2 images, 1 image
   r.prompt = text_prompt(8, 1);
-  refused(r, "0 image placeholder(s)");  // an image without a placeholder
-  r.prompt = image_prompt(8, 1, img, {1});
+  refused(r, "has 0 image token(s)");  // an image without its rows
+  r.prompt = image_prompt(8, 1, *m.vision, {1});
   r.images = {};
-  refused(r, "1 image placeholder(s)");  // a placeholder without an image
-  r.prompt = image_prompt(8, 1, img, {0, 1, 2});
+  refused(r, "0 image(s) need 0");  // image rows without an image
+  std::vector<int64_t> unexpanded = text_prompt(8, 1);
+  unexpanded.insert(unexpanded.begin() + 1, m.vision->image_token_id());
+  r.prompt = unexpanded;
+  r.images = {picture(30, 30, 1)};
+  refused(r, "expand the prompt text");  // one placeholder id, not the image's rows
+  r.prompt = image_prompt(8, 1, *m.vision, {0, 1, 2});
   r.images = {picture(30, 30, 1), picture(30, 30, 2), picture(30, 30, 3)};
   refused(r, "2 allowed");  // over max_images_per_request
-  r.prompt = image_prompt(8, 1, img, {1});
-  r.images = {mm::Image{}};  // an empty image fails preprocessing, still at submit
-  refused(r, "image 0", /*admission_fails=*/false);
+  r.prompt = image_prompt(8, 1, *m.vision, {1});
+  r.images = {mm::Image{}};  // an empty image is refused by its size, at submit
+  refused(r, "image 0");
 
   // A text-only engine (no vision model) refuses images.
   BatchEngine text_only(*m.text);
@@ -274,14 +281,14 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
 TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   Models m = load(GetParam(), 1);
   ASSERT_TRUE(m.text && m.vision);
-  const int64_t img = m.vision->image_token_id();
+  const int64_t t = tokens_per_image(*m.vision);
   BatchEngine engine(*m.text, with_vision(m.vision.get()));
   GenerationRequest r;
-  r.prompt = image_prompt(20, 1, img, {0, 10});
+  r.prompt = image_prompt(20, 1, *m.vision, {0, 10});
   r.images = {picture(30, 30, 1), picture(50, 20, 2)};
   r.max_new_tokens = 6;
   r.eos_token_ids = std::vector<int64_t>{};
-  const size_t pixel_bytes = 2 * size_t(m.vision->preprocess(r.images[0])->nbytes());
+  const size_t pixel_bytes = 2 * size_t(m.vision->preprocess(r.images[0])->pixels.nbytes());
 
   // Running: pixels until encoded (one image per step), merged rows until the last chunk.
   auto a = engine.submit(r);
@@ -290,12 +297,12 @@ TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   ASSERT_TRUE(engine.step().ok());                     // image 0 encoded
   EXPECT_GT(engine.side_tensor_bytes(), 0u);
   ASSERT_TRUE(engine.step().ok());  // image 1 encoded: features only
-  EXPECT_EQ(engine.side_tensor_bytes(), size_t(2 * m.vision->tokens_per_image() * m.vision->hidden_size() * 4));
+  EXPECT_EQ(engine.side_tensor_bytes(), size_t(2 * t * m.vision->hidden_size() * 4));
   ASSERT_TRUE(engine.step().ok());  // merged, first chunk (the expanded prompt needs 2+ chunks)
   EXPECT_GT(m.text->cache_length(0).value(), 0);
-  EXPECT_LT(m.text->cache_length(0).value(), 20 + 2 * m.vision->tokens_per_image());
+  EXPECT_LT(m.text->cache_length(0).value(), 20 + 2 * t);
   EXPECT_EQ(engine.side_tensor_bytes(),
-            size_t(20 + 2 * m.vision->tokens_per_image()) * size_t(m.vision->hidden_size()) * 4);
+            size_t(20 + 2 * t) * size_t(m.vision->hidden_size()) * 4);
   // A second request waits for the only slot, holding its pixels; cancelling it drops them.
   GenerationRequest q = r;
   auto b = engine.submit(q);
@@ -360,7 +367,7 @@ TEST(VisionEngineLoad, ImagesNeedTheEmbeddingsEntries) {
   EXPECT_FALSE((*text)->has_embeddings_entries());
   BatchEngine engine(**text, with_vision(m.vision.get()));
   GenerationRequest r;
-  r.prompt = image_prompt(5, 1, m.vision->image_token_id(), {0});
+  r.prompt = image_prompt(5, 1, *m.vision, {0});
   r.images = {picture(30, 30, 1)};
   r.max_new_tokens = 2;
   auto id = engine.submit(r);
