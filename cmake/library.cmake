@@ -16,7 +16,7 @@ set(HLX_SYSTEM_LIBS dnnl utf8proc png jpeg gomp pthread m)
 add_library(hlx_shared SHARED ${hlx_lib_objects})
 set_target_properties(hlx_shared PROPERTIES
   OUTPUT_NAME hlx EXPORT_NAME hlx LINKER_LANGUAGE CXX
-  VERSION ${PROJECT_VERSION} SOVERSION ${HLX_ABI_VERSION})
+  VERSION ${HLX_ABI_VERSION}.${PROJECT_VERSION} SOVERSION ${HLX_ABI_VERSION})  # libhlx.so.1.0.1.0
 target_include_directories(hlx_shared INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(hlx_shared PRIVATE OpenMP::OpenMP_CXX ${DNNL_LIBRARY} ${UTF8PROC_LIBRARY} PNG::PNG JPEG::JPEG)
