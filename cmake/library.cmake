@@ -22,14 +22,13 @@ target_include_directories(hlx_shared INTERFACE
 target_link_libraries(hlx_shared PRIVATE OpenMP::OpenMP_CXX ${DNNL_LIBRARY} ${UTF8PROC_LIBRARY} PNG::PNG JPEG::JPEG)
 # The version script keeps hlx_* global and makes everything else local, including the std::
 # template instantiations that libstdc++'s headers mark visible; --no-undefined: all deps are linked.
-target_link_options(hlx_shared PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/hlx.map)
-if(NOT HLX_SANITIZE AND NOT HLX_FUZZ)  # instrumented objects leave their runtimes' symbols undefined
-  target_link_options(hlx_shared PRIVATE -Wl,--no-undefined)
-endif()
+target_link_options(hlx_shared PRIVATE -Wl,--version-script=${PROJECT_SOURCE_DIR}/cmake/hlx.map
+                    -Wl,--no-undefined)
 set_property(TARGET hlx_shared APPEND PROPERTY LINK_DEPENDS ${PROJECT_SOURCE_DIR}/cmake/hlx.map)
 
 add_library(hlx_static STATIC ${hlx_lib_objects})
-set_target_properties(hlx_static PROPERTIES OUTPUT_NAME hlx EXPORT_NAME hlx_static LINKER_LANGUAGE CXX)
+set_target_properties(hlx_static PROPERTIES OUTPUT_NAME hlx EXPORT_NAME hlx_static LINKER_LANGUAGE CXX
+  ARCHIVE_OUTPUT_DIRECTORY ${CMAKE_BINARY_DIR}/lib)  # beside libhlx.so, not among the layer archives
 target_include_directories(hlx_static INTERFACE
   $<BUILD_INTERFACE:${PROJECT_SOURCE_DIR}/include> $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
 target_link_libraries(hlx_static INTERFACE ${HLX_SYSTEM_LIBS} stdc++)
