@@ -3,8 +3,9 @@ BUILD ?= build
 SAN_BUILD ?= build-san
 TSAN_BUILD ?= build-tsan
 CMAKE_FLAGS ?=
+PREFIX ?= /usr/local
 
-.PHONY: setup build test test-release test-sanitize test-tsan demo bench clean soak
+.PHONY: setup build test test-release test-sanitize test-tsan demo bench clean soak install
 
 setup:
 	@bash scripts/setup.sh
@@ -39,6 +40,10 @@ test-tsan: setup $(TSAN_BUILD)/build.ninja
 	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_engine_tests --gtest_filter='*BatchEngine*:SessionCancel.*'
 
 test: test-release test-sanitize test-tsan
+
+# libhlx.so/.a, include/hlx/hlx.h, bin/hlx, hlx.pc and the CMake package (find_package(hlx)).
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
 
 demo: build
 	bash scripts/demo.sh $(BUILD)/bin/hlx

@@ -31,9 +31,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* ---- version ------------------------------------------------------------------------------ */
+
+/* Release of this header. A minor release only adds (functions, enum values, fields at the end of
+ * a struct_size-versioned struct); see docs/C_API.md for what may change when. */
+#define HLX_VERSION_MAJOR 0
+#define HLX_VERSION_MINOR 1
+#define HLX_VERSION_PATCH 0
+/* Binary interface generation: the shared library's SONAME is libhlx.so.<HLX_ABI_VERSION>. It
+ * changes only when a function, struct layout or enum value of an earlier release changes. */
+#define HLX_ABI_VERSION 1
+
+/* libhlx.so exports exactly the functions declared here; everything else in it is hidden. */
+#if defined(__GNUC__)
+#pragma GCC visibility push(default)
+#endif
+
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* The version of the library actually linked, "MAJOR.MINOR.PATCH" (compare with the HLX_VERSION_*
+ * macros of the header compiled against). Static string, never NULL. Any thread. */
+const char* hlx_version(void);
+
+/* The HLX_ABI_VERSION of the library actually linked. Any thread. */
+int hlx_abi_version(void);
 
 /* ---- status ------------------------------------------------------------------------------- */
 
@@ -284,6 +307,10 @@ void hlx_string_free(char* text);
 
 #ifdef __cplusplus
 }  /* extern "C" */
+#endif
+
+#if defined(__GNUC__)
+#pragma GCC visibility pop
 #endif
 
 #endif /* HLX_HLX_H_ */

@@ -244,6 +244,13 @@ hlx_status_t reject_oversized(hlx_model_t* m, size_t count, int64_t max_new_toke
 
 extern "C" {
 
+#define HLX_STR_(x) #x
+#define HLX_STR(x) HLX_STR_(x)
+const char* hlx_version(void) {
+  return HLX_STR(HLX_VERSION_MAJOR) "." HLX_STR(HLX_VERSION_MINOR) "." HLX_STR(HLX_VERSION_PATCH);
+}
+int hlx_abi_version(void) { return HLX_ABI_VERSION; }
+
 const char* hlx_status_name(int status) {
   switch (status) {
     case HLX_STATUS_OK: return "ok";
