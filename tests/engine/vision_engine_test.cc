@@ -1,8 +1,10 @@
-// BatchEngine with a VisionModel over the tiny LLaVA fixtures (CLIP and SigLIP towers): image and
-// text requests mixed in one batch give the same tokens and logits bits as each run alone;
-// admission counts the expanded prompt; placeholder/image mismatches are refused before anything
-// is queued or touched; image side tensors are gone after the last prefill chunk and on cancel.
-// (Numerics against the numpy reference: tests/models/test_llava_reference.py.)
+// BatchEngine with a VisionModel over the tiny VLM fixtures of every family (LLaVA with CLIP and
+// SigLIP towers, Gemma3 with masked image blocks, Qwen3-VL with per-image token counts, M-RoPE and
+// DeepStack): image and text requests mixed in one batch give the same tokens and logits bits as
+// each run alone; admission counts the image rows; prompt/image mismatches are refused before
+// anything is queued or touched; image side tensors are gone after the last prefill chunk and on
+// cancel. (Numerics against numpy references: tests/models/test_llava_reference.py,
+// test_gemma3_vlm_reference.py, test_qwen3_vl_e2e.py, test_vlm_engine.py.)
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -31,7 +33,8 @@ const std::string& llava_dir(const std::string& family) {
   o.family = family;
   o.dtype = DType::kF32;
   o.seed = 5;
-  Status s = models::write_vlm_fixture(dir, o);
+  Status s = models::is_qwen3_vl_fixture_family(family) ? models::write_qwen3_vl_fixture(dir, o)
+                                                         : models::write_vlm_fixture(dir, o);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return dirs[family] = dir;
 }
@@ -82,14 +85,15 @@ std::vector<int64_t> text_prompt(int64_t n, int64_t salt) {
   return p;
 }
 
-// Image tokens per image of a fixed-size tower (LLaVA): the same for any picture.
-int64_t tokens_per_image(const VisionModel& v) { return v.image_tokens(mm::Image{1, 1, {0, 0, 0}}).value(); }
+int64_t tokens_of(const VisionModel& v, const mm::Image& image) { return v.image_tokens(image).value(); }
 
-// `n` text tokens with an image's run of image tokens inserted at each of `at` (in order): the
-// prompt as the engine takes it, expanded.
-std::vector<int64_t> image_prompt(int64_t n, int64_t salt, const VisionModel& v, std::vector<size_t> at) {
+// `n` text tokens with image k's run of image tokens inserted at at[k] (in order): the prompt as
+// the engine takes it, expanded.
+std::vector<int64_t> image_prompt(int64_t n, int64_t salt, const VisionModel& v, std::vector<size_t> at,
+                                  const std::vector<mm::Image>& images) {
   std::vector<int64_t> p = text_prompt(n, salt);
-  for (size_t k = at.size(); k-- > 0;) p.insert(p.begin() + int64_t(at[k]), size_t(tokens_per_image(v)), v.image_token_id());
+  for (size_t k = at.size(); k-- > 0;)
+    p.insert(p.begin() + int64_t(at[k]), size_t(tokens_of(v, images[k])), v.image_token_id());
   return p;
 }
 
@@ -128,14 +132,15 @@ class VisionEngine : public testing::TestWithParam<std::string> {};
 TEST_P(VisionEngine, ImageAndTextRequestsInOneBatchEqualTheirSoloRuns) {
   Models m = load(GetParam(), 3);
   ASSERT_TRUE(m.text && m.vision);
-  const int64_t t = tokens_per_image(*m.vision);
-  ASSERT_GE(t, 8);
+  auto spec = [&](int64_t n, int64_t salt, std::vector<size_t> at, std::vector<mm::Image> images, int64_t max_new) {
+    return Spec{image_prompt(n, salt, *m.vision, at, images), images, max_new};
+  };
   std::vector<Spec> specs = {
-      {image_prompt(9, 1, *m.vision, {1}), {picture(40, 30, 1)}, 10},           // 1 image, CLIP crop / SigLIP squash
-      {text_prompt(13, 2), {}, 12},                                       // text only
-      {image_prompt(6, 3, *m.vision, {0, 4}), {picture(23, 57, 2), picture(64, 64, 3)}, 9},  // 2 images
-      {text_prompt(21, 4), {}, 7},                                        // text, 2 chunks
-      {image_prompt(30, 5, *m.vision, {12}), {picture(33, 33, 4)}, 8},          // 1 image mid-prompt, 2 chunks
+      spec(9, 1, {1}, {picture(40, 30, 1)}, 10),                            // 1 image: crop / squash / resize
+      {text_prompt(13, 2), {}, 12},                                         // text only
+      spec(6, 3, {0, 4}, {picture(23, 57, 2), picture(64, 64, 3)}, 9),     // 2 images (Qwen: of other sizes)
+      {text_prompt(21, 4), {}, 7},                                          // text, 2 chunks
+      spec(30, 5, {12}, {picture(33, 33, 4)}, 8),                           // 1 image mid-prompt, 2+ chunks
   };
   std::vector<Outcome> alone(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -186,15 +191,16 @@ TEST_P(VisionEngine, AdmissionCountsTheImageRows) {
   Models m = load(GetParam(), 1);
   ASSERT_TRUE(m.text && m.vision);
   BatchEngine engine(*m.text, with_vision(m.vision.get()));
-  const int64_t t = tokens_per_image(*m.vision);
-  auto prompt = image_prompt(10, 1, *m.vision, {2});  // 10 text ids and t image rows
+  const std::vector<mm::Image> images = {picture(30, 30, 1)};
+  const int64_t t = tokens_of(*m.vision, images[0]);
+  auto prompt = image_prompt(10, 1, *m.vision, {2}, images);  // 10 text ids and t image rows
   const int64_t expanded = 10 + t;
   ASSERT_EQ(int64_t(prompt.size()), expanded);
   const int64_t fits = kCapacity - expanded;
   ASSERT_GT(fits, 0);
   GenerationRequest r;
   r.prompt = prompt;
-  r.images = {picture(30, 30, 1)};
+  r.images = images;
   r.max_new_tokens = fits + 1;
   Admission adm;
   auto id = engine.submit(r, &adm);
@@ -248,12 +254,13 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
   };
   GenerationRequest r;
   r.max_new_tokens = 4;
-  r.prompt = image_prompt(8, 1, *m.vision, {1, 5});
-  r.images = {picture(30, 30, 1)};
+  const std::vector<mm::Image> two = {picture(30, 30, 1), picture(30, 30, 2)};
+  r.prompt = image_prompt(8, 1, *m.vision, {1, 5}, two);
+  r.images = {two[0]};
   refused(r, "1 image(s) need");  // the rows of 2 images, 1 image
   r.prompt = text_prompt(8, 1);
   refused(r, "has 0 image token(s)");  // an image without its rows
-  r.prompt = image_prompt(8, 1, *m.vision, {1});
+  r.prompt = image_prompt(8, 1, *m.vision, {1}, two);
   r.images = {};
   refused(r, "0 image(s) need 0");  // image rows without an image
   std::vector<int64_t> unexpanded = text_prompt(8, 1);
@@ -261,10 +268,10 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
   r.prompt = unexpanded;
   r.images = {picture(30, 30, 1)};
   refused(r, "expand the prompt text");  // one placeholder id, not the image's rows
-  r.prompt = image_prompt(8, 1, *m.vision, {0, 1, 2});
   r.images = {picture(30, 30, 1), picture(30, 30, 2), picture(30, 30, 3)};
+  r.prompt = image_prompt(8, 1, *m.vision, {0, 1, 2}, r.images);
   refused(r, "2 allowed");  // over max_images_per_request
-  r.prompt = image_prompt(8, 1, *m.vision, {1});
+  r.prompt = image_prompt(8, 1, *m.vision, {1}, two);
   r.images = {mm::Image{}};  // an empty image is refused by its size, at submit
   refused(r, "image 0");
 
@@ -281,14 +288,22 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
 TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   Models m = load(GetParam(), 1);
   ASSERT_TRUE(m.text && m.vision);
-  const int64_t t = tokens_per_image(*m.vision);
   BatchEngine engine(*m.text, with_vision(m.vision.get()));
   GenerationRequest r;
-  r.prompt = image_prompt(20, 1, *m.vision, {0, 10});
   r.images = {picture(30, 30, 1), picture(50, 20, 2)};
+  r.prompt = image_prompt(36, 1, *m.vision, {0, 18}, r.images);  // > 32 rows: 2+ chunks
   r.max_new_tokens = 6;
   r.eos_token_ids = std::vector<int64_t>{};
-  const size_t pixel_bytes = 2 * size_t(m.vision->preprocess(r.images[0])->pixels.nbytes());
+  // The bytes each stage holds: pixels, then features (+ DeepStack rows), then the merged rows (+
+  // the DeepStack payload: row ids and features); M-RoPE positions from submit to the last chunk.
+  const size_t rows = r.prompt.size(), hidden = size_t(m.vision->hidden_size());
+  const size_t image_rows = size_t(tokens_of(*m.vision, r.images[0]) + tokens_of(*m.vision, r.images[1]));
+  const size_t k = m.text->spec().deepstack_layers.size();
+  const size_t positions = m.text->has_mrope_entries() ? 3 * rows * 4 : 0;
+  const size_t pixel_bytes = size_t(m.vision->preprocess(r.images[0])->pixels.nbytes()) +
+                             size_t(m.vision->preprocess(r.images[1])->pixels.nbytes()) + positions;
+  const size_t feature_bytes = image_rows * hidden * 4 * (1 + k) + positions;
+  const size_t merged_bytes = rows * hidden * 4 + positions + (k ? image_rows * 4 + k * image_rows * hidden * 4 : 0);
 
   // Running: pixels until encoded (one image per step), merged rows until the last chunk.
   auto a = engine.submit(r);
@@ -297,12 +312,11 @@ TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   ASSERT_TRUE(engine.step().ok());                     // image 0 encoded
   EXPECT_GT(engine.side_tensor_bytes(), 0u);
   ASSERT_TRUE(engine.step().ok());  // image 1 encoded: features only
-  EXPECT_EQ(engine.side_tensor_bytes(), size_t(2 * t * m.vision->hidden_size() * 4));
-  ASSERT_TRUE(engine.step().ok());  // merged, first chunk (the expanded prompt needs 2+ chunks)
+  EXPECT_EQ(engine.side_tensor_bytes(), feature_bytes);
+  ASSERT_TRUE(engine.step().ok());  // merged, first chunk (the prompt needs 2+ chunks)
   EXPECT_GT(m.text->cache_length(0).value(), 0);
-  EXPECT_LT(m.text->cache_length(0).value(), 20 + 2 * t);
-  EXPECT_EQ(engine.side_tensor_bytes(),
-            size_t(20 + 2 * t) * size_t(m.vision->hidden_size()) * 4);
+  EXPECT_LT(m.text->cache_length(0).value(), int64_t(rows));
+  EXPECT_EQ(engine.side_tensor_bytes(), merged_bytes);
   // A second request waits for the only slot, holding its pixels; cancelling it drops them.
   GenerationRequest q = r;
   auto b = engine.submit(q);
@@ -342,7 +356,7 @@ TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   EXPECT_EQ(m.text->slot_pool().free_count(), 1);
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "llava-siglip"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "llava-siglip", "gemma3-vlm", "qwen3-vl"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            for (char& ch : s)
@@ -367,8 +381,8 @@ TEST(VisionEngineLoad, ImagesNeedTheEmbeddingsEntries) {
   EXPECT_FALSE((*text)->has_embeddings_entries());
   BatchEngine engine(**text, with_vision(m.vision.get()));
   GenerationRequest r;
-  r.prompt = image_prompt(5, 1, *m.vision, {0});
   r.images = {picture(30, 30, 1)};
+  r.prompt = image_prompt(5, 1, *m.vision, {0}, r.images);
   r.max_new_tokens = 2;
   auto id = engine.submit(r);
   ASSERT_FALSE(id.ok());
