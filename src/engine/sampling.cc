@@ -250,26 +250,43 @@ constexpr size_t kMaxBucketSort = 8192;   // a larger unsorted bucket gives up (
 // e^r, Horner and the reduction add ~20 ulps, and an FMA-contracted d moves exp(d) by < 1e-14.
 constexpr double kExpError = 1e-12;
 
+constexpr double kLog2e = 0x1.71547652b82fep0, kLn2Hi = 0x1.62e42fee00000p-1, kLn2Lo = 0x1.a39ef35793c76p-33;
+constexpr double kExpTaylor[11] = {1.0,       1.0,        1.0 / 2,     1.0 / 6,      1.0 / 24,     1.0 / 120,
+                                   1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800};
+
+// exp(x) for x in [kTailGap, 0] as head_pass_avx2 computes it, one at a time (same error bound):
+// x = k ln2 + r (Cody-Waite: k ln2_hi is exact), exp(r) by its Taylor polynomial.
+double exp_poly(double x) {
+  const double k = std::nearbyint(x * kLog2e);
+  const double r = (x - k * kLn2Hi) - k * kLn2Lo;
+  double p = kExpTaylor[10];
+  for (int j = 9; j >= 0; --j) p = p * r + kExpTaylor[j];
+  return std::ldexp(p, int(k));
+}
+
 bool cpu_has_avx2_fma() {
   static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   return ok;
 }
 
-// For each id of row[0, n) (n a multiple of 4): d = row * inv_t - xmax, mass[id] = exp(d) (0
+// For each id of row[0, n) (n a multiple of 4): d = row * inv_t - xmax, its mass exp(d) (0
 // outside the head) and bucket[id] (see above); counts and masses summed per bucket.
 __attribute__((target("avx2,fma"))) void head_pass_avx2(const float* row, size_t n, double inv_t, double xmax,
-                                                        double scale, double* mass, uint16_t* bucket,
+                                                        double scale, uint16_t* bucket,
                                                         uint32_t* bucket_count, double* bucket_mass) {
   const __m256d vinv = _mm256_set1_pd(inv_t), vxmax = _mm256_set1_pd(xmax), vscale = _mm256_set1_pd(scale);
   const __m256d gap = _mm256_set1_pd(kTailGap), zero = _mm256_setzero_pd();
   const __m256d last_head = _mm256_set1_pd(kBucketsHead - 1), tail = _mm256_set1_pd(kBucketsHead),
                 nonfinite = _mm256_set1_pd(kBucketsHead + 1);
-  const __m256d log2e = _mm256_set1_pd(0x1.71547652b82fep0), ln2_hi = _mm256_set1_pd(0x1.62e42fee00000p-1),
-                ln2_lo = _mm256_set1_pd(0x1.a39ef35793c76p-33);
+  const __m256d log2e = _mm256_set1_pd(kLog2e), ln2_hi = _mm256_set1_pd(kLn2Hi), ln2_lo = _mm256_set1_pd(kLn2Lo);
   const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), inf_bits = _mm_set1_epi32(0x7f800000);
-  static constexpr double c[11] = {1.0,       1.0,        1.0 / 2,     1.0 / 6,      1.0 / 24,     1.0 / 120,
-                                   1.0 / 720, 1.0 / 5040, 1.0 / 40320, 1.0 / 362880, 1.0 / 3628800};
-  for (size_t i = 0; i < n; i += 4) {
+  const double* c = kExpTaylor;
+  alignas(32) double mass[512];
+  // Blocks of 512: the histogram reads the block's stores back from L1 after they retired
+  // (reading a lane just stored stalls on store forwarding); masses are not kept.
+  for (size_t blk = 0; blk < n; blk += 512) {
+   const size_t blk_end = std::min(n, blk + 512);
+   for (size_t i = blk; i < blk_end; i += 4) {
     const __m128 f = _mm_loadu_ps(row + i);
     const __m128i finite32 = _mm_cmplt_epi32(_mm_and_si128(_mm_castps_si128(f), abs_mask), inf_bits);
     const __m256d finite = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(finite32));
@@ -283,15 +300,16 @@ __attribute__((target("avx2,fma"))) void head_pass_avx2(const float* row, size_t
     for (int j = 9; j >= 0; --j) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[j]));
     const __m256i two_k = _mm256_slli_epi64(
         _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
-    _mm256_storeu_pd(mass + i, _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(two_k)), head));
+    _mm256_store_pd(mass + (i - blk), _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(two_k)), head));
     __m256d b = _mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(zero, x), vscale), last_head);
     b = _mm256_blendv_pd(nonfinite, _mm256_blendv_pd(tail, b, head), finite);
     const __m128i bi = _mm256_cvttpd_epi32(b);
     _mm_storel_epi64(reinterpret_cast<__m128i*>(bucket + i), _mm_packus_epi32(bi, bi));
-    for (size_t j = i; j < i + 4; ++j) {
-      ++bucket_count[bucket[j]];
-      bucket_mass[bucket[j]] += mass[j];
-    }
+   }
+   for (size_t j = blk; j < blk_end; ++j) {
+     ++bucket_count[bucket[j]];
+     bucket_mass[bucket[j]] += mass[j - blk];
+   }
   }
 }
 
@@ -339,15 +357,14 @@ int64_t Sampler::bucketed_draw(std::span<const float> row, size_t finite, float 
   std::vector<double>& before = bucket_mass_;
   begin.assign(kB + 1, 0);
   before.assign(kB + 1, 0.0);
-  mass_.resize(n + 4);
   bucket_.resize(n + 4);
   const size_t n4 = n & ~size_t(3);
-  head_pass_avx2(row.data(), n4, inv_t, xmax, scale, mass_.data(), bucket_.data(), begin.data() + 1,
+  head_pass_avx2(row.data(), n4, inv_t, xmax, scale, bucket_.data(), begin.data() + 1,
                  before.data() + 1);
   if (n4 < n) {  // the last ids through the same code (identical rounding), padded with NaN
     float pad[4] = {NAN, NAN, NAN, NAN};
     std::copy(row.begin() + std::ptrdiff_t(n4), row.end(), pad);
-    head_pass_avx2(pad, 4, inv_t, xmax, scale, mass_.data() + n4, bucket_.data() + n4, begin.data() + 1,
+    head_pass_avx2(pad, 4, inv_t, xmax, scale, bucket_.data() + n4, begin.data() + 1,
                    before.data() + 1);
   }
   for (size_t b = 0; b < kB; ++b) {
@@ -355,6 +372,7 @@ int64_t Sampler::bucketed_draw(std::span<const float> row, size_t finite, float 
     before[b + 1] += before[b];
   }
   const double total = before[kBucketsHead];  // head mass; the top token alone gives 1
+  auto mass = [&](uint32_t id) { return exp_poly(double(row[id]) * inv_t - xmax); };
   const double eta = (8.0 * double(finite) + 100.0) * 0x1.0p-53 + 4 * kExpError + double(finite) * 1e-17;
 
   // The ids of bucket b in sorted order (logit desc, id asc); false for a large unsorted bucket.
@@ -389,7 +407,7 @@ int64_t Sampler::bucketed_draw(std::span<const float> row, size_t finite, float 
     double cum = before[b];
     for (size_t j = 0; j < ids.size(); ++j) {
       const double prev = cum;
-      cum += mass_[ids[j]];
+      cum += mass(ids[j]);
       if (cum > level) {
         s.settled = prev < level - margin && cum > level + margin;
         s.pos = begin[b] + j;
@@ -423,7 +441,7 @@ int64_t Sampler::bucketed_draw(std::span<const float> row, size_t finite, float 
       const double d = double(row[id]) * inv_t - xmax;
       if (d == 0 || d >= theta + mu) {
         ++count;
-        m += mass_[id];
+        m += mass(id);
       } else if (!(d < theta - mu)) {
         return -1;
       }

@@ -93,7 +93,7 @@ class Sampler {
   std::vector<float> row_;
   std::vector<uint32_t> head_, sort_tmp_;
   std::vector<double> head_p_;
-  std::vector<double> mass_, bucket_mass_;      // bucketed_draw: exp(x - max) per id, per bucket
+  std::vector<double> bucket_mass_;             // bucketed_draw: exp(x - max) per bucket
   std::vector<uint16_t> bucket_;                // bucket per id
   std::vector<uint32_t> order_, bucket_begin_;  // one bucket's ids; bucket offsets
   std::vector<uint64_t> bucket_sort_;
