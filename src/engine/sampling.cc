@@ -266,12 +266,7 @@ double exp_poly(double x) {
   return std::ldexp(p, int(k));
 }
 
-bool cpu_has_avx2_fma() {
-  static const bool ok = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return ok;
-}
-
-// For each id of row[0, n) (n a multiple of 4): d = row * inv_t - xmax, its mass exp(d) (0
+// For each id of row[0, n) (n a multiple of 8): d = row * inv_t - xmax, its mass exp(d) (0
 // outside the head) and bucket[id] (see above); counts and masses summed per bucket.
 __attribute__((target("avx2,fma"))) void head_pass_avx2(const float* row, size_t n, double inv_t, double xmax,
                                                         double scale, uint16_t* bucket,
@@ -313,6 +308,58 @@ __attribute__((target("avx2,fma"))) void head_pass_avx2(const float* row, size_t
      bucket_mass[bucket[j]] += mass[j - blk];
    }
   }
+}
+
+// head_pass_avx2 8 at a time (n a multiple of 8).
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma"))) void head_pass_avx512(
+    const float* row, size_t n, double inv_t, double xmax, double scale, uint16_t* bucket, uint32_t* bucket_count,
+    double* bucket_mass) {
+  const __m512d vinv = _mm512_set1_pd(inv_t), vxmax = _mm512_set1_pd(xmax), vscale = _mm512_set1_pd(scale);
+  const __m512d gap = _mm512_set1_pd(kTailGap), zero = _mm512_setzero_pd();
+  const __m512d last_head = _mm512_set1_pd(kBucketsHead - 1), tail = _mm512_set1_pd(kBucketsHead),
+                nonfinite = _mm512_set1_pd(kBucketsHead + 1);
+  const __m512d log2e = _mm512_set1_pd(kLog2e), ln2_hi = _mm512_set1_pd(kLn2Hi), ln2_lo = _mm512_set1_pd(kLn2Lo);
+  const __m256i abs_mask = _mm256_set1_epi32(0x7fffffff), inf_bits = _mm256_set1_epi32(0x7f800000);
+  const double* c = kExpTaylor;
+  alignas(64) double mass[512];
+  const __mmask8 all = 0xff;  // maskz forms: GCC 12 warns on the plain ones' undefined passthrough
+  for (size_t blk = 0; blk < n; blk += 512) {
+    const size_t blk_end = std::min(n, blk + 512);
+    for (size_t i = blk; i < blk_end; i += 8) {
+      const __m256 f = _mm256_loadu_ps(row + i);
+      const __mmask8 finite = _mm256_cmplt_epi32_mask(_mm256_and_si256(_mm256_castps_si256(f), abs_mask), inf_bits);
+      const __m512d d = _mm512_sub_pd(_mm512_mul_pd(_mm512_maskz_cvtps_pd(all, f), vinv), vxmax);
+      const __mmask8 head = finite & _mm512_cmp_pd_mask(d, gap, _CMP_GE_OQ);
+      const __m512d x = _mm512_maskz_mov_pd(head, d);
+      const __m512d k = _mm512_maskz_roundscale_pd(all, _mm512_mul_pd(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512d r = _mm512_fnmadd_pd(k, ln2_lo, _mm512_fnmadd_pd(k, ln2_hi, x));
+      __m512d p = _mm512_set1_pd(c[kExpDegree]);
+      for (int j = kExpDegree - 1; j >= 0; --j) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[j]));
+      _mm512_store_pd(mass + (i - blk), _mm512_maskz_scalef_pd(head, p, k));  // p 2^k
+      __m512d b = _mm512_maskz_min_pd(all, _mm512_mul_pd(_mm512_sub_pd(zero, x), vscale), last_head);
+      b = _mm512_mask_blend_pd(finite, nonfinite, _mm512_mask_blend_pd(head, tail, b));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + i), _mm256_cvtepi32_epi16(_mm512_maskz_cvttpd_epi32(all, b)));
+    }
+    for (size_t j = blk; j < blk_end; ++j) {
+      ++bucket_count[bucket[j]];
+      bucket_mass[bucket[j]] += mass[j - blk];
+    }
+  }
+}
+
+using HeadPass = void (*)(const float*, size_t, double, double, double, uint16_t*, uint32_t*, double*);
+
+// The widest head pass this CPU runs (its n a multiple of 8), nullptr without AVX2 + FMA.
+HeadPass head_pass() {
+  static const HeadPass f = [] {
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+      return &head_pass_avx512;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &head_pass_avx2;
+    return HeadPass(nullptr);
+  }();
+  return f;
 }
 
 // Appends to `out` the ids whose bucket is in [lo, hi], ascending.
@@ -359,15 +406,14 @@ int64_t Sampler::bucketed_draw(std::span<const float> row, size_t finite, float 
   std::vector<double>& before = bucket_mass_;
   begin.assign(kB + 1, 0);
   before.assign(kB + 1, 0.0);
-  bucket_.resize(n + 4);
-  const size_t n4 = n & ~size_t(3);
-  head_pass_avx2(row.data(), n4, inv_t, xmax, scale, bucket_.data(), begin.data() + 1,
-                 before.data() + 1);
-  if (n4 < n) {  // the last ids through the same code (identical rounding), padded with NaN
-    float pad[4] = {NAN, NAN, NAN, NAN};
-    std::copy(row.begin() + std::ptrdiff_t(n4), row.end(), pad);
-    head_pass_avx2(pad, 4, inv_t, xmax, scale, bucket_.data() + n4, begin.data() + 1,
-                   before.data() + 1);
+  bucket_.resize(n + 8);
+  const size_t n8 = n & ~size_t(7);
+  head_pass()(row.data(), n8, inv_t, xmax, scale, bucket_.data(), begin.data() + 1, before.data() + 1);
+  if (n8 < n) {  // the last ids through the same code (identical rounding), padded with NaN
+    float pad[8];
+    std::fill(pad, pad + 8, NAN);
+    std::copy(row.begin() + std::ptrdiff_t(n8), row.end(), pad);
+    head_pass()(pad, 8, inv_t, xmax, scale, bucket_.data() + n8, begin.data() + 1, before.data() + 1);
   }
   for (size_t b = 0; b < kB; ++b) {
     begin[b + 1] += begin[b];
@@ -512,7 +558,7 @@ Result<int64_t> Sampler::sample_full_vocab(std::span<const float> logits_in) {
   if (params_.top_k > 0 && size_t(params_.top_k) < finite) return int64_t(-1);
   double u = -1;
   // Below 1e-16, min-p may keep part of the tail that sorted_head_draw leaves to the full path.
-  if (finite >= kBucketedMinRow && cpu_has_avx2_fma() && (params_.min_p == 0.0f || params_.min_p >= 1e-16f)) {
+  if (finite >= kBucketedMinRow && head_pass() && (params_.min_p == 0.0f || params_.min_p >= 1e-16f)) {
     const int64_t t = bucketed_draw(row, finite, mx, mn, &u);
     if (t >= 0) return t;
   }
