@@ -1,6 +1,7 @@
 // Per-token sampling cost over Qwen3's vocabulary (151,936 logits) for the OpenAI default
-// (temperature 1, no top_k, top_p 1), top-p 0.9, min-p 0.05 and top_k 50, and the full-sort path
-// the sampler used before for every full-vocabulary draw (Sampler::distribution still takes it).
+// (temperature 1, no top_k, top_p 1), top-p 0.9, min-p 0.05 and top_k 50; the sorted-head path
+// (issue 24 session 7; now the fallback of the bucketed draw, forced here by a min_p below 1e-16)
+// and the full-sort path the sampler used before that (Sampler::distribution still takes it).
 // Arg 0: an LLM-like row (normal, sd 2.5, a few tokens 10-20 nats above); arg 1: a flat row
 // (sd 0.3), where every token matters for the softmax sum.
 #include <benchmark/benchmark.h>
@@ -50,7 +51,14 @@ void BM_SampleTopK50(benchmark::State& state) {
   p.top_k = 50;
   run(state, p);
 }
-// The previous full-vocabulary path: sort every candidate, softmax, filters (no draw).
+// The sorted-head path: min_p 1e-20 keeps every token of these rows, as no min-p would, but
+// sample_full_vocab leaves min_p < 1e-16 to it.
+void BM_SampleSortedHeadBefore(benchmark::State& state) {
+  engine::SamplingParams p;
+  p.min_p = 1e-20f;
+  run(state, p);
+}
+// The full-vocabulary path before that: sort every candidate, softmax, filters (no draw).
 void BM_SampleFullSortBefore(benchmark::State& state) {
   const auto logits = row(int(state.range(0)));
   engine::SamplingParams p;
@@ -65,6 +73,7 @@ BENCHMARK(BM_SampleOpenAiDefault)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)
 BENCHMARK(BM_SampleTopP09)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleMinP005)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTopK50)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_SampleSortedHeadBefore)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleFullSortBefore)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -76,6 +76,11 @@ class Sampler {
   // sample() with top-k off (or above the row's finite count) without sorting the whole row;
   // -1 when the row needs the full path (see sampling.cc).
   Result<int64_t> sample_full_vocab(std::span<const float> logits);
+  // sample_full_vocab's paths over the penalized row_: the bucketed estimate (-1 when it cannot
+  // certify the old algorithm's choice; it sets *u once it has drawn) and the exact sorted head
+  // (draws unless u >= 0).
+  int64_t bucketed_draw(std::span<const float> row, size_t finite, float mx, float mn, double* u);
+  int64_t sorted_head_draw(std::span<const float> row, size_t finite, float mx, double u);
   // sample() at temperature 0 (no RNG draw), without building the candidate list.
   Result<int64_t> greedy(std::span<const float> logits) const;
 
@@ -88,6 +93,10 @@ class Sampler {
   std::vector<float> row_;
   std::vector<uint32_t> head_, sort_tmp_;
   std::vector<double> head_p_;
+  std::vector<double> bucket_mass_;             // bucketed_draw: exp(x - max) per bucket
+  std::vector<uint16_t> bucket_;                // bucket per id
+  std::vector<uint32_t> order_, bucket_begin_;  // one bucket's ids; bucket offsets
+  std::vector<uint64_t> bucket_sort_;
 };
 
 // Index of the largest value (lowest index on ties; NaN never wins). -1 for an empty row.

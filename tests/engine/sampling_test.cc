@@ -382,6 +382,138 @@ TEST(Sampling, PartialSelectionMatchesOnVocabularySizedRowsWithPenalties) {
   }
 }
 
+// The full sort's kept candidates (id, cumulative share) for one row and parameters, in the
+// order reference_draw walks them: the same steps and sums as reference_draw, kept apart from
+// the draw so that many seeds can share them. `logits` are already penalized.
+std::vector<std::pair<int64_t, double>> reference_cumulative(const std::vector<float>& logits, const SamplingParams& p) {
+  std::vector<std::pair<int64_t, double>> c;
+  const double inv_t = 1.0 / double(p.temperature);
+  for (size_t i = 0; i < logits.size(); ++i)
+    if (std::isfinite(logits[i])) c.emplace_back(int64_t(i), double(logits[i]) * inv_t);
+  std::sort(c.begin(), c.end(), [](const auto& a, const auto& b) {
+    return a.second > b.second || (a.second == b.second && a.first < b.first);
+  });
+  const double mx = c.front().second;
+  double sum = 0;
+  for (auto& [id, x] : c) sum += (x = std::exp(x - mx));
+  for (auto& [id, x] : c) x /= sum;
+  if (p.top_p < 1.0f) {
+    double cum = 0;
+    for (size_t i = 0; i < c.size(); ++i)
+      if ((cum += c[i].second) >= double(p.top_p)) {
+        c.resize(i + 1);
+        break;
+      }
+  }
+  if (p.min_p > 0.0f) {
+    const double floor = double(p.min_p) * c.front().second;
+    size_t keep = 1;
+    while (keep < c.size() && c[keep].second >= floor) ++keep;
+    c.resize(keep);
+  }
+  sum = 0;
+  for (auto& [id, x] : c) sum += x;
+  double cum = 0;
+  for (auto& [id, x] : c) x = (cum += x / sum);
+  return c;
+}
+
+// reference_draw's choice for the uniform u: the first candidate whose cumulative share exceeds u
+// (the shares never decrease), the last one if none does, the only one without looking at u.
+int64_t reference_pick(const std::vector<std::pair<int64_t, double>>& cum, double u) {
+  if (cum.size() == 1) return cum.front().first;
+  auto it = std::upper_bound(cum.begin(), cum.end(), u, [](double v, const auto& e) { return v < e.second; });
+  return it == cum.end() ? cum.back().first : it->first;
+}
+
+double first_uniform(uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  return double(rng() >> 11) * 0x1.0p-53;
+}
+
+// An LLM-like row as the sampling bench uses (normal, sd 2.5, 20 tokens 10-20 nats above), or
+// flat (sd 0.3).
+std::vector<float> bench_row(bool flat, size_t n, uint32_t seed) {
+  std::mt19937 g(seed);
+  std::normal_distribution<float> d(0.0f, flat ? 0.3f : 2.5f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(g);
+  if (!flat)
+    for (int i = 0; i < 20; ++i) v[size_t(g() % v.size())] += 10.0f + float(i) * 0.5f;
+  return v;
+}
+
+// The bucketed full-vocabulary path (rows of 2048 finite logits and up) against the full sort,
+// one fresh Sampler per seed, 1000 seeds for every row shape and parameter set.
+TEST(Sampling, BucketedDrawEqualsTheFullSortOnManySeeds) {
+  struct Row {
+    std::string name;
+    std::vector<float> logits;
+  };
+  std::vector<Row> rows;
+  const size_t vocab = 151936;
+  rows.push_back({"llm 152k", bench_row(false, vocab, 1)});
+  rows.push_back({"flat sd 0.3 152k", bench_row(true, vocab, 2)});
+  for (int kind = 0; kind < 8; ++kind) rows.push_back({"kind " + std::to_string(kind) + " 5003", test_row(kind, 5003, uint32_t(40 + kind))});
+  struct Params {
+    float t, top_p, min_p;
+  };
+  const Params params[] = {{1.0f, 1.0f, 0.0f}, {1.0f, 0.9f, 0.0f}, {1.0f, 1.0f, 0.05f}, {0.7f, 0.95f, 0.01f}};
+  const uint64_t kSeeds = 1000;
+  for (const Row& row : rows) {
+    for (const Params& pp : params) {
+      // Time: ~0.5 ms a draw at 152k (fresh buffers), so 152k rows take three parameter sets.
+      if (row.logits.size() == vocab && (pp.min_p == 0.05f || (row.name != "llm 152k" && pp.top_p == 1.0f))) continue;
+      SamplingParams p;
+      p.temperature = pp.t;
+      p.top_p = pp.top_p;
+      p.min_p = pp.min_p;
+      const auto cum = reference_cumulative(row.logits, p);
+      std::vector<int64_t> seen;
+      for (uint64_t seed = 0; seed < kSeeds; ++seed) {
+        p.seed = seed * 0x9E3779B97F4A7C15ull + 17;
+        auto s = Sampler::create(p);
+        ASSERT_TRUE(s.ok());
+        auto got = s->sample(row.logits);
+        ASSERT_TRUE(got.ok()) << got.status().to_string();
+        ASSERT_EQ(*got, reference_pick(cum, first_uniform(p.seed)))
+            << row.name << " T " << pp.t << " top_p " << pp.top_p << " min_p " << pp.min_p << " seed " << p.seed;
+        seen.push_back(*got);
+      }
+      std::sort(seen.begin(), seen.end());
+      // The draws do vary (so a wrong token would show), unless one candidate holds ~everything.
+      if (cum.front().second < 0.99) EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 1) << row.name;
+    }
+  }
+}
+
+// Seeds whose uniform lands within 3e-11 of a boundary of the cumulative shares (1 in ~10^5),
+// where the estimate must give up on settling the draw and the exact path takes it with that u:
+// an all-equal row (boundaries k/n) and a flat one.
+TEST(Sampling, BucketedDrawNearABoundaryEqualsTheFullSort) {
+  const size_t n = 151936;
+  for (bool equal : {true, false}) {
+    const std::vector<float> row = equal ? std::vector<float>(n, 0.25f) : bench_row(true, n, 5);
+    SamplingParams p;
+    p.temperature = 1.0f;
+    const auto cum = reference_cumulative(row, p);
+    int found = 0;
+    for (uint64_t seed = 0; seed < 1000000 && found < 6; ++seed) {
+      const double u = first_uniform(seed);
+      auto it = std::upper_bound(cum.begin(), cum.end(), u, [](double v, const auto& e) { return v < e.second; });
+      const double above = it == cum.end() ? 1.0 : it->second;
+      const double below = it == cum.begin() ? 0.0 : std::prev(it)->second;
+      if (std::min(above - u, u - below) > 3e-11) continue;
+      ++found;
+      p.seed = seed;
+      auto s = Sampler::create(p);
+      ASSERT_TRUE(s.ok());
+      ASSERT_EQ(s->sample(row).value(), reference_pick(cum, u)) << "seed " << seed << (equal ? " equal" : " flat");
+    }
+    EXPECT_GE(found, 2) << (equal ? "equal" : "flat");
+  }
+}
+
 TEST(Sampling, RowWithoutFiniteLogitIsAnError) {
   std::vector<float> bad = {NAN, -INFINITY};
   SamplingParams p;
