@@ -24,16 +24,19 @@ Qwen3-VL (tiny `qwen3-vl` fixture, real Qwen3 tokenizer), the same two images (g
     vision_start/image_pad/vision_end placeholders: the 8 ids equal a greedy loop over
     test_qwen3_vl_text.MropeModel (M-RoPE from get_rope_index, DeepStack after layers 0..2,
     generated rows at position row + rope_delta) fed by test_qwen3_vl_vision.Tower on
-    test_qwen3_vl_preprocess.ref_preprocess patches; for -p also the prompt token count.
+    test_qwen3_vl_preprocess.ref_preprocess patches; for -p also the prompt token count;
+  - `-p --chat` with one image (the fixture's chat template rendered here by jinja2 writes the
+    placeholder), likewise.
+Gemma3 `--tokens` with `--image` is refused (kUnsupported, as cmd_generate.cc says).
 Negative checks (the test can fail):
   - Gemma3: the reference with a purely causal mask (image-block rule dropped) must give other ids
     than hlx in at least one case (with these images it does in all three: from step 3 with two
     images, step 2 with one, step 5 with --chat);
   - Qwen3-VL: the reference without DeepStack must give other ids than hlx in at least one case
-    (it does in both: from step 2 with --tokens, step 1 with -p);
+    (it does in all three: from step 2 with --tokens, step 1 with -p and with --chat);
   - a prompt with 2 placeholders for 1 image makes hlx exit non-zero with a message naming both
     counts (both families).
-Given hlx the two images in swapped order, all five id comparisons fail (checked by hand).
+Given hlx the images in swapped order, all six id comparisons fail (checked by hand).
 hlx runs go to a pool of two processes while the references are computed.
 
 Run: /usr/bin/python3 test_vlm_engine.py --hlx path/to/hlx   (exit 77: numpy or PIL missing)
@@ -234,11 +237,14 @@ def start_gemma3(hlx, model, images, extra):
         runs.append(submit(cmd + (["--chat"] if chat else [])))
     # 2 placeholders, 1 image.
     bad = submit([hlx, "generate", "-m", model, "-p", p2, "--image", images[0][0], "-n", "2"] + extra)
-    return cases, runs, bad
+    # --tokens with an image: refused for Gemma3 (its blocks are expanded on the text).
+    boi = json.load(open(os.path.join(model, "config.json")))["boi_token_index"]
+    by_ids = submit([hlx, "generate", "-m", model, "--tokens", f"2,{boi},5", "--image", images[0][0], "-n", "2"])
+    return cases, runs, (bad, by_ids)
 
 
 def verify_gemma3(hlx, model, images, extra, started):
-    cases, runs, bad = started
+    cases, runs, (bad, by_ids) = started
     pcfg = json.load(open(os.path.join(model, "preprocessor_config.json")))
     ref = g3.Gemma3Vlm(model)
     T = ref.mm_tokens
@@ -273,6 +279,9 @@ def verify_gemma3(hlx, model, images, extra, started):
     msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
     check(r.returncode != 0 and re.search(r"\b2\b", msg) and re.search(r"\b1\b", msg) and "placeholder" in msg,
           f"gemma3 negative: 2 placeholders for 1 image refused (exit {r.returncode}: {msg[:140]})")
+    r = by_ids.result()
+    msg = r.stderr.strip().splitlines()[-1] if r.stderr.strip() else ""
+    check(r.returncode != 0 and "unsupported" in msg, f"gemma3: --tokens with --image refused ({msg[:120]})")
 
 
 # ---- Qwen3-VL ----------------------------------------------------------------------------------
@@ -292,18 +301,28 @@ def qwen3_greedy(lm, ids, pos, delta, visual, h, ds, n):
 
 QWEN_TEXT = f"Compare {Q_START}{Q_PAD}{Q_END} with {Q_START}{Q_PAD}{Q_END} please."
 QWEN_IDS = [11, 42, 7, None, 99, 5, None, 64, 3, 18]  # None: the image token, one per image
+QWEN_CHAT = "What is it?"
+# (name, images); the hlx command of each is in start_qwen3_vl.
+QWEN_CASES = [("--tokens", 2), ("-p text", 2), ("-p --chat", 1)]
 
 
 def start_qwen3_vl(hlx, vl, images, extra):
-    """The Qwen3-VL hlx runs submitted: --tokens, -p text, 2 placeholders for 1 image."""
+    """The Qwen3-VL hlx runs submitted: QWEN_CASES, then 2 placeholders for 1 image."""
     image_id = json.load(open(os.path.join(vl, "config.json")))["image_token_id"]
     unexpanded = [image_id if t is None else t for t in QWEN_IDS]
-    paths = sum((["--image", p] for p, _ in images), [])
     base = [hlx, "generate", "-m", vl, "-n", str(NEW)] + extra
-    return (unexpanded,
-            [submit(base + ["--tokens", ",".join(map(str, unexpanded))] + paths),
-             submit(base + ["-p", QWEN_TEXT, "--print-ids"] + paths)],
+    prompts = {"--tokens": ["--tokens", ",".join(map(str, unexpanded))], "-p text": ["-p", QWEN_TEXT, "--print-ids"],
+               "-p --chat": ["-p", QWEN_CHAT, "--chat", "--print-ids"]}
+    runs = [submit(base + prompts[name] + sum((["--image", p] for p, _ in images[:n]), [])) for name, n in QWEN_CASES]
+    return (unexpanded, runs,
             submit([hlx, "generate", "-m", vl, "-p", QWEN_TEXT, "--image", images[0][0], "-n", "2"] + extra))
+
+
+def qwen3_expand(text, ntok):
+    """Qwen3VLProcessor: the k-th <|image_pad|> in the text becomes ntok[k] of them."""
+    parts = text.split(Q_PAD)
+    assert len(parts) == len(ntok) + 1, (text, ntok)
+    return parts[0] + "".join(Q_PAD * n + rest for n, rest in zip(ntok, parts[1:]))
 
 
 def verify_qwen3_vl(hlx, tmp, vl, images, started):
@@ -326,15 +345,19 @@ def verify_qwen3_vl(hlx, tmp, vl, images, started):
     ntok = [t * (h // merge) * (w // merge) for t, h, w in grids]
     print(f"     qwen3-vl grids {grids} -> {ntok} image rows")
 
-    # Qwen3VLProcessor: the k-th <|image_pad|> in the text becomes ntok[k] of them.
-    parts = QWEN_TEXT.split(Q_PAD)
-    expanded = parts[0] + "".join(Q_PAD * n + rest for n, rest in zip(ntok, parts[1:]))
-    text_ids = Tokenizer(hlx, vl).encode([(expanded, False)])[0]
-    cases = [("--tokens", pp.ref_expand(unexpanded, grids, merge)), ("-p text", text_ids)]
+    texts = [qwen3_expand(QWEN_TEXT, ntok)]
+    try:
+        template = json.load(open(os.path.join(vl, "tokenizer_config.json")))["chat_template"]
+        user = {"role": "user", "content": [{"type": "image"}, {"type": "text", "text": QWEN_CHAT}]}
+        texts.append(qwen3_expand(render_chat(template, [user]), ntok[:1]))
+    except ImportError:
+        print("note: jinja2 missing, the --chat case is left out")
+    text_ids = Tokenizer(hlx, vl).encode([(t, False) for t in texts])
+    expected = [pp.ref_expand(unexpanded, grids, merge)] + text_ids
     no_ds_differs = []
-    for (name, ids), fut in zip(cases, runs):
-        check(ids.count(image_id) == sum(ntok), f"qwen3-vl {name}: expected prompt holds {sum(ntok)} image rows "
-                                                f"({len(ids)} ids)")
+    for (name, n_img), ids, fut in zip(QWEN_CASES, expected, runs):
+        rows = sum(ntok[:n_img])
+        check(ids.count(image_id) == rows, f"qwen3-vl {name}: expected prompt holds {rows} image rows ({len(ids)} ids)")
         r = fut.result()
         if not check(r.returncode == 0, f"qwen3-vl {name}: hlx generate exits 0" +
                      ("" if r.returncode == 0 else f" (exit {r.returncode}: {r.stderr.strip()[-300:]})")):
@@ -345,11 +368,11 @@ def verify_qwen3_vl(hlx, tmp, vl, images, started):
             got = printed_ids(r.stderr)
             check(prompt_tokens(r.stderr) == len(ids), f"qwen3-vl {name}: hlx prefilled {prompt_tokens(r.stderr)} "
                                                        f"prompt tokens, the expanded prompt has {len(ids)}")
-        pos, delta = pp.ref_rope_index(ids, grids, merge)
+        pos, delta = pp.ref_rope_index(ids, grids[:n_img], merge)
         visual = np.array([i for i, t in enumerate(ids) if t == image_id])
         h = lm.m.embed[np.array(ids)].astype(np.float32).copy()
-        h[visual] = np.concatenate(feats)
-        ds = np.concatenate(deeps, axis=1)  # [K, Nv, hidden] in prompt order
+        h[visual] = np.concatenate(feats[:n_img])
+        ds = np.concatenate(deeps[:n_img], axis=1)  # [K, Nv, hidden] in prompt order
         want = qwen3_greedy(lm, ids, pos, delta, visual, h, ds, NEW)
         check(got == want, f"qwen3-vl {name}: {NEW} ids {got} == reference {want} (rope_delta {delta})")
         no_ds = qwen3_greedy(lm, ids, pos, delta, visual, h, None, NEW)
