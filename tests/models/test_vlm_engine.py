@@ -160,6 +160,28 @@ def naive_splits(ids, image_id):
     return [c for c in cuts if any(b < c < e for b, e in runs)]
 
 
+def eos_ids(model_dir):
+    """generation_config.json's and config.json's eos ids (hlx stops after one, inclusive)."""
+    out = set()
+    for name, keys in (("generation_config.json", ()), ("config.json", ()), ("config.json", ("text_config",))):
+        path = os.path.join(model_dir, name)
+        if os.path.exists(path):
+            c = json.load(open(path))
+            for k in keys:
+                c = c.get(k) or {}
+            e = c.get("eos_token_id")
+            out.update(e if isinstance(e, list) else [] if e is None else [e])
+    return out
+
+
+def until_eos(ids, eos):
+    """Greedy ids up to and including the first eos (where generation stops)."""
+    for i, t in enumerate(ids):
+        if t in eos:
+            return ids[:i + 1]
+    return ids
+
+
 def printed_ids(stderr):
     m = re.search(r"^ids: ([0-9,]*)$", stderr, re.M)
     return [int(x) for x in m.group(1).split(",") if x] if m else None
@@ -266,7 +288,7 @@ def verify_gemma3(hlx, model, images, extra, started):
         got = printed_ids(r.stderr)
         check(prompt_tokens(r.stderr) == len(ids), f"gemma3 {name}: hlx prefilled {prompt_tokens(r.stderr)} prompt "
                                                    f"tokens, the expanded prompt has {len(ids)}")
-        want = gemma3_greedy(ref, ids, feats[:n_img], NEW)
+        want = until_eos(gemma3_greedy(ref, ids, feats[:n_img], NEW), eos_ids(model))
         check(got == want, f"gemma3 {name}: {NEW} ids {got} == reference {want}")
         causal = gemma3_greedy(ref, ids, feats[:n_img], NEW, causal_only=True)
         print(f"     causal-mask reference: {causal} ({'differs' if causal != got else 'same'})")
@@ -373,7 +395,7 @@ def verify_qwen3_vl(hlx, tmp, vl, images, started):
         h = lm.m.embed[np.array(ids)].astype(np.float32).copy()
         h[visual] = np.concatenate(feats[:n_img])
         ds = np.concatenate(deeps[:n_img], axis=1)  # [K, Nv, hidden] in prompt order
-        want = qwen3_greedy(lm, ids, pos, delta, visual, h, ds, NEW)
+        want = until_eos(qwen3_greedy(lm, ids, pos, delta, visual, h, ds, NEW), eos_ids(vl))
         check(got == want, f"qwen3-vl {name}: {NEW} ids {got} == reference {want} (rope_delta {delta})")
         no_ds = qwen3_greedy(lm, ids, pos, delta, visual, h, None, NEW)
         print(f"     DeepStack-dropped reference: {no_ds} ({'differs' if no_ds != got else 'same'})")
