@@ -231,8 +231,9 @@ class Gemma3Vlm:
         out = out.transpose(1, 0, 2).reshape(T, t.n_heads * t.head_dim)
         return t.linear(out, t.p(layer, "self_attn.o_proj.weight"))
 
-    def forward(self, ids, h, multiplicative=False, **ablation):
-        """Logits [T, vocab] of every row for the merged embeddings h of `ids`."""
+    def forward(self, ids, h, multiplicative=False, last_only=False, **ablation):
+        """Logits [T, vocab] of every row for the merged embeddings h of `ids` (last_only: [1, vocab]
+        of the last row, the same numbers; the lm_head over every row dominates greedy loops)."""
         t = self.text
         positions = np.arange(h.shape[0], dtype=np.int64)
         for i in range(t.n_layers):
@@ -243,6 +244,8 @@ class Gemma3Vlm:
             r = h
             m = t.mlp(i, t.rms_norm(h, t.p(i, "pre_feedforward_layernorm.weight")))
             h = r + t.rms_norm(m, t.p(i, "post_feedforward_layernorm.weight"))
+        if last_only:
+            h = h[-1:]
         h = t.rms_norm(h, t.w[t.prefix + "norm.weight"])
         out = t.linear(h, t.lm_head)
         if t.final_softcap:
