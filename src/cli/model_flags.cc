@@ -9,6 +9,9 @@ void ModelFlags::add_to(CLI::App* sub) {
   sub->add_option("--threads", threads, "runtime threads (default: all cores)");
   sub->add_option("--weights", weights,
                   "matmul weights: int8 (per-channel, quantized at load) | the checkpoint's own type (default)");
+  sub->add_option("--prefill-buckets", prefill_buckets,
+                  "prefill chunk sizes, ascending, comma-separated (default: powers of two up to the capacity)")
+      ->delimiter(',');
 }
 
 Result<engine::TextModelOptions> ModelFlags::options() const {
@@ -21,6 +24,7 @@ Result<engine::TextModelOptions> ModelFlags::options() const {
     o.kv_dtype = *kv;
   }
   o.threads = threads;
+  o.prefill_buckets = prefill_buckets;  // validated by TextModel::load against the capacity
   if (weights == "int8") {
     o.weight_format = kernels::WeightFormat::kInt8;
   } else if (!weights.empty()) {

@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/text_model.h"
 
@@ -14,8 +15,9 @@ struct ModelFlags {
   std::string kv_dtype = "auto";
   int threads = 0;       // 0: all cores
   std::string weights;   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
+  std::vector<int64_t> prefill_buckets;  // empty: the model's default (default_prefill_buckets)
 
-  // Declares --capacity, --kv-dtype, --threads and --weights on `sub`.
+  // Declares --capacity, --kv-dtype, --threads, --weights and --prefill-buckets on `sub`.
   void add_to(CLI::App* sub);
   // Options for TextModel::load; kInvalidArgument for an unknown --kv-dtype or --weights.
   Result<engine::TextModelOptions> options() const;

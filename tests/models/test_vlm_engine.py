@@ -14,10 +14,9 @@ sliding window), PNGs of 37x23 and 19x41 written with PIL:
     `--print-ids` equal a greedy loop over gemma3_reference.Gemma3Vlm (PIL-preprocessed pixels,
     SigLIP tower, pooling, projector, masked_scatter merge, image-block attention rule, full
     recomputation per step), and the summary's "prompt N tokens" equals the expected prompt.
-  - when `hlx generate` has --prefill-buckets, runs use 8/16-row buckets so the prompt is
-    prefilled in several chunks (for the two-image prompt a block-blind planner would cut the
-    second image block at row 16, which is checked); without that flag each prompt is one chunk
-    (a note says so).
+  - runs use `--prefill-buckets 8,16` so the prompt is prefilled in several chunks (for the
+    two-image prompt a block-blind planner would cut the second image block at row 16, which is
+    checked).
 Qwen3-VL (tiny `qwen3-vl` fixture, real Qwen3 tokenizer), the same two images (grids 1x6x10 and
 1x10x4 -> 15 and 10 image rows):
   - `--tokens` with one <|image_pad|> per image (ids printed on stdout) and `-p` text with the
@@ -140,9 +139,8 @@ BUCKETS = [8, 16]
 
 
 def generate_flags(hlx):
-    """--prefill-buckets 8,16 when this hlx has it (several chunks per prompt), else nothing."""
-    helptext = run([hlx, "generate", "--help"]).stdout
-    return ["--prefill-buckets", ",".join(map(str, BUCKETS))] if "--prefill-buckets" in helptext else []
+    """Small prefill buckets: several chunks per prompt."""
+    return ["--prefill-buckets", ",".join(map(str, BUCKETS))]
 
 
 def naive_splits(ids, image_id):
@@ -415,8 +413,7 @@ def main():
     ap.add_argument("--hlx", required=True)
     args = ap.parse_args()
     extra = generate_flags(args.hlx)
-    print("note: " + ("prefill buckets " + extra[1] + ": prompts are prefilled in several chunks" if extra else
-                      "this hlx generate has no --prefill-buckets: each prompt is prefilled in one chunk"))
+    print("note: prefill buckets " + extra[1] + ": prompts are prefilled in several chunks")
     with tempfile.TemporaryDirectory(prefix="hlx_vlm_engine_") as tmp:
         images = write_images(tmp)
         g3dir, vl = os.path.join(tmp, "g3"), os.path.join(tmp, "q3vl")
