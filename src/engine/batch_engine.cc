@@ -1,8 +1,8 @@
 #include "engine/batch_engine.h"
 
 #include <algorithm>
-#include <numeric>
 #include <cstring>
+#include <numeric>
 #include <set>
 
 #include "engine/multimodal_prompt.h"
@@ -92,18 +92,16 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
     return s;
   };
   ImagePromptLimits image_limits;
-  std::vector<int64_t> image_tokens;
-  if (vision) {
-    image_limits = {true, vision->image_token_id(), options_.max_images_per_request};
-    for (int64_t i = 0; i < std::min(num_images, options_.max_images_per_request); ++i) {
+  if (vision) image_limits = {true, vision->image_token_id(), options_.max_images_per_request};
+  // Counted only when they can be accepted: locate_image_rows refuses images on a text-only engine
+  // and too many images before it reads the counts.
+  std::vector<int64_t> image_tokens(size_t(num_images), 1);
+  if (vision && num_images <= options_.max_images_per_request)
+    for (int64_t i = 0; i < num_images; ++i) {
       Result<int64_t> t = vision->image_tokens(request.images[size_t(i)]);
       if (!t.ok()) return refuse(t.status().with_context(str_cat("image ", i)));
-      image_tokens.push_back(*t);
+      image_tokens[size_t(i)] = *t;
     }
-    if (num_images > options_.max_images_per_request) image_tokens.resize(size_t(num_images), 1);  // refused below
-  } else {
-    image_tokens.assign(size_t(num_images), 1);  // refused below: a text-only engine
-  }
   Result<ExpandedPrompt> located = locate_image_rows(request.prompt, image_tokens, image_limits);
   if (!located.ok()) return refuse(located.status());
   if (multimodal) {
