@@ -168,8 +168,9 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
   }
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
-    if (a.gen.temperature != 0.f || !a.gen.stop.empty())
-      return make_error(ErrorKind::kInvalidArgument, "--tokens mode is greedy without stop strings; use -p for --temp/--stop");
+    if (a.gen.temperature != 0.f || !a.gen.stop.empty() || !a.gen.logit_bias.empty())
+      return make_error(ErrorKind::kInvalidArgument,
+                        "--tokens mode is greedy without stop strings or biases; use -p for --temp/--stop/--logit-bias");
     return a.images.empty() ? run_token_ids(a) : run_token_ids_images(a);
   }
   return run_text(a);

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <mutex>
 #include <thread>
@@ -136,6 +137,16 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
   req.sampling.min_p = p.min_p;
   req.sampling.seed = p.seed;
   req.stop = p.stop;
+  for (const std::string& kv : p.logit_bias) {
+    const size_t eq = kv.find('=');
+    char* end = nullptr;
+    const long long id = eq == std::string::npos ? -1 : std::strtoll(kv.c_str(), &end, 10);
+    const bool id_ok = eq != std::string::npos && end == kv.c_str() + eq && eq > 0;
+    const float bias = id_ok ? std::strtof(kv.c_str() + eq + 1, &end) : 0.f;
+    if (!id_ok || eq + 1 == kv.size() || *end != '\0')
+      return make_error(ErrorKind::kInvalidArgument, "--logit-bias '", kv, "' (expected TOKEN_ID=BIAS, e.g. 42=-100)");
+    req.sampling.logit_bias.emplace_back(id, bias);
+  }
   req.images = std::move(images.images);
   if (on_logits) req.on_logits = on_logits;
   req.on_event = [&](const engine::Event& e) {
@@ -260,6 +271,8 @@ void add_sampling_flags(CLI::App* sub, TextGenParams& gen) {
   sub->add_option("--min-p", gen.min_p, "drop tokens below min_p * p_max (0: off)");
   sub->add_option("--seed", gen.seed, "sampling seed (default 0)");
   sub->add_option("--stop", gen.stop, "stop string (repeatable); the output ends before it");
+  sub->add_option("--logit-bias", gen.logit_bias,
+                  "TOKEN_ID=BIAS added to that token's logit, BIAS in [-100, 100] (repeatable)");
 }
 
 }  // namespace hlx::cli

@@ -39,6 +39,7 @@ struct TextGenParams {
   float min_p = 0.f;
   uint64_t seed = 0;
   std::vector<std::string> stop;  // stop strings (non-empty, valid UTF-8)
+  std::vector<std::string> logit_bias;  // "ID=BIAS" (--logit-bias), parsed by generate_text
 };
 
 struct TextGenResult {
@@ -50,7 +51,7 @@ struct TextGenResult {
   double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0;
 };
 
-// Declares --temp, --top-k, --top-p, --min-p, --seed and --stop on `sub`.
+// Declares --temp, --top-k, --top-p, --min-p, --seed, --stop and --logit-bias on `sub`.
 void add_sampling_flags(CLI::App* sub, TextGenParams& gen);
 
 // Images of a request (--image): the decoded files and the vision model that encodes them.

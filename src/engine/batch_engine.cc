@@ -131,6 +131,10 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
   if (!request.stop.empty() && !options_.tokenizer)
     return make_error(ErrorKind::kInvalidArgument, "stop strings need a tokenizer; the engine has none");
   const int64_t vocab = model_.spec().vocab_size;
+  for (const auto& [id, bias] : request.sampling.logit_bias)
+    if (id >= vocab)
+      return make_error(ErrorKind::kInvalidArgument, "logit_bias token id ", id, " is outside the vocabulary [0, ",
+                        vocab, ")");
   if (request.eos_token_ids)
     for (int64_t t : *request.eos_token_ids)
       if (t < 0 || t >= vocab)

@@ -30,6 +30,20 @@ Status validate_sampling(const SamplingParams& p) {
     return range_error("presence_penalty", p.presence_penalty, "[-2, 2]");
   if (!std::isfinite(p.frequency_penalty) || p.frequency_penalty < -2 || p.frequency_penalty > 2)
     return range_error("frequency_penalty", p.frequency_penalty, "[-2, 2]");
+  if (p.logit_bias.size() > kMaxLogitBias)
+    return make_error(ErrorKind::kInvalidArgument, "sampling.logit_bias has ", p.logit_bias.size(),
+                      " entries, more than ", kMaxLogitBias);
+  std::vector<int64_t> ids;
+  for (const auto& [id, bias] : p.logit_bias) {
+    if (id < 0) return make_error(ErrorKind::kInvalidArgument, "sampling.logit_bias token id ", id, " is negative");
+    if (!std::isfinite(bias) || bias < -100 || bias > 100)
+      return make_error(ErrorKind::kInvalidArgument, "sampling.logit_bias[", id, "] = ", bias,
+                        " is outside [-100, 100]");
+    ids.push_back(id);
+  }
+  std::sort(ids.begin(), ids.end());
+  if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end())
+    return make_error(ErrorKind::kInvalidArgument, "sampling.logit_bias lists token id ", *dup, " twice");
   return ok_status();
 }
 
@@ -41,6 +55,10 @@ int64_t argmax(std::span<const float> logits) {
   }
   if (best < 0 && !logits.empty()) best = 0;
   return best;
+}
+
+Sampler::Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {
+  std::sort(params_.logit_bias.begin(), params_.logit_bias.end());  // penalized() looks them up
 }
 
 Result<Sampler> Sampler::create(const SamplingParams& params, std::span<const int64_t> prompt) {
@@ -63,6 +81,8 @@ std::vector<int64_t> Sampler::penalized_tokens(int64_t vocab) const {
   if (params_.presence_penalty != 0.0f || params_.frequency_penalty != 0.0f)
     for (const auto& [id, n] : generated_)
       if (id >= 0 && id < vocab) t.push_back(id);
+  for (const auto& [id, bias] : params_.logit_bias)
+    if (id < vocab) t.push_back(id);
   std::sort(t.begin(), t.end());
   t.erase(std::unique(t.begin(), t.end()), t.end());
   return t;
@@ -78,6 +98,9 @@ float Sampler::penalized(int64_t token, float l) const {
     if (it != generated_.end())
       l -= params_.frequency_penalty * float(it->second) + (it->second > 0 ? params_.presence_penalty : 0.0f);
   }
+  const auto& b = params_.logit_bias;
+  auto it = std::lower_bound(b.begin(), b.end(), std::pair<int64_t, float>(token, -INFINITY));
+  if (it != b.end() && it->first == token) l += it->second;
   return l;
 }
 

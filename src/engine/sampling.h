@@ -5,6 +5,8 @@
 //      (logit > 0 ? logit / penalty : logit * penalty), once per distinct token;
 //   2. presence and frequency penalties over generated tokens only (OpenAI definition):
 //      logit -= frequency_penalty * count + presence_penalty * (count > 0);
+//   2b. logit_bias: logit += bias for each listed token (OpenAI's logit_bias; -100 bans a token in
+//      practice, +100 all but forces it);
 //   3. temperature 0: argmax of the penalized logits (lowest id on ties), no random draw;
 //      otherwise logits / temperature, then
 //   4. top-k (keep the k largest; 0 = off), 5. softmax, 6. top-p (keep the smallest set of the
@@ -25,6 +27,7 @@
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "core/status.h"
@@ -40,7 +43,11 @@ struct SamplingParams {
   float presence_penalty = 0.0f;    // [-2, 2]; 0 = off
   float frequency_penalty = 0.0f;   // [-2, 2]; 0 = off
   uint64_t seed = 0;
+  // (token id, bias in [-100, 100]) pairs, ids unique and >= 0 (the engine checks them against
+  // the vocabulary); at most kMaxLogitBias entries.
+  std::vector<std::pair<int64_t, float>> logit_bias;
 };
+inline constexpr size_t kMaxLogitBias = 1024;
 
 // kInvalidArgument naming the field, its value and the allowed range (NaN and inf rejected).
 Status validate_sampling(const SamplingParams& params);
@@ -66,7 +73,7 @@ class Sampler {
   const SamplingParams& params() const { return params_; }
 
  private:
-  explicit Sampler(const SamplingParams& p) : params_(p), rng_(p.seed) {}
+  explicit Sampler(const SamplingParams& p);
   // Kept candidates (id, probability) in (probability desc, id asc) order, normalised.
   Result<std::vector<std::pair<int64_t, double>>> candidates(std::span<const float> logits) const;
   double uniform();

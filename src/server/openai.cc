@@ -1,5 +1,6 @@
 #include "server/openai.h"
 
+#include <charconv>
 #include <cmath>
 #include <random>
 
@@ -76,6 +77,31 @@ ApiError boolean(const json& body, const char* key, bool& out) {
   return {};
 }
 
+// logit_bias: {"<token id>": bias, ...}, bias in [-100, 100], at most engine::kMaxLogitBias entries.
+// Ids past the vocabulary are refused by the engine (it knows the vocabulary).
+ApiError parse_logit_bias(const json& body, std::vector<std::pair<int64_t, float>>& out) {
+  const json* v = field(body, "logit_bias");
+  if (!v) return {};
+  if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
+  if (v->size() > engine::kMaxLogitBias)
+    return bad_request("'logit_bias' has " + std::to_string(v->size()) + " entries; at most " +
+                           std::to_string(engine::kMaxLogitBias),
+                       "logit_bias");
+  for (const auto& [key, bias] : v->items()) {
+    const std::string param = "logit_bias." + key;
+    int64_t id = 0;
+    const auto [end, ec] = std::from_chars(key.data(), key.data() + key.size(), id);
+    if (ec != std::errc() || end != key.data() + key.size() || key.empty() || id < 0)
+      return bad_request("'logit_bias' key '" + key + "' is not a token id (a non-negative integer)", param,
+                         "invalid_value");
+    if (!bias.is_number()) return wrong_type(param, "a number", bias);
+    const double b = bias.get<double>();
+    if (!std::isfinite(b) || b < -100 || b > 100) return out_of_range(param, num_text(b), "[-100, 100]");
+    out.emplace_back(id, float(b));
+  }
+  return {};
+}
+
 ApiError parse_common(const json& body, GenerationParams& p) {
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) return wrong_type("model", "a string", *m);
@@ -145,6 +171,7 @@ ApiError parse_common(const json& body, GenerationParams& p) {
     }
   }
   if (!(e = boolean(body, "ignore_eos", p.ignore_eos)).ok()) return e;
+  if (!(e = parse_logit_bias(body, p.sampling.logit_bias)).ok()) return e;
 
   // Features that would change the output if silently ignored.
   if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
@@ -153,8 +180,6 @@ ApiError parse_common(const json& body, GenerationParams& p) {
   for (const char* key : {"tools", "functions"})
     if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
       return bad_request(std::string("'") + key + "' (tool calling) is not supported", key, "unsupported");
-  if (const json* v = field(body, "logit_bias"); v && !(v->is_object() && v->empty()))
-    return bad_request("'logit_bias' is not supported", "logit_bias", "unsupported");
   if (const json* v = field(body, "response_format")) {
     const json* t = v->is_object() ? field(*v, "type") : nullptr;
     if (!t || !t->is_string() || t->get<std::string>() != "text")

@@ -9,8 +9,9 @@
 // chat_template_kwargs (object of template variables, e.g. {"enable_thinking": false}; see
 // kMaxTemplateKwargs); max_tokens above 2^31 - 1 is refused; completions
 // take prompt (a string, a list of one string, a list of token ids, or a list of one such list).
+// logit_bias ({"<token id>": bias in [-100, 100]}, at most 1024; ids past the vocabulary: 400).
 // Unsupported features that change the output (logprobs, tools, response_format other than text,
-// logit_bias, echo, suffix, best_of > 1, n > 1) are refused with 400 rather than ignored; other
+// echo, suffix, best_of > 1, n > 1) are refused with 400 rather than ignored; other
 // unknown fields are ignored. null means "not given" for every optional field.
 #pragma once
 

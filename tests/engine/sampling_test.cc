@@ -173,6 +173,53 @@ TEST(Sampling, FrequenciesFollowTheFilteredSoftmax) {
   }
 }
 
+TEST(Sampling, LogitBiasIsAddedToTheLogit) {
+  std::mt19937 rng(3);
+  std::normal_distribution<float> nd(0.f, 2.f);
+  std::vector<float> row(5003);
+  for (float& x : row) x = nd(rng);
+  const std::vector<std::pair<int64_t, float>> bias = {{17, 7.5f}, {4000, -100.f}, {2, 0.25f}};
+  std::vector<float> biased = row;
+  for (const auto& [id, b] : bias) biased[size_t(id)] += b;
+  for (float t : {0.f, 0.7f, 1.f}) {
+    for (float top_p : {1.f, 0.9f}) {
+      SamplingParams with;
+      with.temperature = t;
+      with.top_p = top_p;
+      with.repetition_penalty = 1.3f;  // the bias comes after the penalties
+      with.logit_bias = bias;
+      SamplingParams without = with;
+      without.logit_bias.clear();
+      const std::vector<int64_t> prompt = {17, 5, 9};
+      auto a = Sampler::create(with, prompt), b = Sampler::create(without, prompt);
+      ASSERT_TRUE(a.ok() && b.ok());
+      // The repetition penalty of token 17 applies to the raw logit, then the bias.
+      std::vector<float> expect = row;
+      for (int64_t id : prompt) expect[size_t(id)] = expect[size_t(id)] > 0 ? expect[size_t(id)] / 1.3f : expect[size_t(id)] * 1.3f;
+      for (const auto& [id, bb] : bias) expect[size_t(id)] += bb;
+      SamplingParams none = without;
+      none.repetition_penalty = 1.f;
+      auto c = Sampler::create(none);
+      ASSERT_TRUE(c.ok());
+      EXPECT_EQ(*a->distribution(row), *c->distribution(expect)) << "t " << t << " top_p " << top_p;
+      if (t > 0) {  // and the draws: the same tokens as the unbiased sampler on the biased row
+        for (int i = 0; i < 50; ++i) EXPECT_EQ(*a->sample(row), *c->sample(expect));
+      }
+    }
+  }
+  SamplingParams p;
+  p.logit_bias = {{3, 101.f}};
+  EXPECT_NE(validate_sampling(p).message().find("[-100, 100]"), std::string::npos);
+  p.logit_bias = {{-1, 1.f}};
+  EXPECT_NE(validate_sampling(p).message().find("negative"), std::string::npos);
+  p.logit_bias = {{3, 1.f}, {3, 2.f}};
+  EXPECT_NE(validate_sampling(p).message().find("twice"), std::string::npos);
+  p.logit_bias = {{3, NAN}};
+  EXPECT_FALSE(validate_sampling(p).ok());
+  p.logit_bias.assign(kMaxLogitBias + 1, {0, 0.f});
+  EXPECT_NE(validate_sampling(p).message().find("entries"), std::string::npos);
+}
+
 TEST(Sampling, PenaltiesMatchTheirDefinitions) {
   std::vector<float> row = {2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 1.0f};
   SamplingParams p;
