@@ -605,7 +605,9 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
                       prompt_param, "context_length_exceeded"));
     }
     if (stopping_) return respond_error(c, endpoint, ApiError{503, "the server is shutting down", "", "", "shutting_down"});
-    return respond_error(c, endpoint, from_status(submitted.status(), prompt_param));
+    // The engine's one check the request parser cannot make: logit_bias ids against the vocabulary.
+    const bool bias = submitted.status().message().rfind("logit_bias", 0) == 0;
+    return respond_error(c, endpoint, from_status(submitted.status(), bias ? "logit_bias" : prompt_param));
   }
   metrics_.add_prompt_tokens(adm.effective_prompt_len);
   const engine::RequestId rid = submitted->id;
