@@ -138,6 +138,15 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
         fn.restype, fn.argtypes = restype, argtypes
     if lib.hlx_abi_version() != ABI_VERSION:
         raise OSError(f"{path}: ABI version {lib.hlx_abi_version()}, this binding needs {ABI_VERSION}")
+    # The _init functions write the library's whole struct: let them write into scratch space and
+    # refuse a library whose structs differ from the ones declared here (else init would overrun).
+    for init, struct in ((lib.hlx_model_options_init, _ModelOptions),
+                         (lib.hlx_generation_params_init, _GenerationParams)):
+        scratch = ctypes.create_string_buffer(4096)
+        init(ctypes.cast(scratch, POINTER(struct)))
+        size = ctypes.c_size_t.from_buffer(scratch).value
+        if size != ctypes.sizeof(struct):
+            raise OSError(f"{path}: {struct.__name__} is {size} bytes in the library, {ctypes.sizeof(struct)} here")
     _lib = lib
     return lib
 

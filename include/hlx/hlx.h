@@ -36,7 +36,7 @@
 /* Release of this header. A minor release only adds (functions, enum values, fields at the end of
  * a struct_size-versioned struct); see docs/C_API.md for what may change when. */
 #define HLX_VERSION_MAJOR 0
-#define HLX_VERSION_MINOR 2
+#define HLX_VERSION_MINOR 1
 #define HLX_VERSION_PATCH 0
 /* Binary interface generation: the shared library's SONAME is libhlx.so.<HLX_ABI_VERSION>. It
  * changes only when a function, struct layout or enum value of an earlier release changes. */
@@ -207,13 +207,6 @@ typedef struct hlx_generation_params_s {
    * otherwise events are queued for hlx_poll(). */
   hlx_event_callback_t on_event;
   void* user_data;
-  /* Since 0.2: `logit_bias_count` (token id, bias) pairs; each bias, in [-100, 100], is added to
-   * that token's logit after the penalties (OpenAI's logit_bias). Ids unique and in the
-   * vocabulary, at most 1024 pairs; copied at submit; the arrays may be NULL when the count is 0.
-   * A caller built against 0.1 (struct_size ending before these fields) gets no bias. */
-  const int64_t* logit_bias_ids;
-  const float* logit_bias_values;
-  size_t logit_bias_count;
 } hlx_generation_params_t;
 
 /* Fills defaults. Any thread. HLX_STATUS_INVALID_ARGUMENT for NULL. */

@@ -7,7 +7,6 @@
 
 #include <atomic>
 #include <cstdlib>
-#include <cstddef>
 #include <cstring>
 #include <deque>
 #include <map>
@@ -168,17 +167,13 @@ hlx_status_t check_driver(const hlx_model_t* m, const char* fn) {
 // again by BatchEngine::submit, the single authority).
 hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* params,
                            hlx::engine::GenerationRequest& req) {
-  // The caller's fields over the defaults: a 0.1 caller's struct ends before logit_bias_ids.
-  hlx_generation_params_t p;
-  hlx_generation_params_init(&p);
-  if (params) {
-    constexpr size_t kSize01 = offsetof(hlx_generation_params_t, logit_bias_ids);
-    if (params->struct_size != kSize01)
-      if (hlx_status_t s = check_struct_size("hlx_generation_params_t", params->struct_size, sizeof p)) return s;
-    std::memcpy(&p, params, params->struct_size);
-    p.struct_size = sizeof p;
+  hlx_generation_params_t defaults;
+  if (!params) {
+    hlx_generation_params_init(&defaults);
+    params = &defaults;
   }
-  params = &p;
+  if (hlx_status_t s = check_struct_size("hlx_generation_params_t", params->struct_size, sizeof(hlx_generation_params_t)))
+    return s;
   if (params->max_new_tokens < 0)
     return fail(HLX_STATUS_INVALID_ARGUMENT, "max_new_tokens ", params->max_new_tokens, " is negative");
   if (params->stop_count > HLX_MAX_STOP_STRINGS)
@@ -204,14 +199,6 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* params
   req.sampling.presence_penalty = params->presence_penalty;
   req.sampling.frequency_penalty = params->frequency_penalty;
   req.sampling.seed = params->seed;
-  if (params->logit_bias_count > hlx::engine::kMaxLogitBias)
-    return fail(HLX_STATUS_INVALID_ARGUMENT, "logit_bias_count ", params->logit_bias_count, " exceeds ",
-                hlx::engine::kMaxLogitBias);
-  if (params->logit_bias_count > 0 && (!params->logit_bias_ids || !params->logit_bias_values))
-    return fail(HLX_STATUS_INVALID_ARGUMENT, "logit_bias_ids or logit_bias_values is NULL but logit_bias_count is ",
-                params->logit_bias_count);
-  for (size_t i = 0; i < params->logit_bias_count; ++i)
-    req.sampling.logit_bias.emplace_back(params->logit_bias_ids[i], params->logit_bias_values[i]);
   if (Status s = hlx::engine::validate_sampling(req.sampling); !s.ok()) return fail(s);
   if (!params->stop_at_eos) req.eos_token_ids = std::vector<int64_t>{};
   if (params->on_event) {

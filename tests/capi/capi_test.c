@@ -3,7 +3,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <pthread.h>
-#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -808,21 +807,6 @@ int main(int argc, char** argv) {
     BADP(stop_at_eos, 3)
     bad[n].what = "stop[0]=NULL"; bad[n].p = gp; bad[n].p.stop = null_stop; bad[n].p.stop_count = 1; ++n;
     bad[n].what = "stop[0]=\"\""; bad[n].p = gp; bad[n].p.stop = empty_stop; bad[n].p.stop_count = 1; ++n;
-    /* logit_bias: out of range, negative, past the vocabulary, twice, NULL arrays, too many */
-    static int64_t bias_ids[3];
-    static const float bias_ok[3] = {1.0f, 2.0f, 3.0f}, bias_big[1] = {101.0f};
-    bias_ids[0] = 7; bias_ids[1] = -3; bias_ids[2] = info.vocab_size;
-    static const int64_t twice[2] = {7, 7};
-#define BADB(name, ids, values, count) \
-  bad[n].what = name; bad[n].p = gp; bad[n].p.logit_bias_ids = ids; bad[n].p.logit_bias_values = values; \
-  bad[n].p.logit_bias_count = count; ++n;
-    BADB("logit_bias 101", bias_ids, bias_big, 1)
-    BADB("logit_bias id -3", bias_ids + 1, bias_ok, 1)
-    BADB("logit_bias id vocab_size", bias_ids + 2, bias_ok, 1)
-    BADB("logit_bias id twice", twice, bias_ok, 2)
-    BADB("logit_bias NULL ids", NULL, bias_ok, 1)
-    BADB("logit_bias count 1025", bias_ids, bias_ok, 1025)
-#undef BADB
 #undef BADP
     for (int i = 0; i < n; ++i) {
       x = 55;
@@ -843,39 +827,6 @@ int main(int argc, char** argv) {
     hlx_event_t ev[8];
     EXPECT_OK(hlx_poll(model, ev, 8, &count));
     CHECK(count == 0);
-  }
-
-  /* ---- logit_bias: +100 on a token makes greedy pick it first; -100 on the reference's first token
-   * moves it; a 0.1-sized struct (ending before logit_bias_ids) is still accepted, unbiased ---- */
-  if (nref > 0) {
-    hlx_generation_params_t bp = gp;
-    const int64_t forced_id[1] = {1234};
-    const float plus[1] = {100.0f}, minus[1] = {-100.0f};
-    bp.logit_bias_ids = forced_id;
-    bp.logit_bias_values = plus;
-    bp.logit_bias_count = 1;
-    hlx_request_id_t bid = 0;
-    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &bp, &bid));
-    EXPECT_OK(hlx_run_until_idle(model));
-    hlx_result_t* r = NULL;
-    EXPECT_OK(hlx_result(model, bid, &r));
-    CHECK(r && r->token_count > 0 && r->tokens[0] == 1234);
-    hlx_result_free(r);
-    bp.logit_bias_ids = ref;
-    bp.logit_bias_values = minus;
-    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &bp, &bid));
-    EXPECT_OK(hlx_run_until_idle(model));
-    r = NULL;
-    EXPECT_OK(hlx_result(model, bid, &r));
-    CHECK(r && r->token_count > 0 && r->tokens[0] != ref[0]);
-    hlx_result_free(r);
-    bp.struct_size = offsetof(hlx_generation_params_t, logit_bias_ids); /* a 0.1 caller: bias ignored */
-    EXPECT_OK(hlx_submit_tokens(model, prompt, 5, &bp, &bid));
-    EXPECT_OK(hlx_run_until_idle(model));
-    r = NULL;
-    EXPECT_OK(hlx_result(model, bid, &r));
-    CHECK(r && same_tokens(r->tokens, r->token_count, ref, (size_t)nref));
-    hlx_result_free(r);
   }
 
   /* ---- images on a text-only model: validated, then refused ---- */
