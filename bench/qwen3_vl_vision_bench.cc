@@ -12,7 +12,6 @@
 #include "bench_util.h"
 #include "core/tensor.h"
 #include "models/qwen3_vl.h"
-#include "runtime/kernels/matmul.h"
 #include "runtime/program.h"
 
 namespace {
@@ -42,22 +41,6 @@ double encode_flops(const models::Qwen3VLVisionSpec& v, int64_t n) {
   const double merger = 2.0 * (n / m) * (m * d) * (m * d + double(v.out_hidden_size));
   return 2.0 * n * d * double(v.patch_dim()) + v.depth * per_block +
          (1 + double(v.deepstack_visual_indexes.size())) * merger;
-}
-
-// Packed bf16 GEMM rate (GFLOP/s) on [m, k] x [k, n], best of a few runs.
-double gemm_rate(int64_t m, int64_t n, int64_t k) {
-  auto w = bench::random_bf16(k * n, 7);
-  auto p = kernels::PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, w.data());
-  if (!p.ok()) return 0;
-  auto a = bench::random_bf16(m * k, 1);
-  std::vector<float> c(size_t(m * n));
-  double best = 1e30;
-  for (int r = 0; r < 5; ++r) {
-    auto t0 = std::chrono::steady_clock::now();
-    if (!(*p)->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data()).ok()) return 0;
-    best = std::min(best, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-  }
-  return 2.0 * double(m) * double(n) * double(k) / best / 1e9;
 }
 
 void BM_Qwen3VLVisionEncode2B(benchmark::State& state) {
@@ -98,7 +81,7 @@ void BM_Qwen3VLVisionEncode2B(benchmark::State& state) {
   state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
                                                  benchmark::Counter::kIs1000);
   // The same run's GEMM rate on the MLP's fc1 shape ([n, hidden] x [hidden, intermediate]).
-  const double gemm = gemm_rate(n, v.intermediate_size, v.hidden_size);
+  const double gemm = bench::packed_bf16_gemm_rate(n, v.intermediate_size, v.hidden_size);
   state.counters["gemm_GFLOP/s"] = gemm;
   const double rate = total > 0 ? flops * double(state.iterations()) / total / 1e9 : 0;
   state.counters["vs_gemm"] = gemm > 0 ? rate / gemm : 0;

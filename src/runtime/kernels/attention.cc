@@ -23,6 +23,24 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
 }
 
+// More than one query token (prefill, vision): the query-rows-in-lanes kernel of
+// attention_prefill_avx512.cc; over a bf16 cache (head_dim % 16 == 0) Q.K^T and P.V are bf16 dot
+// products (Q as hi + lo bf16, P rounded to bf16, f32 softmax), over an f32 cache (head_dim % 8 ==
+// 0, so SigLIP's 72 too) f32 FMAs. Decode (q_len 1) over a bf16 cache: attention_decode_avx512.cc,
+// f32 arithmetic with each K/V row loaded and widened once per pair of query heads; other shapes
+// keep attention_impl.h (one horizontal sum per score: at the gemma-3 tower's 4096 x 4096 per head
+// several times slower than the prefill kernel). The choice depends only on the entry's shapes,
+// never on the batch or the data.
+AttentionPath attention_path(const AttentionDesc& d) {
+  const CpuFeatures& c = cpu_features();
+  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && c.avx512bw && c.avx512vl)
+    return AttentionPath::kDecode;
+  if (d.q_len > 1 && ((d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && c.avx512bf16) ||
+                      (d.kv_type == DType::kF32 && d.head_dim % 8 == 0 && c.avx512f)))
+    return AttentionPath::kPrefill;
+  return c.avx512f ? AttentionPath::kGeneric : AttentionPath::kBaseline;
+}
+
 Status attention(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache,
                  const int32_t* slot, const int32_t* q_pos, const int32_t* kv_len, const float* bias,
                  float* out) {
@@ -55,22 +73,12 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
                         d.capacity, "]");
   }
   if (d.batch == 0 || d.q_len == 0) return ok_status();
-  // More than one query token (prefill, vision): the query-rows-in-lanes kernel of
-  // attention_prefill_avx512.cc; over a bf16 cache Q.K^T and P.V are bf16 dot products (Q as hi + lo
-  // bf16, P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) over a bf16
-  // cache: attention_decode_avx512.cc, f32 arithmetic with each K/V row loaded and widened once per
-  // pair of query heads; other decode shapes keep attention_impl.h. The choice depends only on the
-  // entry's shapes, never on the batch or the data.
-  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && cpu_features().avx512bw &&
-      cpu_features().avx512vl)
-    attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
-  else if (d.q_len > 1 && d.head_dim % 16 == 0 &&
-      ((d.kv_type == DType::kBF16 && cpu_features().avx512bf16) || (d.kv_type == DType::kF32 && cpu_features().avx512f)))
-    attention_prefill::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
-  else if (cpu_features().avx512f)
-    attention_avx512::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
-  else
-    attention_baseline::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  switch (attention_path(d)) {
+    case AttentionPath::kDecode: attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
+    case AttentionPath::kPrefill: attention_prefill::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
+    case AttentionPath::kGeneric: attention_avx512::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
+    case AttentionPath::kBaseline: attention_baseline::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
+  }
   return ok_status();
 }
 

@@ -19,6 +19,10 @@ struct AttentionDesc {
   bool has_bias = false;
 };
 
+// Which kernel attention() runs for these shapes on this CPU (attention.cc says why).
+enum class AttentionPath { kPrefill, kDecode, kGeneric, kBaseline };
+AttentionPath attention_path(const AttentionDesc& desc);
+
 // q [B,T,Hq,Dh] (q_type), caches [N,S,Hkv,Dh] (kv_type), slot [B], q_pos [B,T], kv_len [B] (i32),
 // bias [B,T,S] f32 or null, out [B,T,Hq,Dh] f32. Out-of-range slot/kv_len: kOutOfRange, nothing written.
 Status attention(const AttentionDesc& desc, const void* q, const void* k_cache, const void* v_cache,

@@ -1,7 +1,8 @@
 // hlx.attention for more than one query token (prefill chunks, the vision tower), query rows in
 // the lanes of a zmm. attention.cc calls it when q_len > 1 (decode has attention_decode_avx512.cc
-// and attention_impl.h), head_dim % 16 == 0, and the cache is bf16 on a CPU with AVX512-BF16 or f32 on
-// one with AVX-512F.
+// and attention_impl.h) and the cache is bf16 with head_dim % 16 == 0 on a CPU with AVX512-BF16, or
+// f32 with head_dim % 8 == 0 on one with AVX-512F (f32 P.V ends in a masked 8-column vector when
+// head_dim % 16 == 8: the SigLIP towers' head_dim 72).
 //
 // f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
 // differs from attention_impl.h.
@@ -131,16 +132,24 @@ inline void qk16_f32(const float* qt, const float* kt, int64_t Dh, float* out) {
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
 }
 
-// pv2 for f32: keys [j0, j1) of vt = [kKeyBlock][Dh] f32, weights pp = [key][16 lanes] f32.
-template <int NV>
+// pv2 for f32: keys [j0, j1) of vt = [kKeyBlock][Dh] f32, weights pp = [key][16 lanes] f32; NV
+// column vectors of 16 from column c0, then, with TAIL, one of 8 (head_dim % 16 == 8: SigLIP's 72).
+// The tail columns get the same FMAs in the same order as the others.
+template <int NV, bool TAIL = false>
 inline void pv2_f32(float* acc0, float* acc1, float a0, float a1, const float* pp, int l0, int l1, const float* vt,
                     int64_t Dh, int64_t c0, int64_t j0, int64_t j1) {
-  __m512 r0[NV], r1[NV];
+  constexpr int NR = NV + (TAIL ? 1 : 0);
+  constexpr __mmask16 kTailMask = 0x00ff;
+  __m512 r0[NR], r1[NR];
   const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
 #pragma GCC unroll 8
   for (int i = 0; i < NV; ++i) {
     r0[i] = _mm512_mul_ps(_mm512_loadu_ps(acc0 + c0 + 16 * i), al0);
     r1[i] = _mm512_mul_ps(_mm512_loadu_ps(acc1 + c0 + 16 * i), al1);
+  }
+  if constexpr (TAIL) {
+    r0[NV] = _mm512_mul_ps(_mm512_maskz_loadu_ps(kTailMask, acc0 + c0 + 16 * NV), al0);
+    r1[NV] = _mm512_mul_ps(_mm512_maskz_loadu_ps(kTailMask, acc1 + c0 + 16 * NV), al1);
   }
   for (int64_t j = j0; j < j1; ++j) {
     const __m512 b0 = _mm512_set1_ps(pp[j * kLanes + l0]), b1 = _mm512_set1_ps(pp[j * kLanes + l1]);
@@ -151,11 +160,20 @@ inline void pv2_f32(float* acc0, float* acc1, float a0, float a1, const float* p
       r0[i] = _mm512_fmadd_ps(b0, vv, r0[i]);
       r1[i] = _mm512_fmadd_ps(b1, vv, r1[i]);
     }
+    if constexpr (TAIL) {
+      const __m512 vv = _mm512_maskz_loadu_ps(kTailMask, vr + 16 * NV);
+      r0[NV] = _mm512_fmadd_ps(b0, vv, r0[NV]);
+      r1[NV] = _mm512_fmadd_ps(b1, vv, r1[NV]);
+    }
   }
 #pragma GCC unroll 8
   for (int i = 0; i < NV; ++i) {
     _mm512_storeu_ps(acc0 + c0 + 16 * i, r0[i]);
     _mm512_storeu_ps(acc1 + c0 + 16 * i, r1[i]);
+  }
+  if constexpr (TAIL) {
+    _mm512_mask_storeu_ps(acc0 + c0 + 16 * NV, kTailMask, r0[NV]);
+    _mm512_mask_storeu_ps(acc1 + c0 + 16 * NV, kTailMask, r1[NV]);
   }
 }
 
@@ -163,6 +181,9 @@ using Pv2F32Fn = void (*)(float*, float*, float, float, const float*, int, int, 
                           int64_t, int64_t);
 constexpr Pv2F32Fn kPv2F32[9] = {nullptr,          &pv2_f32<1>, &pv2_f32<2>, &pv2_f32<3>, &pv2_f32<4>,
                                  &pv2_f32<5>,      &pv2_f32<6>, &pv2_f32<7>, &pv2_f32<8>};
+// [n]: n full vectors then 8 tail columns (the last pass over a head_dim % 16 == 8).
+constexpr Pv2F32Fn kPv2F32Tail[8] = {&pv2_f32<0, true>, &pv2_f32<1, true>, &pv2_f32<2, true>, &pv2_f32<3, true>,
+                                     &pv2_f32<4, true>, &pv2_f32<5, true>, &pv2_f32<6, true>, &pv2_f32<7, true>};
 
 // Keys [0, nk) of f32 rows as [Dh][kKeyBlock] (kt) and [kKeyBlock][Dh] (vt); keys past nk are zeros.
 void pack_kv_f32(const float* k, const float* v, int64_t stride, int64_t nk, int64_t Dh, float* kt, float* vt) {
@@ -515,8 +536,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             float* a1 = a0 + Dh;
             for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
               const int nv = int(std::min<int64_t>(8, (Dh - c0) / 16));
+              const bool tail = Dh - c0 < 128 && (Dh - c0) % 16 != 0;  // 8 columns (f32 only)
               if constexpr (F32)
-                kPv2F32[nv](a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(), Dh, c0, ka, ke);
+                (tail ? kPv2F32Tail[nv] : kPv2F32[nv])(a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(),
+                                                       Dh, c0, ka, ke);
               else
                 kPv2[nv](a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0, jp1);
             }
