@@ -1,6 +1,6 @@
 // AVX-512 bodies of the hlx.rotary head rotation (rotary.cc), compiled with HLX_AVX512_FLAGS. The
 // arithmetic is the portable loop's: y = a*c - b*s and b*c + a*s with each product rounded.
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <cstdint>
 
