@@ -6,7 +6,9 @@
 #include "runtime/kernels/ew_vec.h"
 
 // The scalar definitions round after every operation; keep GCC from fusing a multiply and an add.
+#ifndef __clang__  // clang does not know this pragma (and ignored it)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace hlx::kernels::internal {
 namespace {

@@ -5,7 +5,9 @@
 #include <cstdint>
 
 // Products are rounded before the add/subtract, as in the portable loop (no FMA contraction).
+#ifndef __clang__  // clang does not know this pragma (and ignored it)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace hlx::kernels::internal {
 namespace {
