@@ -17,7 +17,7 @@
 #include "runtime/kernels/cpu.h"
 #include "runtime/kernels/matmul.h"
 
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 namespace {
 
@@ -240,8 +240,9 @@ void BM_DecodeStepByM(benchmark::State& state) {
     return v[v.size() / 2];
   };
   for (int i = 0; i < 3; ++i) {
-    state.counters["m" + std::to_string(ms[i]) + "_ms"] = median(wall[i]);
-    state.counters["m" + std::to_string(ms[i]) + "_cpu_ms"] = median(cpu[i]);
+    const std::string m = std::string("m").append(std::to_string(ms[i]));
+    state.counters[m + "_ms"] = median(wall[i]);
+    state.counters[m + "_cpu_ms"] = median(cpu[i]);
   }
   state.counters["m8/m1"] = median(wall[2]) / median(wall[0]);
   state.counters["m8/m1_cpu"] = median(cpu[2]) / median(cpu[0]);

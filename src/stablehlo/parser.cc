@@ -14,7 +14,7 @@ namespace text {
 
 namespace {
 
-std::string value_name(std::string_view n) { return "%" + std::string(n); }
+std::string value_name(std::string_view n) { return std::string("%").append(n); }
 
 std::string types_str(const std::vector<TensorType>& ts) {
   std::string s = "(";

@@ -39,7 +39,7 @@ std::string escape_string(std::string_view s) {
 }
 
 std::string symbol_ref(std::string_view s) {
-  return "@" + (is_bare_id(s) ? std::string(s) : escape_string(s));
+  return std::string("@").append(is_bare_id(s) ? std::string(s) : escape_string(s));
 }
 
 namespace {

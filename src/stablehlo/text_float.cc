@@ -137,7 +137,7 @@ void apfloat_digits(uint64_t bits, DType t, size_t precision, std::string& digit
     trailing = false;
     digits.push_back(char('0' + d));
   }
-  if (digits.empty()) digits = "0";
+  if (digits.empty()) digits.push_back('0');
   // Round half up on the first dropped digit, then drop trailing zeros.
   size_t nd = digits.size();
   if (nd > precision) {

@@ -113,11 +113,11 @@ Status Bpe::merge_word(std::string_view word, std::vector<uint32_t>* out) const 
     syms.push_back({id, idx - 1, -1, true});
     if (idx > 0) syms[size_t(idx - 1)].next = idx;
   };
-  std::optional<uint32_t> pending_unk;
+  bool pending_unk = false;  // an unk not yet added (HF fuses runs of them)
   for (const CodePoint& cp : cps) {
     std::string_view ch = word.substr(cp.offset, cp.length);
     if (auto id = token_to_id(ch)) {
-      if (pending_unk) add(*pending_unk), pending_unk.reset();
+      if (pending_unk) add(*unk_id_), pending_unk = false;
       add(*id);
       continue;
     }
@@ -134,10 +134,10 @@ Status Bpe::merge_word(std::string_view word, std::vector<uint32_t>* out) const 
       return make_error(ErrorKind::kInvalidArgument, "BPE: character \"", ch,
                         "\" is not in the vocabulary and the model has no unk_token");
     if (pending_unk && options_.fuse_unk) continue;
-    if (pending_unk) add(*pending_unk);
-    pending_unk = *unk_id_;
+    if (pending_unk) add(*unk_id_);
+    pending_unk = true;
   }
-  if (pending_unk) add(*pending_unk);
+  if (pending_unk) add(*unk_id_);
 
   // Lowest rank first, then leftmost position: HF's Word::merge_all.
   struct Merge {

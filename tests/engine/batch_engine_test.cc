@@ -459,7 +459,7 @@ TEST(BatchEngineThreads, SubmitAndCancelFromAnotherThread) {
       auto id = e.submit(request(prompt_of(3 + 5 * k, vocab, 60 + k), 10, nullptr));
       EXPECT_TRUE(id.ok());
       ids[size_t(k)] = id.ok() ? *id : 0;
-      if (k == 5) EXPECT_TRUE(e.cancel(ids[5]).ok());  // cancelled from this thread
+      if (k == 5) { EXPECT_TRUE(e.cancel(ids[5]).ok()); }  // cancelled from this thread
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     done_submitting = true;

@@ -134,7 +134,7 @@ TEST(Sampling, FrequenciesFollowTheFilteredSoftmax) {
     for (size_t i = 0; i < row.size(); ++i) {
       EXPECT_NEAR(d[i], expect[i], 1e-12) << "id " << i << " temp " << p.temperature;
       EXPECT_NEAR(f[i], expect[i], 0.01) << "id " << i << " temp " << p.temperature;
-      if (expect[i] == 0) EXPECT_EQ(f[i], 0.0);
+      if (expect[i] == 0) { EXPECT_EQ(f[i], 0.0); }
     }
   };
   SamplingParams p;
@@ -529,7 +529,7 @@ TEST(Sampling, BucketedDrawEqualsTheFullSortOnManySeeds) {
       }
       std::sort(seen.begin(), seen.end());
       // The draws do vary (so a wrong token would show), unless one candidate holds ~everything.
-      if (cum.front().second < 0.99) EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 1) << row.name;
+      if (cum.front().second < 0.99) { EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 1) << row.name; }
     }
   }
 }

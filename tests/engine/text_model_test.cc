@@ -167,7 +167,7 @@ TEST_P(TextModelFamily, GenerateIsTheSameInEverySlotAndBatchedDecodeAgrees) {
   ASSERT_TRUE(g1.ok()) << g1.status().to_string();
   EXPECT_GE(g1->tokens.size(), 1u);
   EXPECT_LE(g1->tokens.size(), 10u);
-  if (g1->finish == FinishReason::kLength) EXPECT_EQ(g1->tokens.size(), 10u);
+  if (g1->finish == FinishReason::kLength) { EXPECT_EQ(g1->tokens.size(), 10u); }
   EXPECT_EQ(m->slot_pool().free_count(), 3);  // released
   // Occupy slot 0 so the same request runs in slot 1: same tokens.
   auto other = prompt_of(9, m->spec().vocab_size, 3);

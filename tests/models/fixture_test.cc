@@ -114,8 +114,12 @@ TEST_P(FixtureFamily, EveryLayoutTensorPresentWithShapeDtypeAndRandomValues) {
       EXPECT_LT(lo, hi) << info.name << " is constant";
       EXPECT_GT(sd, 0.02) << info.name;
       const bool is_norm = info.name.find("norm.weight") != std::string::npos;
-      if (is_norm && spec->norm_weight_offset == 0.f) EXPECT_GT(mean, 0.5) << info.name << ": scale should be near 1+";
-      if (!is_norm) EXPECT_LT(std::abs(mean), 0.1) << info.name << ": projections and biases centre on 0";
+      if (is_norm && spec->norm_weight_offset == 0.f) {
+        EXPECT_GT(mean, 0.5) << info.name << ": scale should be near 1+";
+      }
+      if (!is_norm) {
+        EXPECT_LT(std::abs(mean), 0.1) << info.name << ": projections and biases centre on 0";
+      }
     }
   }
 }

@@ -102,9 +102,9 @@ void check(const Conv2d& p, bool nhwc, DType d = DType::kF32, float tol = 1e-4f)
   op.attrs.push_back({"window_strides", ints({p.sh, p.sw})});
   shlo::DenseElements pad{tt(DType::kI64, {2, 2}), {}};
   for (int64_t v : {p.plh, p.phh, p.plw, p.phw}) {
-    uint8_t bytes[8];
-    std::memcpy(bytes, &v, 8);
-    pad.bytes.insert(pad.bytes.end(), bytes, bytes + 8);
+    const size_t at = pad.bytes.size();
+    pad.bytes.resize(at + 8);
+    std::memcpy(pad.bytes.data() + at, &v, 8);
   }
   op.attrs.push_back({"padding", shlo::Attr::dense_elements(pad)});
   op.attrs.push_back({"lhs_dilation", ints({p.ldh, p.ldw})});

@@ -365,8 +365,9 @@ std::vector<Case> build_cases() {
       for (const auto& ct : ctypes) {
         AttrDict a{{"comparison_direction", Attr::enumeration("comparison_direction", d)},
                    {"comparison_type", Attr::enumeration("comparison_type", ct)}};
-        cases.push_back({"compare", {from_bytes(t, {n}, x), from_bytes(t, {n}, y)}, {DType::kI1, {n}}, a,
-                         std::string(d) + " " + ct, 0, {}});
+        std::string extra = std::string(d) + " " + ct;
+        cases.push_back({"compare", {from_bytes(t, {n}, x), from_bytes(t, {n}, y)}, {DType::kI1, {n}}, std::move(a),
+                         std::move(extra), 0, {}});
       }
     // select: scalar and full predicates; clamp: scalar and full bounds
     {
@@ -408,7 +409,7 @@ std::vector<Case>& oracle_cases() {
       man << "c" << i << " " << c.op << " " << dtype_name(c.out.dtype) << " " << num_elements(c.out.shape) << " ";
       for (size_t k = 0; k < c.inputs.size(); ++k) {
         man << (k ? "," : "") << dtype_name(c.inputs[k].dtype());
-        std::ofstream f(dir / ("c" + std::to_string(i) + "_" + std::to_string(k) + ".bin"), std::ios::binary);
+        std::ofstream f(dir / std::string("c").append(std::to_string(i) + "_" + std::to_string(k) + ".bin"), std::ios::binary);
         f.write(static_cast<const char*>(c.inputs[k].raw()), std::streamsize(c.inputs[k].nbytes()));
       }
       man << " " << c.extra << "\n";
@@ -422,7 +423,7 @@ std::vector<Case>& oracle_cases() {
       return cs;
     }
     for (size_t i = 0; i < cs.size(); ++i) {
-      std::ifstream f(dir / ("c" + std::to_string(i) + ".out"), std::ios::binary);
+      std::ifstream f(dir / std::string("c").append(std::to_string(i) + ".out"), std::ios::binary);
       cs[i].expected.assign(std::istreambuf_iterator<char>(f), {});
     }
     fs::remove_all(dir);
@@ -698,7 +699,7 @@ TEST(Elementwise, VectorExpAndLogisticUlpOverAllFloats) {
     kernels::logistic_f32(&v, &z, 1);
     EXPECT_LE(ulps(y, std::exp(double(v))), 1) << "exp(" << v << ") = " << y;
     EXPECT_LE(ulps(z, 1.0 / (1.0 + std::exp(-double(v)))), 2) << "logistic(" << v << ") = " << z;
-    if (std::isinf(std::exp(v)) || std::exp(v) == 0.f) EXPECT_EQ(y, std::exp(v)) << v;
+    if (std::isinf(std::exp(v)) || std::exp(v) == 0.f) { EXPECT_EQ(y, std::exp(v)) << v; }
   }
 
   // Op kernel on an odd-length f32 and bf16 tensor: every element equals the array kernel's.

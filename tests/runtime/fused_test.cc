@@ -225,7 +225,8 @@ TEST(Fused, FusibilityAndErrors) {
   ValueId cmp = c.op("stablehlo.compare", {f, f}, DType::kI1,
                      {{"comparison_direction", Attr::enumeration("comparison_direction", "LT")}});
   ValueId splat = c.splat(DType::kF32, 2.0f);
-  shlo::DenseElements varied{{DType::kF32, {4}}, std::vector<uint8_t>(16)};
+  shlo::DenseElements varied{{DType::kF32, {4}}, {}};
+  varied.bytes.resize(16);
   varied.bytes[5] = 1;
   ValueId nonsplat = c.op("stablehlo.constant", {}, DType::kF32, {{"value", Attr::dense_elements(varied)}});
   (void)ok_add, (void)int_add, (void)to_int, (void)cmp, (void)splat, (void)nonsplat;

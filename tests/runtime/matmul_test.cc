@@ -272,7 +272,7 @@ TEST(NativeDotGeneral, WeightTimesActivationsPackedAndUnpacked) {
     std::vector<double> want, mag;
     reference(1, 6, n, k, bt, a, w, want, mag);
     for (bool pack : {false, true}) {
-      if (pack) ASSERT_TRUE((*kernel)->set_constant_input(1, wt).ok());
+      if (pack) { ASSERT_TRUE((*kernel)->set_constant_input(1, wt).ok()); }
       Tensor out = Tensor::zeros(DType::kF32, {2, 3, n});
       ASSERT_TRUE((*kernel)->run({&at, &wt}, {&out}).ok());
       std::vector<uint8_t> c(out.nbytes());

@@ -108,7 +108,8 @@ TEST(ShapeOps, Constant) {
     shlo::DenseElements d{{t, {2, 3}}, std::vector<uint8_t>(elem(v, 0), elem(v, 6))};
     expect_same(run("stablehlo.constant", {}, {t, {2, 3}}, {{"value", Attr::dense_elements(d)}}), v, "constant");
   }
-  shlo::DenseElements wrong{{DType::kF32, {2}}, std::vector<uint8_t>(8)};
+  shlo::DenseElements wrong{{DType::kF32, {2}}, {}};
+  wrong.bytes.resize(8);
   auto r = compile("stablehlo.constant", {}, {DType::kF32, {3}}, {{"value", Attr::dense_elements(wrong)}});
   EXPECT_EQ(r->kernel.status().kind(), ErrorKind::kInvalidArgument);
   auto missing = compile("stablehlo.constant", {}, {DType::kF32, {3}}, {});

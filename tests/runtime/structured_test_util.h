@@ -158,9 +158,10 @@ inline Result<Tensor> numpy_eval(const std::vector<Tensor>& inputs, const std::s
   std::filesystem::create_directories(dir);
   std::string py = "import numpy as np\n";
   for (size_t i = 0; i < inputs.size(); ++i) {
-    std::string p = (dir / ("a" + std::to_string(i) + ".npy")).string();
+    std::string p = (dir / std::string("a").append(std::to_string(i) + ".npy")).string();
     HLX_RETURN_IF_ERROR(write_npy(p, inputs[i]));
-    py += "a" + std::to_string(i) + " = np.load('" + p + "')\n";
+    py += "a";
+    py += std::to_string(i) + " = np.load('" + p + "')\n";
   }
   py += script + "\nnp.save('" + (dir / "out.npy").string() + "', np.ascontiguousarray(out))\n";
   std::ofstream((dir / "s.py").string()) << py;

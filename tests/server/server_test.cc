@@ -232,7 +232,7 @@ TEST(ChatRequest, TemplateKwargsCannotReplaceReservedVariables) {
   bad["chat_template_kwargs"] = json{{"not a name", 1}};
   EXPECT_EQ(parse_chat_request(bad, cr).code, "invalid_value");
   bad["chat_template_kwargs"] = json::object();
-  for (int i = 0; i < 33; ++i) bad["chat_template_kwargs"]["k" + std::to_string(i)] = i;
+  for (int i = 0; i < 33; ++i) bad["chat_template_kwargs"][std::string("k").append(std::to_string(i))] = i;
   EXPECT_EQ(parse_chat_request(bad, cr).code, "invalid_value");
   bad["chat_template_kwargs"] = json{{"big", std::string(70000, 'x')}};
   EXPECT_EQ(parse_chat_request(bad, cr).code, "invalid_value");

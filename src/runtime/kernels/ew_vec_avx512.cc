@@ -1,12 +1,14 @@
 // AVX-512 bodies of ew_vec.h (compiled with HLX_AVX512_FLAGS). Full vectors use plain loads and
 // stores; tails use masked ones. Every lane's arithmetic is the same either way, so an element's
 // result does not depend on where it sits in the array.
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include "runtime/kernels/ew_vec.h"
 
 // The scalar definitions round after every operation; keep GCC from fusing a multiply and an add.
+#ifndef __clang__  // clang does not know this pragma (and ignored it)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace hlx::kernels::internal {
 namespace {

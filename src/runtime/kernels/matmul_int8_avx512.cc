@@ -3,7 +3,7 @@
 // only when cpu_features().avx512vnni. Weights are widened
 // with vpmovsxbw (32 bytes -> 16 columns of (k, k+1) int16 pairs) and multiplied with broadcast
 // activation pairs by vpdpwssd into int32 sums, one exact chunk of k-pairs at a time.
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <algorithm>
 #include <limits>

@@ -1,6 +1,6 @@
 #include "runtime/kernels/membw.h"
 
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <algorithm>
 #include <atomic>

@@ -10,7 +10,9 @@
 
 // Each product is rounded before it is added, as in the portable loop (no FMA contraction; GCC
 // contracts across statements unless told not to, clang only within one expression).
+#ifndef __clang__  // clang does not know this pragma (and ignored it)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace hlx::kernels::internal {
 namespace {

@@ -1,11 +1,13 @@
 // AVX-512 bodies of the hlx.rotary head rotation (rotary.cc), compiled with HLX_AVX512_FLAGS. The
 // arithmetic is the portable loop's: y = a*c - b*s and b*c + a*s with each product rounded.
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <cstdint>
 
 // Products are rounded before the add/subtract, as in the portable loop (no FMA contraction).
+#ifndef __clang__  // clang does not know this pragma (and ignored it)
 #pragma GCC optimize("fp-contract=off")
+#endif
 
 namespace hlx::kernels::internal {
 namespace {

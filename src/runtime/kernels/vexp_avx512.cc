@@ -1,7 +1,7 @@
 // AVX-512 bodies of vexp.h (compiled with HLX_AVX512_FLAGS, called only when cpu_features().avx512f).
 // Tails use masked loads/stores, so every element goes through exactly the same instructions
 // whatever its position in the array (a fused tile and a one-op chunk give the same bits).
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include "runtime/kernels/exp_nonpos16_avx512.h"
 #include "runtime/kernels/vexp.h"
