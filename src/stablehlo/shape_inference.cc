@@ -95,101 +95,99 @@ DotDims DotDims::matmul(int64_t lhs_rank, int64_t rhs_rank, int64_t batch) {
   return d;
 }
 
-Result<DotDims> dot_dims_from_attr(const Attr& a) {
-  HLX_RETURN_IF_ERROR(check_struct(a, "dot"));
-  DotDims d;
-  HLX_ASSIGN_OR_RETURN(d.lhs_batching, field_dims(a, "lhs_batching_dimensions", "dot"));
-  HLX_ASSIGN_OR_RETURN(d.rhs_batching, field_dims(a, "rhs_batching_dimensions", "dot"));
-  HLX_ASSIGN_OR_RETURN(d.lhs_contracting, field_dims(a, "lhs_contracting_dimensions", "dot"));
-  HLX_ASSIGN_OR_RETURN(d.rhs_contracting, field_dims(a, "rhs_contracting_dimensions", "dot"));
+namespace {
+
+// Each struct's fields are listed once, in a visitor that serves both directions: FieldReader
+// fills the struct from an attribute, FieldWriter builds the attribute from the struct. `dflt`
+// is the value an omitted integer field takes (none: the field is required, and always written);
+// empty lists are omitted unless `keep_empty` (conv's spatial lists are printed even when empty).
+struct FieldReader {
+  const Attr& attr;
+  std::string_view sname;
+  Status status = ok_status();
+  void list(const char* key, Dims& out, bool /*keep_empty*/ = false) {
+    if (!status.ok()) return;
+    Result<Dims> r = field_dims(attr, key, sname);
+    if (r.ok()) out = std::move(*r); else status = r.status();
+  }
+  void one(const char* key, int64_t& out, std::optional<int64_t> dflt) {
+    if (!status.ok()) return;
+    Result<int64_t> r = field_int(attr, key, sname, dflt);
+    if (r.ok()) out = *r; else status = r.status();
+  }
+};
+struct FieldWriter {
+  AttrDict fields;
+  void list(const char* key, const Dims& v, bool keep_empty = false) { put_dims(fields, key, v, keep_empty); }
+  void one(const char* key, int64_t v, std::optional<int64_t> dflt) {
+    if (!dflt || v != *dflt) fields.push_back({key, Attr::integer(v)});
+  }
+};
+
+template <class T, class Fields>
+Result<T> read_struct(const Attr& a, std::string_view sname, Fields fields) {
+  HLX_RETURN_IF_ERROR(check_struct(a, sname));
+  T d;
+  FieldReader r{a, sname};
+  fields(r, d);
+  if (!r.status.ok()) return r.status;
   return d;
 }
-Attr to_attr(const DotDims& d) {
-  AttrDict f;
-  put_dims(f, "lhs_batching_dimensions", d.lhs_batching);
-  put_dims(f, "rhs_batching_dimensions", d.rhs_batching);
-  put_dims(f, "lhs_contracting_dimensions", d.lhs_contracting);
-  put_dims(f, "rhs_contracting_dimensions", d.rhs_contracting);
-  return Attr::structure("dot", std::move(f));
+template <class T, class Fields>
+Attr write_struct(const T& d, const char* sname, Fields fields) {
+  FieldWriter w;
+  fields(w, d);
+  return Attr::structure(sname, std::move(w.fields));
 }
 
+const auto kDotFields = [](auto& v, auto& d) {
+  v.list("lhs_batching_dimensions", d.lhs_batching);
+  v.list("rhs_batching_dimensions", d.rhs_batching);
+  v.list("lhs_contracting_dimensions", d.lhs_contracting);
+  v.list("rhs_contracting_dimensions", d.rhs_contracting);
+};
+const auto kGatherFields = [](auto& v, auto& d) {
+  v.list("offset_dims", d.offset_dims);
+  v.list("collapsed_slice_dims", d.collapsed_slice_dims);
+  v.list("operand_batching_dims", d.operand_batching_dims);
+  v.list("start_indices_batching_dims", d.start_indices_batching_dims);
+  v.list("start_index_map", d.start_index_map);
+  v.one("index_vector_dim", d.index_vector_dim, 0);
+};
+const auto kScatterFields = [](auto& v, auto& d) {
+  v.list("update_window_dims", d.update_window_dims);
+  v.list("inserted_window_dims", d.inserted_window_dims);
+  v.list("input_batching_dims", d.input_batching_dims);
+  v.list("scatter_indices_batching_dims", d.scatter_indices_batching_dims);
+  v.list("scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims);
+  v.one("index_vector_dim", d.index_vector_dim, 0);
+};
+const auto kConvFields = [](auto& v, auto& d) {
+  v.one("input_batch_dimension", d.input_batch, std::nullopt);
+  v.one("input_feature_dimension", d.input_feature, std::nullopt);
+  v.list("input_spatial_dimensions", d.input_spatial, true);
+  v.one("kernel_input_feature_dimension", d.kernel_input_feature, std::nullopt);
+  v.one("kernel_output_feature_dimension", d.kernel_output_feature, std::nullopt);
+  v.list("kernel_spatial_dimensions", d.kernel_spatial, true);
+  v.one("output_batch_dimension", d.output_batch, std::nullopt);
+  v.one("output_feature_dimension", d.output_feature, std::nullopt);
+  v.list("output_spatial_dimensions", d.output_spatial, true);
+};
+
+}  // namespace
+
+Result<DotDims> dot_dims_from_attr(const Attr& a) { return read_struct<DotDims>(a, "dot", kDotFields); }
+Attr to_attr(const DotDims& d) { return write_struct(d, "dot", kDotFields); }
 Result<GatherDims> gather_dims_from_attr(const Attr& a) {
-  HLX_RETURN_IF_ERROR(check_struct(a, "gather"));
-  GatherDims d;
-  HLX_ASSIGN_OR_RETURN(d.offset_dims, field_dims(a, "offset_dims", "gather"));
-  HLX_ASSIGN_OR_RETURN(d.collapsed_slice_dims, field_dims(a, "collapsed_slice_dims", "gather"));
-  HLX_ASSIGN_OR_RETURN(d.operand_batching_dims, field_dims(a, "operand_batching_dims", "gather"));
-  HLX_ASSIGN_OR_RETURN(d.start_indices_batching_dims,
-                       field_dims(a, "start_indices_batching_dims", "gather"));
-  HLX_ASSIGN_OR_RETURN(d.start_index_map, field_dims(a, "start_index_map", "gather"));
-  HLX_ASSIGN_OR_RETURN(d.index_vector_dim, field_int(a, "index_vector_dim", "gather", 0));
-  return d;
+  return read_struct<GatherDims>(a, "gather", kGatherFields);
 }
-Attr to_attr(const GatherDims& d) {
-  AttrDict f;
-  put_dims(f, "offset_dims", d.offset_dims);
-  put_dims(f, "collapsed_slice_dims", d.collapsed_slice_dims);
-  put_dims(f, "operand_batching_dims", d.operand_batching_dims);
-  put_dims(f, "start_indices_batching_dims", d.start_indices_batching_dims);
-  put_dims(f, "start_index_map", d.start_index_map);
-  if (d.index_vector_dim != 0) f.push_back({"index_vector_dim", Attr::integer(d.index_vector_dim)});
-  return Attr::structure("gather", std::move(f));
-}
-
+Attr to_attr(const GatherDims& d) { return write_struct(d, "gather", kGatherFields); }
 Result<ScatterDims> scatter_dims_from_attr(const Attr& a) {
-  HLX_RETURN_IF_ERROR(check_struct(a, "scatter"));
-  ScatterDims d;
-  HLX_ASSIGN_OR_RETURN(d.update_window_dims, field_dims(a, "update_window_dims", "scatter"));
-  HLX_ASSIGN_OR_RETURN(d.inserted_window_dims, field_dims(a, "inserted_window_dims", "scatter"));
-  HLX_ASSIGN_OR_RETURN(d.input_batching_dims, field_dims(a, "input_batching_dims", "scatter"));
-  HLX_ASSIGN_OR_RETURN(d.scatter_indices_batching_dims,
-                       field_dims(a, "scatter_indices_batching_dims", "scatter"));
-  HLX_ASSIGN_OR_RETURN(d.scatter_dims_to_operand_dims,
-                       field_dims(a, "scatter_dims_to_operand_dims", "scatter"));
-  HLX_ASSIGN_OR_RETURN(d.index_vector_dim, field_int(a, "index_vector_dim", "scatter", 0));
-  return d;
+  return read_struct<ScatterDims>(a, "scatter", kScatterFields);
 }
-Attr to_attr(const ScatterDims& d) {
-  AttrDict f;
-  put_dims(f, "update_window_dims", d.update_window_dims);
-  put_dims(f, "inserted_window_dims", d.inserted_window_dims);
-  put_dims(f, "input_batching_dims", d.input_batching_dims);
-  put_dims(f, "scatter_indices_batching_dims", d.scatter_indices_batching_dims);
-  put_dims(f, "scatter_dims_to_operand_dims", d.scatter_dims_to_operand_dims);
-  if (d.index_vector_dim != 0) f.push_back({"index_vector_dim", Attr::integer(d.index_vector_dim)});
-  return Attr::structure("scatter", std::move(f));
-}
-
-Result<ConvDims> conv_dims_from_attr(const Attr& a) {
-  HLX_RETURN_IF_ERROR(check_struct(a, "conv"));
-  ConvDims d;
-  HLX_ASSIGN_OR_RETURN(d.input_batch, field_int(a, "input_batch_dimension", "conv", std::nullopt));
-  HLX_ASSIGN_OR_RETURN(d.input_feature, field_int(a, "input_feature_dimension", "conv", std::nullopt));
-  HLX_ASSIGN_OR_RETURN(d.input_spatial, field_dims(a, "input_spatial_dimensions", "conv"));
-  HLX_ASSIGN_OR_RETURN(d.kernel_input_feature,
-                       field_int(a, "kernel_input_feature_dimension", "conv", std::nullopt));
-  HLX_ASSIGN_OR_RETURN(d.kernel_output_feature,
-                       field_int(a, "kernel_output_feature_dimension", "conv", std::nullopt));
-  HLX_ASSIGN_OR_RETURN(d.kernel_spatial, field_dims(a, "kernel_spatial_dimensions", "conv"));
-  HLX_ASSIGN_OR_RETURN(d.output_batch, field_int(a, "output_batch_dimension", "conv", std::nullopt));
-  HLX_ASSIGN_OR_RETURN(d.output_feature,
-                       field_int(a, "output_feature_dimension", "conv", std::nullopt));
-  HLX_ASSIGN_OR_RETURN(d.output_spatial, field_dims(a, "output_spatial_dimensions", "conv"));
-  return d;
-}
-Attr to_attr(const ConvDims& d) {
-  AttrDict f;
-  f.push_back({"input_batch_dimension", Attr::integer(d.input_batch)});
-  f.push_back({"input_feature_dimension", Attr::integer(d.input_feature)});
-  put_dims(f, "input_spatial_dimensions", d.input_spatial, true);
-  f.push_back({"kernel_input_feature_dimension", Attr::integer(d.kernel_input_feature)});
-  f.push_back({"kernel_output_feature_dimension", Attr::integer(d.kernel_output_feature)});
-  put_dims(f, "kernel_spatial_dimensions", d.kernel_spatial, true);
-  f.push_back({"output_batch_dimension", Attr::integer(d.output_batch)});
-  f.push_back({"output_feature_dimension", Attr::integer(d.output_feature)});
-  put_dims(f, "output_spatial_dimensions", d.output_spatial, true);
-  return Attr::structure("conv", std::move(f));
-}
+Attr to_attr(const ScatterDims& d) { return write_struct(d, "scatter", kScatterFields); }
+Result<ConvDims> conv_dims_from_attr(const Attr& a) { return read_struct<ConvDims>(a, "conv", kConvFields); }
+Attr to_attr(const ConvDims& d) { return write_struct(d, "conv", kConvFields); }
 
 Result<ConvWindow> conv_window_from_attrs(const AttrDict& attrs) {
   ConvWindow w;

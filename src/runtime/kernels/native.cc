@@ -17,6 +17,7 @@
 #include "runtime/kernels/norms.h"
 #include "runtime/kernels/rotary.h"
 #include "runtime/op_kernel.h"
+#include "stablehlo/shape_inference.h"
 
 namespace hlx::rt {
 namespace {
@@ -43,11 +44,6 @@ Status invalid(const std::string& what, const shlo::Op& op, const shlo::Function
 }
 
 // ---------------------------------------------------------------- dot_general
-
-std::vector<int64_t> dims_field(const Attr& s, std::string_view name) {
-  const Attr* f = s.find(name);
-  return f ? f->ints : std::vector<int64_t>{};
-}
 
 bool is_prefix_iota(const std::vector<int64_t>& v) {
   for (size_t i = 0; i < v.size(); ++i)
@@ -168,11 +164,12 @@ Result<std::unique_ptr<OpKernel>> make_dot(const shlo::Op& op, const shlo::Funct
   auto in_ok = [](DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; };
   if (!in_ok(lt.dtype) || !in_ok(rt.dtype) || (ot.dtype != DType::kF32 && ot.dtype != DType::kBF16))
     return unsupported(op, fn, "element types");
-  const Attr* dn = op.attr("dot_dimension_numbers");
-  if (!dn || (dn->kind != Attr::Kind::kStruct && dn->kind != Attr::Kind::kDict))
-    return unsupported(op, fn, "no dot_dimension_numbers");
-  auto lb = dims_field(*dn, "lhs_batching_dimensions"), rb = dims_field(*dn, "rhs_batching_dimensions");
-  auto lc = dims_field(*dn, "lhs_contracting_dimensions"), rc = dims_field(*dn, "rhs_contracting_dimensions");
+  const Attr* attr = op.attr("dot_dimension_numbers");
+  if (!attr) return unsupported(op, fn, "no dot_dimension_numbers");
+  Result<shlo::DotDims> dn = shlo::dot_dims_from_attr(*attr);
+  if (!dn.ok()) return unsupported(op, fn, dn.status().message());
+  const auto &lb = dn->lhs_batching, &rb = dn->rhs_batching;
+  const auto &lc = dn->lhs_contracting, &rc = dn->rhs_contracting;
   const int64_t nb = int64_t(lb.size());
   // Batch dims leading on both sides, one contracting dim: last of lhs, and one of the last two of rhs.
   if (!is_prefix_iota(lb) || rb != lb || lc.size() != 1 || rc.size() != 1)

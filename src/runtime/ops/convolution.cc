@@ -97,17 +97,12 @@ class Convolution : public OpKernel {
 
 Result<std::unique_ptr<OpKernel>> make_convolution(const shlo::Op& op, const shlo::Function& fn) {
   if (op.operands.size() != 2 || op.results.size() != 1) return invalid(op, fn, "expects 2 operands, 1 result");
-  const char* A = "dimension_numbers";
+  HLX_ASSIGN_OR_RETURN(shlo::ConvDims dn,
+                       dimension_numbers(op, "dimension_numbers", shlo::conv_dims_from_attr));
   ConvPlan p;
-  HLX_ASSIGN_OR_RETURN(p.ib, struct_int(op, A, "input_batch_dimension", -1));
-  HLX_ASSIGN_OR_RETURN(p.ifd, struct_int(op, A, "input_feature_dimension", -1));
-  HLX_ASSIGN_OR_RETURN(p.is, struct_ints(op, A, "input_spatial_dimensions"));
-  HLX_ASSIGN_OR_RETURN(p.kif, struct_int(op, A, "kernel_input_feature_dimension", -1));
-  HLX_ASSIGN_OR_RETURN(p.kof, struct_int(op, A, "kernel_output_feature_dimension", -1));
-  HLX_ASSIGN_OR_RETURN(p.ks, struct_ints(op, A, "kernel_spatial_dimensions"));
-  HLX_ASSIGN_OR_RETURN(p.ob, struct_int(op, A, "output_batch_dimension", -1));
-  HLX_ASSIGN_OR_RETURN(p.of, struct_int(op, A, "output_feature_dimension", -1));
-  HLX_ASSIGN_OR_RETURN(p.os, struct_ints(op, A, "output_spatial_dimensions"));
+  p.ib = dn.input_batch, p.ifd = dn.input_feature, p.is = dn.input_spatial;
+  p.kif = dn.kernel_input_feature, p.kof = dn.kernel_output_feature, p.ks = dn.kernel_spatial;
+  p.ob = dn.output_batch, p.of = dn.output_feature, p.os = dn.output_spatial;
   HLX_ASSIGN_OR_RETURN(p.fgc, int_attr(op, "feature_group_count", 1));
   HLX_ASSIGN_OR_RETURN(p.bgc, int_attr(op, "batch_group_count", 1));
   const auto& xt = fn.type_of(op.operands[0]);

@@ -104,11 +104,10 @@ Status check_dims(const shlo::Op& op, const shlo::Function& fn, const char* what
 
 Result<std::unique_ptr<OpKernel>> make_dot_general(const shlo::Op& op, const shlo::Function& fn) {
   if (op.operands.size() != 2 || op.results.size() != 1) return invalid(op, fn, "expects 2 operands, 1 result");
-  const char* A = "dot_dimension_numbers";
-  HLX_ASSIGN_OR_RETURN(auto lb, struct_ints(op, A, "lhs_batching_dimensions"));
-  HLX_ASSIGN_OR_RETURN(auto rb, struct_ints(op, A, "rhs_batching_dimensions"));
-  HLX_ASSIGN_OR_RETURN(auto lc, struct_ints(op, A, "lhs_contracting_dimensions"));
-  HLX_ASSIGN_OR_RETURN(auto rc, struct_ints(op, A, "rhs_contracting_dimensions"));
+  HLX_ASSIGN_OR_RETURN(shlo::DotDims dn,
+                       dimension_numbers(op, "dot_dimension_numbers", shlo::dot_dims_from_attr));
+  const auto &lb = dn.lhs_batching, &rb = dn.rhs_batching;
+  const auto &lc = dn.lhs_contracting, &rc = dn.rhs_contracting;
   const auto& lt = fn.type_of(op.operands[0]);
   const auto& rt = fn.type_of(op.operands[1]);
   const auto& ot = fn.type_of(op.results[0]);

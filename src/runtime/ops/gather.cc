@@ -97,13 +97,12 @@ bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.beg
 
 Result<std::unique_ptr<OpKernel>> make_gather(const shlo::Op& op, const shlo::Function& fn) {
   if (op.operands.size() != 2 || op.results.size() != 1) return invalid(op, fn, "expects 2 operands, 1 result");
-  const char* A = "dimension_numbers";
-  HLX_ASSIGN_OR_RETURN(auto offset_dims, struct_ints(op, A, "offset_dims"));
-  HLX_ASSIGN_OR_RETURN(auto collapsed, struct_ints(op, A, "collapsed_slice_dims"));
-  HLX_ASSIGN_OR_RETURN(auto op_batch, struct_ints(op, A, "operand_batching_dims"));
-  HLX_ASSIGN_OR_RETURN(auto si_batch, struct_ints(op, A, "start_indices_batching_dims"));
-  HLX_ASSIGN_OR_RETURN(auto sim, struct_ints(op, A, "start_index_map"));
-  HLX_ASSIGN_OR_RETURN(int64_t ivd, struct_int(op, A, "index_vector_dim", 0));
+  HLX_ASSIGN_OR_RETURN(shlo::GatherDims dn,
+                       dimension_numbers(op, "dimension_numbers", shlo::gather_dims_from_attr));
+  const auto &offset_dims = dn.offset_dims, &collapsed = dn.collapsed_slice_dims;
+  const auto &op_batch = dn.operand_batching_dims, &si_batch = dn.start_indices_batching_dims;
+  const auto& sim = dn.start_index_map;
+  const int64_t ivd = dn.index_vector_dim;
   HLX_ASSIGN_OR_RETURN(auto slice_sizes, i64_array_attr(op, "slice_sizes", true));
   const auto& ot = fn.type_of(op.operands[0]);
   const auto& st = fn.type_of(op.operands[1]);

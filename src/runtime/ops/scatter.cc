@@ -174,13 +174,12 @@ Result<std::unique_ptr<OpKernel>> make_scatter(const shlo::Op& op, const shlo::F
   size_t n = op.results.size();
   if (n == 0 || op.operands.size() != 2 * n + 1) return invalid(op, fn, "expects N inputs, indices, N updates");
   if (op.regions.size() != 1) return invalid(op, fn, "expects one update_computation region");
-  const char* A = "scatter_dimension_numbers";
-  HLX_ASSIGN_OR_RETURN(auto uwd, struct_ints(op, A, "update_window_dims"));
-  HLX_ASSIGN_OR_RETURN(auto iwd, struct_ints(op, A, "inserted_window_dims"));
-  HLX_ASSIGN_OR_RETURN(auto ibd, struct_ints(op, A, "input_batching_dims"));
-  HLX_ASSIGN_OR_RETURN(auto sibd, struct_ints(op, A, "scatter_indices_batching_dims"));
-  HLX_ASSIGN_OR_RETURN(auto sd2od, struct_ints(op, A, "scatter_dims_to_operand_dims"));
-  HLX_ASSIGN_OR_RETURN(int64_t ivd, struct_int(op, A, "index_vector_dim", 0));
+  HLX_ASSIGN_OR_RETURN(shlo::ScatterDims dn,
+                       dimension_numbers(op, "scatter_dimension_numbers", shlo::scatter_dims_from_attr));
+  const auto &uwd = dn.update_window_dims, &iwd = dn.inserted_window_dims;
+  const auto &ibd = dn.input_batching_dims, &sibd = dn.scatter_indices_batching_dims;
+  const auto& sd2od = dn.scatter_dims_to_operand_dims;
+  const int64_t ivd = dn.index_vector_dim;
   ScatterPlan p;
   p.n = int(n);
   const auto& ot = fn.type_of(op.operands[0]);

@@ -40,30 +40,6 @@ Result<int64_t> int_attr(const shlo::Op& op, std::string_view name, int64_t fall
   return make_error(ErrorKind::kInvalidArgument, op.name, ": attribute '", name, "' is not an integer");
 }
 
-static Result<const Attr*> struct_field(const shlo::Op& op, std::string_view attr_name,
-                                        std::string_view field) {
-  const Attr* s = op.attr(attr_name);
-  if (!s) return make_error(ErrorKind::kInvalidArgument, op.name, ": missing attribute '", attr_name, "'");
-  if (s->kind != Attr::Kind::kStruct && s->kind != Attr::Kind::kDict)
-    return make_error(ErrorKind::kInvalidArgument, op.name, ": attribute '", attr_name, "' is not a struct");
-  return s->find(field);
-}
-
-Result<std::vector<int64_t>> struct_ints(const shlo::Op& op, std::string_view attr_name,
-                                         std::string_view field) {
-  HLX_ASSIGN_OR_RETURN(const Attr* f, struct_field(op, attr_name, field));
-  return ints_or_empty(f);
-}
-
-Result<int64_t> struct_int(const shlo::Op& op, std::string_view attr_name, std::string_view field,
-                           int64_t fallback) {
-  HLX_ASSIGN_OR_RETURN(const Attr* f, struct_field(op, attr_name, field));
-  if (!f) return fallback;
-  if (f->kind == Attr::Kind::kInt) return f->i;
-  if (f->kind == Attr::Kind::kI64Array && f->ints.size() == 1) return f->ints[0];
-  return make_error(ErrorKind::kInvalidArgument, op.name, ": ", attr_name, ".", field, " is not an integer");
-}
-
 std::string op_signature(const shlo::Op& op, const shlo::Function& fn) {
   std::string s = op.name + "(";
   for (size_t i = 0; i < op.operands.size(); ++i) {

@@ -15,6 +15,7 @@
 #include "core/tensor.h"
 #include "runtime/op_kernel.h"
 #include "stablehlo/ir.h"
+#include "stablehlo/shape_inference.h"
 
 namespace hlx::rt::structured {
 
@@ -71,11 +72,16 @@ inline void store_i64(void* p, DType t, int64_t i, int64_t v) {
 std::vector<int64_t> ints_or_empty(const shlo::Attr* a);
 Result<std::vector<int64_t>> i64_array_attr(const shlo::Op& op, std::string_view name, bool required);
 Result<int64_t> int_attr(const shlo::Op& op, std::string_view name, int64_t fallback);
-// Field `field` of the struct attribute `attr_name` (kI64Array -> ints; kInt -> one value).
-Result<std::vector<int64_t>> struct_ints(const shlo::Op& op, std::string_view attr_name,
-                                         std::string_view field);
-Result<int64_t> struct_int(const shlo::Op& op, std::string_view attr_name, std::string_view field,
-                           int64_t fallback);
+// The op's dimension-number attribute `attr_name`, decoded by the verifier's own decoder
+// (stablehlo/shape_inference.h: shlo::dot_dims_from_attr and its siblings), so each field list
+// is written once in the tree.
+template <class T>
+Result<T> dimension_numbers(const shlo::Op& op, std::string_view attr_name,
+                            Result<T> (*decode)(const shlo::Attr&)) {
+  const shlo::Attr* a = op.attr(attr_name);
+  if (!a) return make_error(ErrorKind::kInvalidArgument, op.name, ": missing attribute '", attr_name, "'");
+  return decode(*a);
+}
 
 // "stablehlo.reduce(f32[4x5], f32[])" for error messages.
 std::string op_signature(const shlo::Op& op, const shlo::Function& fn);
