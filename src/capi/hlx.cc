@@ -459,8 +459,7 @@ static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char*
 static hlx_status_t submit_image(const char* fn, hlx_model_t* model, const char* text, hlx::mm::Image image,
                                  const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
   if (!model->vision)
-    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the model at '", model->dir,
-                "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
+    return fail(hlx::engine::text_only_model_error(fn, model->dir));
   if (!model->tokenizer)
     return fail(HLX_STATUS_NOT_FOUND, fn, ": the model at '", model->dir,
                 "' was loaded without a tokenizer (no tokenizer.json); image prompts are text");
@@ -487,8 +486,7 @@ hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const 
     if (!bytes) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: bytes is NULL");
     if (byte_count == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: byte_count is 0");
     if (!model->vision)  // before decoding: the image cannot be used anyway
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_bytes: the model at '", model->dir,
-                  "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
+      return fail(hlx::engine::text_only_model_error("hlx_submit_image_bytes", model->dir));
     auto image = hlx::mm::decode_image(std::string_view(reinterpret_cast<const char*>(bytes), byte_count), {},
                                        "hlx_submit_image_bytes");
     if (!image.ok()) return fail(image.status());
@@ -510,8 +508,7 @@ hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const
     if (channels != 3)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: channels ", channels, " (expected 3, RGB)");
     if (!model->vision)
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: the model at '", model->dir,
-                  "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
+      return fail(hlx::engine::text_only_model_error("hlx_submit_image_pixels", model->dir));
     if (width * height > hlx::mm::DecodeOptions{}.max_pixels)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height, " = ", width * height,
                   " pixels is above the limit of ", hlx::mm::DecodeOptions{}.max_pixels);

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "core/clock.h"
 #include "engine/sampling.h"
 #include "engine/text_model.h"
 #include "models/text_spec.h"
@@ -31,10 +32,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 using json = nlohmann::ordered_json;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 struct BenchArgs {
   std::string model;

@@ -34,10 +34,7 @@ Status run_chat(const ChatArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
   std::unique_ptr<engine::VisionModel> vision;
   if (!images.empty()) {
-    HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
-    if (!vl)
-      return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
-                        "' is a text-only model (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
+    HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
     HLX_ASSIGN_OR_RETURN(vision, load_vision_with_progress(a.model, a.flags.threads, tokenizer));
   }
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));

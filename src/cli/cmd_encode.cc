@@ -10,6 +10,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "core/clock.h"
 #include "io/checkpoint.h"
 #include "io/file.h"
 #include "io/hf_config.h"
@@ -28,10 +29,6 @@ struct EncodeArgs {
   int threads = 0;
   int repeat = 1;
 };
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 Status run_encode(const EncodeArgs& a) {
   if (a.image.empty() == a.pixels.empty())

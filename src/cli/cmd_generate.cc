@@ -160,12 +160,7 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
   if (text_sources + int(!a.tokens.empty()) != 1)
     return make_error(ErrorKind::kInvalidArgument, "generate: give exactly one of -p TEXT, --file F, --tokens IDS");
   if (a.n < 0) return make_error(ErrorKind::kInvalidArgument, "-n ", a.n, " is negative");
-  if (!a.images.empty()) {
-    HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
-    if (!vl)
-      return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
-                        "' is a text-only model (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
-  }
+  if (!a.images.empty()) HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
     if (a.gen.temperature != 0.f || !a.gen.stop.empty() || !a.gen.logit_bias.empty())

@@ -32,10 +32,7 @@ struct LogitsArgs {
 // The prefill logits are the row the first generated token is chosen from.
 Status run_image_logits(const LogitsArgs& a, const std::vector<int64_t>& prompt, engine::TextModelOptions o) {
   if (a.all) return make_error(ErrorKind::kUnsupported, "--all with --image: only the last row's logits are available");
-  HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(a.model));
-  if (!vl)
-    return make_error(ErrorKind::kInvalidArgument, "--image: '", a.model,
-                      "' is a text-only model (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
+  HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
   HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));

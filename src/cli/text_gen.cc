@@ -12,6 +12,7 @@
 #include <mutex>
 #include <thread>
 
+#include "core/clock.h"
 #include "engine/multimodal_prompt.h"
 #include "engine/session.h"
 #include "io/hf_config.h"
@@ -21,10 +22,6 @@ namespace hlx::cli {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(Clock::now() - t0).count();
-}
 
 // Prints an elapsed-time spinner on stderr from a helper thread until stopped.
 class Spinner {
@@ -187,6 +184,11 @@ std::string summary_line(const TextGenResult& r) {
 Result<bool> is_vision_language_dir(const std::string& dir) {
   HLX_ASSIGN_OR_RETURN(int64_t id, engine::checkpoint_image_token_id(dir));
   return id >= 0;
+}
+
+Status require_vision_language_dir(const std::string& dir) {
+  HLX_ASSIGN_OR_RETURN(bool vl, is_vision_language_dir(dir));
+  return vl ? ok_status() : engine::text_only_model_error("--image", dir);
 }
 
 Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>& prompt) {

@@ -75,6 +75,8 @@ std::string summary_line(const TextGenResult& r);
 
 // True when DIR is a vision-language checkpoint hlx runs (llava, gemma3 with tower weights, qwen3_vl).
 Result<bool> is_vision_language_dir(const std::string& dir);
+// ok when `dir` is a vision-language checkpoint, else the typed "--image: ... text-only" error.
+Status require_vision_language_dir(const std::string& dir);
 // Without --image on a vision-language checkpoint, a prompt holding its image token id has no
 // image to put there (upstream refuses such inputs too): kInvalidArgument naming the count.
 Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>& prompt);

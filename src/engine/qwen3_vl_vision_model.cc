@@ -5,17 +5,12 @@
 #include <filesystem>
 #include <tuple>
 
+#include "core/clock.h"
 #include "engine/vision_model.h"
 #include "io/hf_config.h"
 #include "runtime/program.h"
 
 namespace hlx::engine {
-
-namespace {
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
-}  // namespace
 
 Qwen3VLVisionModel::~Qwen3VLVisionModel() = default;
 

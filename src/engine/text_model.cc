@@ -5,6 +5,7 @@
 #include <cstring>
 #include <filesystem>
 
+#include "core/clock.h"
 #include "engine/prefill_plan.h"
 #include "core/sha256.h"
 #include "io/hf_config.h"
@@ -20,10 +21,6 @@ using models::EntryRequest;
 using models::TextEntry;
 
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::string type_str(const shlo::TensorType& t) { return t.to_string(); }
 shlo::TensorType tt(DType d, Shape s) { return shlo::TensorType{d, std::move(s)}; }

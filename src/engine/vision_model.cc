@@ -3,6 +3,7 @@
 #include <chrono>
 #include <filesystem>
 
+#include "core/clock.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
 #include "models/qwen3_vl.h"
@@ -14,10 +15,6 @@
 namespace hlx::engine {
 
 namespace {
-
-double ms_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // LLaVA and Gemma3: one square input size, a constant token count per image, one compiled
 // vision_encode module with the tower and projector weights bound (memory-mapped, stored dtype).
@@ -122,6 +119,11 @@ Result<EncodedImage> FixedVisionModel::encode(const PreparedImage& image) {
 }  // namespace
 
 VisionModel::~VisionModel() = default;
+
+Status text_only_model_error(std::string_view context, std::string_view model_dir) {
+  return make_error(ErrorKind::kInvalidArgument, context, ": the model at '", model_dir,
+                    "' is text-only (not a llava, gemma3 or qwen3_vl vision-language checkpoint)");
+}
 
 Result<int64_t> checkpoint_image_token_id(const std::string& dir) {
   HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(dir));

@@ -114,6 +114,9 @@ class VisionModel {
 // The image token id of a vision-language checkpoint hlx runs (llava, gemma3 with tower weights,
 // qwen3_vl); -1 for a text model. Reads config.json (and the tensor names for gemma3).
 Result<int64_t> checkpoint_image_token_id(const std::string& model_dir);
+// The kInvalidArgument every front (CLI, C API) returns for images given to a text-only
+// checkpoint: "<context>: the model at '<dir>' is text-only (not a llava, ...)".
+Status text_only_model_error(std::string_view context, std::string_view model_dir);
 
 // The LLaVA / Gemma3 tower (one fixed square input size) loaded from `model_dir`.
 Result<std::unique_ptr<VisionModel>> load_fixed_vision_model(const std::string& model_dir,

@@ -14,14 +14,13 @@
 #include <ctime>
 #include <random>
 
+#include "core/clock.h"
 #include "core/sha256.h"
 
 namespace hlx::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-double ms_since(Clock::time_point t0) { return std::chrono::duration<double, std::milli>(Clock::now() - t0).count(); }
 
 int ms_left(Clock::time_point deadline) {
   auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
