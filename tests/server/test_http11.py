@@ -5,7 +5,7 @@ pipelining, `Connection: close`, HTTP/1.0 with and without keep-alive, the idle 
 per-connection request cap, `--keep-alive-timeout 0`, chunked request bodies (valid, split over
 many small writes, malformed sizes, over the body limit), `Expect: 100-continue` (chunked, and 413
 at once over the limit), a disconnect on a kept connection cancelling its stream, and SIGTERM
-closing idle kept connections at once. Answers on a kept connection are compared with the same
+closing idle kept connections at once; and a 2-client smoke run of bench/bench_serve.py. Answers on a kept connection are compared with the same
 request sent alone on a fresh connection through Python's http.client (the one-request path that
 tests/server/test_server.py checks against `hlx generate`). Skips (77) without the npm tokenizer.
 """
@@ -373,6 +373,15 @@ def main():
                 except (OSError, EOFError, ValueError, KeyError, IndexError) as e:
                     check(False, f"{name}: {type(e).__name__}: {e}")
                 print(f"{name} done {time.time() - t0:.1f} s", flush=True)
+            # A smoke run of the load generator (bench/bench_serve.py): 2 clients, 2 streamed requests.
+            out = os.path.join(tmp, "bench.json")
+            r = subprocess.run([sys.executable, os.path.join(REPO, "bench", "bench_serve.py"), "--url",
+                                f"http://127.0.0.1:{S.port}", "--clients", "2", "--requests", "2", "--max-tokens", "4",
+                                "--max-seconds", "60", "--json", out], capture_output=True, text=True, timeout=120)
+            lv = json.load(open(out))["levels"][0] if os.path.exists(out) else {}
+            check(r.returncode == 0 and lv.get("requests") == 2 and lv.get("errors") == 0 and
+                  lv.get("completion_tokens") == 8 and lv.get("ttft_ms_p50") is not None,
+                  f"bench_serve smoke: rc {r.returncode} {lv} {r.stdout[-500:]} {r.stderr[-500:]}")
             c = Z.connect()
             c.send(req("GET", "/health"))
             st, h, _ = c.response()
