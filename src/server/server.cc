@@ -336,7 +336,9 @@ void Server::handle(Conn* conn) {
         endpoint = endpoint_for(req.path);
         // This response is the connection's last when the server says so (decided before the
         // response's headers go out, so they carry `Connection: close`).
-        if (conn->probe || opts_.keep_alive_timeout_ms == 0 || stopping_ ||
+        // HEAD is answered (404/405) with a body, which a HEAD client does not read: after it the
+        // framing is off, so that connection ends too.
+        if (conn->probe || opts_.keep_alive_timeout_ms == 0 || stopping_ || req.method == "HEAD" ||
             (opts_.max_requests_per_connection > 0 && served + 1 >= opts_.max_requests_per_connection))
           c.set_keep_alive(false);
         if (rr == Connection::ReadResult::kError) {

@@ -244,6 +244,12 @@ def test_idle_and_cap(S):
     check(st == 200, "request after a short idle pause")
     check(c.at_eof(15), "the idle timeout closes a kept connection")
     c.close()
+    # HEAD gets a 405 with a body a HEAD client does not read: that connection must end.
+    c = S.connect()
+    c.send(req("HEAD", "/health"))
+    st, h, _ = c.response()
+    check(st == 405 and h.get("connection") == "close", f"HEAD closes: {st} {h}")
+    c.close()
     # --max-keep-alive-requests 4: the 4th response says close, then the connection ends.
     c = S.connect()
     heads = []
