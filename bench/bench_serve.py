@@ -149,10 +149,18 @@ def main():
     ap.add_argument("--prompt", default="Write a short story about a lighthouse keeper")
     ap.add_argument("--api-key", default=os.environ.get("HLX_API_KEY", ""))
     ap.add_argument("--timeout", type=float, default=300, help="socket timeout per request (s)")
+    ap.add_argument("--warmup", type=int, default=1, help="requests sent first and not counted (plan compile, caches)")
     ap.add_argument("--json", help="write the results here")
     args = ap.parse_args()
     url = urllib.parse.urlparse(args.url)
     levels = [int(x) for x in args.clients.split(",") if x]
+    if args.warmup > 0:
+        w = argparse.Namespace(**vars(args))
+        w.requests, w.max_tokens = args.warmup, min(args.max_tokens, 8)
+        r = run_level(w, url, 1)
+        if r["errors"]:
+            print(f"warm-up failed: {r['error_samples']}", file=sys.stderr)
+            return 1
     results = []
     print(f"{'clients':>7} {'reqs':>5} {'err':>4} {'wall s':>7} {'tok/s':>7} {'req/s':>6} "
           f"{'TTFT p50':>9} {'TTFT p99':>9} {'ITL p50':>8} {'ITL p99':>8}  (ms)", flush=True)
