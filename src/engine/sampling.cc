@@ -41,6 +41,11 @@ Status validate_sampling(const SamplingParams& p) {
                         " is outside [-100, 100]");
     ids.push_back(id);
   }
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+    return range_error("top_logprobs", double(p.top_logprobs), "[0, 20]");
+  if (p.top_logprobs > 0 && !p.logprobs)
+    return make_error(ErrorKind::kInvalidArgument, "sampling.top_logprobs = ", p.top_logprobs,
+                      " needs sampling.logprobs = true");
   std::sort(ids.begin(), ids.end());
   if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end())
     return make_error(ErrorKind::kInvalidArgument, "sampling.logit_bias lists token id ", *dup, " twice");
@@ -702,10 +707,59 @@ Result<int64_t> Sampler::sample(std::span<const float> logits) {
   return c.back().first;  // rounding: u within the last ulp of 1
 }
 
-Result<int64_t> Sampler::next(std::span<const float> logits) {
+Result<int64_t> Sampler::next(std::span<const float> logits, std::optional<TokenLogprobs>* lp) {
   HLX_ASSIGN_OR_RETURN(int64_t t, sample(logits));
+  if (lp && params_.logprobs) {
+    HLX_ASSIGN_OR_RETURN(TokenLogprobs l, logprobs(logits, t, params_.top_logprobs));
+    *lp = std::move(l);
+  }
   accept(t);
   return t;
+}
+
+// Two passes over the row: the maximum and the top ids (a sorted list of at most `top`, which a
+// logit enters only when above its last: one compare per id in the common case), then the sum of
+// exp(x - max) in double. log-sum-exp = max + log(sum).
+Result<TokenLogprobs> Sampler::logprobs(std::span<const float> logits, int64_t chosen, int64_t top) {
+  if (logits.empty()) return make_error(ErrorKind::kInvalidArgument, "logprobs of an empty logits row");
+  if (chosen < 0 || chosen >= int64_t(logits.size()))
+    return make_error(ErrorKind::kInvalidArgument, "logprobs: token ", chosen, " is outside a row of ", logits.size());
+  top = std::clamp<int64_t>(top, 0, kMaxTopLogprobs);
+  std::span<const float> row = logits;
+  if (!penalized_tokens(int64_t(logits.size())).empty()) {
+    lp_row_.assign(logits.begin(), logits.end());
+    apply_penalties(lp_row_);
+    row = lp_row_;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  float mx = -inf;
+  std::vector<std::pair<int64_t, float>> best;  // (id, logit), logit desc, id asc
+  best.reserve(size_t(top) + 1);
+  for (size_t i = 0; i < row.size(); ++i) {
+    const float x = row[i];
+    if (!(x > -inf && x < inf)) continue;  // NaN and infinities take no part
+    if (x > mx) mx = x;
+    // Ids come in ascending order, so an equal logit never displaces an earlier id.
+    if (top > 0 && (int64_t(best.size()) < top || x > best.back().second)) {
+      auto at = std::upper_bound(best.begin(), best.end(), x,
+                                 [](float v, const std::pair<int64_t, float>& b) { return v > b.second; });
+      best.insert(at, {int64_t(i), x});
+      if (int64_t(best.size()) > top) best.pop_back();
+    }
+  }
+  if (mx == -inf) return make_error(ErrorKind::kInvalidArgument, "logprobs: no finite logit in a row of ", row.size());
+  double sum = 0;
+  const double m = mx;
+  for (float x : row)
+    if (x > -inf && x < inf) sum += std::exp(double(x) - m);
+  const double lse = m + std::log(sum);
+  TokenLogprobs out;
+  out.token = chosen;
+  const float c = row[size_t(chosen)];
+  out.logprob = (c > -inf && c < inf) ? double(c) - lse : -double(inf);
+  out.top.reserve(best.size());
+  for (const auto& [id, x] : best) out.top.emplace_back(id, double(x) - lse);
+  return out;
 }
 
 Result<std::vector<double>> Sampler::distribution(std::span<const float> logits) const {

@@ -296,7 +296,9 @@ TEST(ChatRequest, MessagesAndParams) {
   EXPECT_TRUE(err(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2.0})").ok());
   EXPECT_EQ(err(R"({"messages": [{"role": "robot", "content": "x"}]})").param, "messages[0].role");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": [{"type": "audio"}]}]})").code, "unsupported");
-  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").code, "unsupported");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").param, "top_logprobs");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})").code,
+            "invalid_value");
   EXPECT_TRUE(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false, "tools": []})").ok());
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a", ""]})").code, "invalid_value");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})").param, "top_p");
