@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "runtime/kernels/vexp.h"
+
 namespace hlx::engine {
 
 namespace {
@@ -735,10 +737,13 @@ Result<TokenLogprobs> Sampler::logprobs(std::span<const float> logits, int64_t c
   float mx = -inf;
   std::vector<std::pair<int64_t, float>> best;  // (id, logit), logit desc, id asc
   best.reserve(size_t(top) + 1);
-  for (size_t i = 0; i < row.size(); ++i) {
+  // Only a logit above `thr` can change the maximum or enter the top list: the list's last once
+  // it is full (the maximum is its first), else the maximum itself.
+  float thr = -inf;
+  auto visit = [&](size_t i) {
     const float x = row[i];
-    if (!(x > -inf && x < inf)) continue;  // NaN and infinities take no part
-    if (x > mx) mx = x;
+    if (!(x > thr && x < inf)) return;  // NaN and infinities take no part
+    mx = std::max(mx, x);
     // Ids come in ascending order, so an equal logit never displaces an earlier id.
     if (top > 0 && (int64_t(best.size()) < top || x > best.back().second)) {
       auto at = std::upper_bound(best.begin(), best.end(), x,
@@ -746,13 +751,44 @@ Result<TokenLogprobs> Sampler::logprobs(std::span<const float> logits, int64_t c
       best.insert(at, {int64_t(i), x});
       if (int64_t(best.size()) > top) best.pop_back();
     }
+    thr = top == 0 ? mx : (int64_t(best.size()) == top ? best.back().second : -inf);
+  };
+  size_t i = 0;
+#if defined(__SSE4_1__)
+  {  // four logits at a time; most blocks hold nothing above thr
+    const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), inf_bits = _mm_set1_epi32(0x7f800000);
+    const __m128 ninf = _mm_set1_ps(-inf);
+    for (; i + 4 <= row.size(); i += 4) {
+      const __m128 v = _mm_loadu_ps(row.data() + i);
+      const __m128i finite = _mm_cmplt_epi32(_mm_and_si128(_mm_castps_si128(v), abs_mask), inf_bits);
+      const __m128 x = _mm_blendv_ps(ninf, v, _mm_castsi128_ps(finite));
+      if (_mm_movemask_ps(_mm_cmpgt_ps(x, _mm_set1_ps(thr))) == 0) continue;
+      for (size_t j = i; j < i + 4; ++j) visit(j);
+    }
   }
+#endif
+  for (; i < row.size(); ++i) visit(i);
   if (mx == -inf) return make_error(ErrorKind::kInvalidArgument, "logprobs: no finite logit in a row of ", row.size());
+  // exp(x - max) through the runtime's vector exp (1 ulp), summed in double (std::exp in double
+  // over 152k logits cost twice this whole function; bench/sampling_bench.cc BM_Logprobs).
   double sum = 0;
-  const double m = mx;
-  for (float x : row)
-    if (x > -inf && x < inf) sum += std::exp(double(x) - m);
-  const double lse = m + std::log(sum);
+  constexpr size_t kChunk = 1024;
+  alignas(64) float buf[kChunk];
+  for (size_t i0 = 0; i0 < row.size(); i0 += kChunk) {
+    const size_t len = std::min(kChunk, row.size() - i0);
+    for (size_t j = 0; j < len; ++j) {
+      const float x = row[i0 + j];
+      buf[j] = (x > -inf && x < inf) ? x - mx : -inf;  // exp(-inf) = 0: non-finite logits take no part
+    }
+    kernels::exp_f32(buf, buf, int64_t(len));
+    double acc[8] = {};
+    size_t j = 0;
+    for (; j + 8 <= len; j += 8)
+      for (size_t l = 0; l < 8; ++l) acc[l] += double(buf[j + l]);
+    for (; j < len; ++j) acc[0] += double(buf[j]);
+    for (double a : acc) sum += a;
+  }
+  const double lse = double(mx) + std::log(sum);
   TokenLogprobs out;
   out.token = chosen;
   const float c = row[size_t(chosen)];
