@@ -680,6 +680,9 @@ Result<std::string> Tokenizer::decode_impl(std::span<const uint32_t> ids, bool s
         break;
       }
       case DecStep::kStrip:
+        // A sequence-start strip (Llama's leading space): a token's own bytes keep it, as the
+        // token contributes it to running text.
+        if (raw) break;
         for (std::string& t : tokens) {
           auto cps = decode_utf8(t);
           if (!cps.ok()) continue;
