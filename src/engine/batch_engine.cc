@@ -55,10 +55,10 @@ struct BatchEngine::Active {
   size_t next_chunk = 0;
   int64_t written = 0;   // prompt rows already in the slot
   int64_t pending = -1;  // the token the next decode feeds (decoding when >= 0)
-  std::optional<TokenLogprobs> logprobs;  // of the token being pushed (sampling.logprobs)
   int64_t position = 0;  // its cache row
   std::string text;      // decoded generated text so far (cut at a stop string)
   size_t emitted = 0;    // bytes of `text` already sent in events
+  std::optional<TokenLogprobs> logprobs;  // of the token being pushed (sampling.logprobs)
   bool finished = false;
   Completion done;
   Clock::time_point submitted, admitted, first_token;

@@ -641,7 +641,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   engine::Finish finish = engine::Finish::kNone;
   Status finish_error;
   enum class Why { kNone, kDisconnect, kTimeout } why = Why::kNone;
-  // Log-probabilities (sampling.logprobs): one per token event; streamed with that token's text.
+  // Log-probabilities (sampling.logprobs): one per token event; streamed with that token's text,
+  // else collected for the response.
   std::vector<engine::TokenLogprobs> lps;
   const tok::Tokenizer* tokenizer = model_.tokenizer.get();
   size_t text_offset = 0;  // completions' streamed text_offset
@@ -677,7 +678,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       if (e.kind == engine::Event::Kind::kToken) {
         ++usage.completion_tokens;
         text += e.text;
-        if (e.logprobs) lps.push_back(*e.logprobs);
+        if (e.logprobs && !params.stream) lps.push_back(*e.logprobs);
         send_text(e.text, e.logprobs ? &*e.logprobs : nullptr);
       } else {
         text += e.text;
