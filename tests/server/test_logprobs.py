@@ -333,6 +333,8 @@ def main():
         lines = [json.loads(l[len("logprobs: "):]) for l in r.stderr.splitlines() if l.startswith("logprobs: ")]
         check([l["id"] for l in lines] == gen and [l["i"] for l in lines] == list(range(len(gen))),
               f"cli --tokens: one logprobs line per generated id {gen}")
+        plain = run([hlx, "generate", "-m", model, "--tokens", ",".join(map(str, PROMPT)), "-n", "4", "--threads", "1"])
+        check([int(x) for x in plain.stdout.strip().split(",")] == gen, "cli --tokens: the same ids without --logprobs")
         compare("cli --tokens --logprobs 4", [log_softmax(x, None) for x in ref.rows(PROMPT, gen)],
                 [(l["id"], l["logprob"], [tuple(t) for t in l["top"]]) for l in lines], 4)
         prompt_ids = [int(x) for x in run([hlx, "tokenize", "-m", model, "-p", "Hello there"]).stdout.split()]
