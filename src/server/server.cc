@@ -672,10 +672,18 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   engine::Finish finish = engine::Finish::kNone;
   Status finish_error;
   enum class Why { kNone, kDisconnect, kTimeout } why = Why::kNone;
-  auto send_text = [&](const std::string& piece) {
-    if (piece.empty() || !params.stream) return;
-    json chunk = chat ? chat_chunk_json(id, created, model, json{{"content", piece}}, "", params.include_usage)
-                      : text_chunk_json(id, created, model, piece, "", params.include_usage);
+  // Log-probabilities (sampling.logprobs): one per token event; streamed with that token's text,
+  // else collected for the response.
+  std::vector<engine::TokenLogprobs> lps;
+  const tok::Tokenizer* tokenizer = model_.tokenizer.get();
+  size_t text_offset = 0;  // completions' streamed text_offset
+  auto send_text = [&](const std::string& piece, const engine::TokenLogprobs* lp = nullptr) {
+    if ((piece.empty() && !lp) || !params.stream) return;
+    json logprobs = nullptr;
+    if (lp)
+      logprobs = chat ? chat_logprobs_json({lp, 1}, tokenizer) : completion_logprobs_json({lp, 1}, tokenizer, &text_offset);
+    json chunk = chat ? chat_chunk_json(id, created, model, json{{"content", piece}}, "", params.include_usage, logprobs)
+                      : text_chunk_json(id, created, model, piece, "", params.include_usage, logprobs);
     c.send_piece(sse_event(chunk));
   };
   if (params.stream) {
@@ -701,7 +709,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       if (e.kind == engine::Event::Kind::kToken) {
         ++usage.completion_tokens;
         text += e.text;
-        send_text(e.text);
+        if (e.logprobs && !params.stream) lps.push_back(*e.logprobs);
+        send_text(e.text, e.logprobs ? &*e.logprobs : nullptr);
       } else {
         text += e.text;
         send_text(e.text);
@@ -748,8 +757,11 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   }
   log(200, reason);
   if (!params.stream) {
-    json r = chat ? chat_completion_json(id, created, model, text, reason, usage)
-                  : text_completion_json(id, created, model, text, reason, usage);
+    json logprobs = nullptr;
+    if (params.sampling.logprobs)
+      logprobs = chat ? chat_logprobs_json(lps, tokenizer) : completion_logprobs_json(lps, tokenizer, &text_offset);
+    json r = chat ? chat_completion_json(id, created, model, text, reason, usage, logprobs)
+                  : text_completion_json(id, created, model, text, reason, usage, logprobs);
     return respond_json(c, endpoint, 200, dump_json(r));
   }
   json last = chat ? chat_chunk_json(id, created, model, json::object(), reason, params.include_usage)

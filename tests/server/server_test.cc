@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -258,6 +259,47 @@ TEST(PromptLimits, RefusedWhileParsing) {
   EXPECT_TRUE(parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}, comp2, lim).ok());
 }
 
+TEST(Logprobs, RequestFieldsPerEndpoint) {
+  ChatRequest c;
+  ASSERT_TRUE(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "logprobs": true, "top_logprobs": 20})"), c).ok());
+  EXPECT_TRUE(c.params.sampling.logprobs);
+  EXPECT_EQ(c.params.sampling.top_logprobs, 20);
+  CompletionRequest k;
+  ASSERT_TRUE(parse_completion_request(json::parse(R"({"prompt": "x", "logprobs": 0})"), k).ok());
+  EXPECT_TRUE(k.params.sampling.logprobs);
+  EXPECT_EQ(k.params.sampling.top_logprobs, 0);
+  CompletionRequest off;
+  ASSERT_TRUE(parse_completion_request(json::parse(R"({"prompt": "x", "logprobs": null})"), off).ok());
+  EXPECT_FALSE(off.params.sampling.logprobs);
+  CompletionRequest bad;
+  ApiError e = parse_completion_request(json::parse(R"({"prompt": "x", "logprobs": 6})"), bad);
+  EXPECT_EQ(e.param, "logprobs");
+  EXPECT_NE(e.message.find("6"), std::string::npos) << e.message;
+}
+
+// Without a tokenizer: "token_id:<id>" and bytes null; -inf as -9999.0; text_offset continues
+// from the given offset (streamed chunks).
+TEST(Logprobs, ResponseShapes) {
+  std::vector<engine::TokenLogprobs> lps(2);
+  lps[0] = {7, -0.5, {{7, -0.5}, {3, -1.5}}};
+  lps[1] = {9, -INFINITY, {{3, -0.25}}};
+  const json chat = chat_logprobs_json(lps, nullptr);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "token_id:7");
+  EXPECT_TRUE(chat["content"][0]["bytes"].is_null());
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "token_id:3");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"], -1.5);
+  EXPECT_EQ(chat["content"][1]["logprob"], -9999.0);
+  size_t offset = 10;
+  const json legacy = completion_logprobs_json(lps, nullptr, &offset);
+  EXPECT_EQ(legacy["tokens"], json::array({"token_id:7", "token_id:9"}));
+  EXPECT_EQ(legacy["token_logprobs"], json::array({-0.5, -9999.0}));
+  // The top ids plus the chosen one.
+  EXPECT_EQ(legacy["top_logprobs"][1], (json{{"token_id:3", -0.25}, {"token_id:9", -9999.0}}));
+  EXPECT_EQ(legacy["text_offset"], json::array({10, 10}));  // no bytes known without a tokenizer
+}
+
 TEST(ChatRequest, MessagesAndParams) {
   json body = json::parse(R"({
     "messages": [
@@ -296,7 +338,9 @@ TEST(ChatRequest, MessagesAndParams) {
   EXPECT_TRUE(err(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2.0})").ok());
   EXPECT_EQ(err(R"({"messages": [{"role": "robot", "content": "x"}]})").param, "messages[0].role");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": [{"type": "audio"}]}]})").code, "unsupported");
-  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").code, "unsupported");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").param, "top_logprobs");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})").code,
+            "invalid_value");
   EXPECT_TRUE(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false, "tools": []})").ok());
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a", ""]})").code, "invalid_value");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})").param, "top_p");
