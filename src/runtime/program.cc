@@ -5,7 +5,9 @@
 //     composite's `decomposition`), so one flat op list per entry is planned as a whole.
 //     Constants become tensors owned by the plan.
 //  2. Fuse: maximal chains of fusible elementwise ops whose intermediates have a single use become
-//     one compile_fused_elementwise kernel (per-op kernels when it declines). Sibling dot_generals
+//     one compile_fused_elementwise kernel (per-op kernels when it declines); a broadcast of a
+//     one-value constant read by such a chain is filled inside it (and its own step dropped when
+//     nothing else reads it). Sibling dot_generals
 //     (same left operand, fixed right operands: q/k/v, gate/up) become one compile_grouped_dot
 //     step at the first one's place (HLX_GROUP_DOTS=0 turns this off).
 //  3. Compile every remaining op to a kernel (kUnsupported names op, types and function).
