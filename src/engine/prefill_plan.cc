@@ -57,11 +57,22 @@ Result<std::vector<PrefillChunk>> plan_prefill_chunks(const std::vector<int64_t>
   int64_t pos = start, rest = count;
   while (rest > 0) {
     int64_t room = capacity - pos;
-    int64_t holds = 0, largest = 0;
+    int64_t holds = 0, largest = 0, below = 0;
     for (int64_t b : buckets) {
       if (b > room) break;
       largest = b;
+      if (b < rest) below = b;
       if (!holds && b >= rest) holds = b;
+    }
+    // Prefill is compute-bound, so padded rows are its cost: a full chunk of the largest bucket
+    // below the rest, then the remainder, is taken when it computes fewer rows than one chunk of
+    // `holds` (210 rows with buckets 32/128/512: 128 + 128 instead of 512) and splits no span.
+    if (holds && below && !split_by(atomic, pos + below) &&
+        below + smallest_holding(buckets, rest - below) < holds) {
+      chunks.push_back({pos, below, below, 0});
+      pos += below;
+      rest -= below;
+      continue;
     }
     if (holds) {
       chunks.push_back({pos, holds, rest, 0});

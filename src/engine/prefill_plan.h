@@ -39,7 +39,9 @@ struct RowSpan {
 std::vector<RowSpan> runs_of(std::span<const int64_t> ids, int64_t id);
 
 // Chunks for writing `count` new rows at [start, start + count):
-//  - the smallest bucket that holds the rest and fits below the capacity (one final chunk);
+//  - the smallest bucket that holds the rest and fits below the capacity (one final chunk), unless
+//    a full chunk of the largest bucket below the rest plus the smallest bucket holding what is
+//    left computes fewer rows (then that full chunk, and plan the rest again);
 //  - otherwise the largest bucket that fits, filled completely;
 //  - when even the smallest bucket does not fit (capacity - next row < smallest bucket), one chunk of
 //    the smallest bucket that ends at the capacity and replays the rows before the next free row.

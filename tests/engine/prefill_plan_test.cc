@@ -22,15 +22,29 @@ void check_invariants(const Chunks& cs, int64_t capacity, int64_t start, int64_t
   EXPECT_EQ(next, start + count);
 }
 
-TEST(PrefillPlan, SmallestBucketThatHoldsThePrompt) {
+TEST(PrefillPlan, FewestPaddedRows) {
   std::vector<int64_t> b = {32, 128, 512, 1000};
   auto cs = plan_prefill_chunks(b, 1000, 0, 5);
   ASSERT_TRUE(cs.ok());
   EXPECT_EQ(*cs, (Chunks{{0, 32, 5, 0}}));
+  // One 128-row chunk would compute 128 rows; 32 + 32 compute 64.
   cs = plan_prefill_chunks(b, 1000, 0, 33);
-  EXPECT_EQ(*cs, (Chunks{{0, 128, 33, 0}}));
+  EXPECT_EQ(*cs, (Chunks{{0, 32, 32, 0}, {32, 32, 1, 0}}));
+  // 128 + 128 rows instead of 512 (a Qwen3-VL prompt with one 448x448 image).
+  cs = plan_prefill_chunks(b, 1000, 0, 210);
+  EXPECT_EQ(*cs, (Chunks{{0, 128, 128, 0}, {128, 128, 82, 0}}));
+  cs = plan_prefill_chunks(b, 1000, 0, 600);
+  EXPECT_EQ(*cs, (Chunks{{0, 512, 512, 0}, {512, 128, 88, 0}}));
+  // 512 + 512 would compute more rows than the 1000 bucket.
   cs = plan_prefill_chunks(b, 1000, 0, 1000);
   EXPECT_EQ(*cs, (Chunks{{0, 1000, 1000, 0}}));
+  // Equal rows (32 + 128 = 160 > 128): one chunk.
+  cs = plan_prefill_chunks(b, 1000, 0, 100);
+  EXPECT_EQ(*cs, (Chunks{{0, 128, 100, 0}}));
+  // A split that would cut an image span is not taken: one chunk holds it.
+  const std::vector<RowSpan> span = {{100, 150}};
+  cs = plan_prefill_chunks(b, 1000, 0, 210, span);
+  EXPECT_EQ(*cs, (Chunks{{0, 512, 210, 0}}));
 }
 
 TEST(PrefillPlan, LongPromptUsesLargestFittingBucketThenSmallest) {
