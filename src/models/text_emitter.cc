@@ -122,7 +122,7 @@ std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
   std::vector<int64_t> out;
   if (context_capacity <= 0) return out;
   // Smallest bucket 32 rows; each next one 4x. With the planner's split into full chunks of a
-  // smaller bucket (engine/prefill_plan.h) a prompt computes under 2x its length in rows.
+  // smaller bucket (engine/prefill_plan.h) a prompt over 32 rows computes under 2x its rows.
   for (int64_t b = 32; b < context_capacity; b *= 4) out.push_back(b);
   out.push_back(context_capacity);
   return out;
