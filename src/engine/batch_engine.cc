@@ -72,7 +72,10 @@ struct BatchEngine::Active {
 };
 
 BatchEngine::BatchEngine(TextModel& model, BatchEngineOptions options)
-    : model_(model), options_(std::move(options)), owner_(std::this_thread::get_id()) {}
+    : model_(model),
+      options_(std::move(options)),
+      owner_(std::this_thread::get_id()),
+      slot_released_(size_t(model.shape().slots), 0) {}
 
 BatchEngine::~BatchEngine() {
   // Give the slots back so the model can be reused by someone else.
@@ -244,6 +247,7 @@ void BatchEngine::finish(Active& a, Finish why, Status error) {
   a.release_side_tensors();
   if (a.slot >= 0) {
     Status r = model_.release(a.slot);
+    slot_released_[size_t(a.slot)] = ++tick_;
     if (!r.ok() && error.ok() && why != Finish::kError) {
       why = Finish::kError;
       error = r;
@@ -263,6 +267,7 @@ void BatchEngine::finish(Active& a, Finish why, Status error) {
   e.finish = why;
   e.error = error;
   e.prompt_tokens = a.done.prompt_tokens;
+  e.cached_tokens = a.done.cached_tokens;
   e.preprocess_ms = a.done.preprocess_ms;
   e.encode_ms = a.done.encode_ms;
   e.prefill_ms = a.done.prefill_ms;
@@ -344,14 +349,28 @@ void BatchEngine::admit_waiting() {
     waiting_.pop_front();
     p->admitted = Clock::now();
     p->done.queue_ms = ms_between(p->submitted, p->admitted);
-    // Image requests' ids were checked in submit (image rows are not embedding-table ids).
-    auto slot = p->multimodal ? model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}})
-                              : model_.admit(p->req.prompt, p->req.max_new_tokens);
+    // Image requests' ids were checked in submit (image rows are not embedding-table ids). They
+    // neither reuse nor leave reusable rows (TextModel counts only token-prefilled rows).
+    Result<int64_t> slot = Status(ErrorKind::kInternal, "unset");
+    int64_t keep = 0;
+    if (p->multimodal) {
+      slot = model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}});
+    } else if (options_.prefix_cache) {
+      const Placement pl = place(p->req.prompt);
+      slot = model_.admit_reusing(p->req.prompt, p->req.max_new_tokens, pl.slot, pl.keep, pl.source);
+      keep = pl.keep;
+    } else {
+      slot = model_.admit(p->req.prompt, p->req.max_new_tokens);
+    }
     Result<std::vector<PrefillChunk>> chunks =
-        slot.ok() ? model_.plan_chunks(p->multimodal ? std::span<const int64_t>(p->expanded.ids) : p->req.prompt, 0,
-                                       p->rows(), p->multimodal)
+        slot.ok() ? model_.plan_chunks(p->multimodal ? std::span<const int64_t>(p->expanded.ids) : p->req.prompt, keep,
+                                       p->rows() - keep, p->multimodal)
                   : Result<std::vector<PrefillChunk>>(slot.status());
-    if (slot.ok()) p->slot = *slot;
+    if (slot.ok()) {
+      p->slot = *slot;
+      p->written = keep;
+      p->done.cached_tokens = keep;
+    }
     if (!chunks.ok()) {
       finish(*p, Finish::kError, chunks.status());
       store(*p);
@@ -360,6 +379,36 @@ void BatchEngine::admit_waiting() {
     p->chunks = std::move(*chunks);
     active_.push_back(std::move(p));
   }
+}
+
+BatchEngine::Placement BatchEngine::place(std::span<const int64_t> prompt) const {
+  // At most prompt_len - 1 rows: the last prompt row is prefilled for its logits.
+  const size_t limit = prompt.empty() ? 0 : prompt.size() - 1;
+  auto match = [&](int64_t s) {
+    std::span<const int32_t> have = model_.reusable_prefix(s);
+    size_t n = 0;
+    while (n < std::min(limit, have.size()) && have[n] == prompt[n]) ++n;
+    return int64_t(n);
+  };
+  const SlotPool& pool = model_.slot_pool();
+  Placement best;
+  int64_t lru = -1;
+  for (int64_t s = 0; s < pool.slots(); ++s) {
+    if (pool.in_use(s)) continue;
+    const int64_t m = match(s);
+    const uint64_t used = slot_released_[size_t(s)];
+    if (best.slot < 0 || m > best.keep || (m == best.keep && used < slot_released_[size_t(best.slot)]))
+      best = {s, m, s};
+    if (lru < 0 || used < slot_released_[size_t(lru)]) lru = s;
+  }
+  // A slot in use may hold a longer prefix (a shared system prompt): copy it into the least
+  // recently used free slot. (A free slot holding it was already found above.)
+  for (int64_t s = 0; s < pool.slots(); ++s) {
+    if (!pool.in_use(s)) continue;
+    const int64_t m = match(s);
+    if (m > best.keep) best = {lru, m, s};
+  }
+  return best;
 }
 
 void BatchEngine::prefill_one() {
