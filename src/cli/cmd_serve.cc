@@ -123,6 +123,7 @@ Status run_serve(ServeArgs a) {
   engine::BatchEngineOptions bo;
   bo.tokenizer = tokenizer;
   bo.max_images_per_request = o.max_images_per_request;
+  bo.prefix_cache = a.flags.prefix_cache_on();
   // Vision-language checkpoints (llava, gemma3 with a tower, qwen3_vl): the vision tower takes
   // image parts; text-only models answer them with 400.
   std::unique_ptr<engine::VisionModel> vision;

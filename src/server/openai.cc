@@ -395,7 +395,8 @@ ApiError parse_completion_request(const json& body, CompletionRequest& out, cons
 json Usage::to_json() const {
   return json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}};
+              {"total_tokens", prompt_tokens + completion_tokens},
+              {"prompt_tokens_details", json{{"cached_tokens", cached_tokens}}}};
 }
 
 json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
