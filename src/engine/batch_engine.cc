@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "engine/image_cache.h"
 #include "engine/multimodal_prompt.h"
 #include "engine/prefill_plan.h"
 #include "engine/vision_model.h"
@@ -47,6 +48,7 @@ struct BatchEngine::Active {
   bool multimodal = false;
   ExpandedPrompt expanded;
   std::vector<PreparedImage> prepared;  // per image, pixels until encoded
+  std::vector<std::string> image_keys;  // per image, its image-feature cache key (cache on)
   std::vector<EncodedImage> features;   // per encoded image, until merged
   Tensor merged;                        // [rows, hidden], until the last prefill chunk
   std::optional<TextModel::MropeInputs> mrope;  // M-RoPE models: positions, DeepStack rows
@@ -75,7 +77,12 @@ BatchEngine::BatchEngine(TextModel& model, BatchEngineOptions options)
     : model_(model),
       options_(std::move(options)),
       owner_(std::this_thread::get_id()),
-      slot_released_(size_t(model.shape().slots), 0) {}
+      slot_released_(size_t(model.shape().slots), 0) {
+  if (options_.vision && options_.image_cache_bytes > 0) {
+    image_cache_ = std::make_unique<ImageFeatureCache>(options_.image_cache_bytes);
+    tower_id_ = options_.vision->describe();
+  }
+}
 
 BatchEngine::~BatchEngine() {
   // Give the slots back so the model can be reused by someone else.
@@ -153,6 +160,8 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
       if (px->tokens != image_tokens[size_t(i)])
         return make_error(ErrorKind::kInternal, "image ", i, ": preprocessing gives ", px->tokens,
                           " tokens, its size promised ", image_tokens[size_t(i)]);
+      // The cache key is a hash of the pixels: computed here, off the engine thread.
+      if (image_cache_) a->image_keys.push_back(ImageFeatureCache::key(*px, tower_id_));
       a->prepared.push_back(std::move(*px));
     }
     if (model_.has_mrope_entries()) {
@@ -455,6 +464,14 @@ void BatchEngine::prefill_one() {
 }
 
 bool BatchEngine::prepare_image_rows(Active& a) {
+  // Cached images take no encode call: their features are the tensors an earlier encode returned.
+  while (image_cache_ && a.features.size() < a.prepared.size() && a.features.size() < a.image_keys.size()) {
+    std::optional<EncodedImage> hit = image_cache_->find(a.image_keys[a.features.size()]);
+    if (!hit) break;
+    a.prepared[a.features.size()].pixels = Tensor();
+    a.features.push_back(std::move(*hit));
+    ++a.done.cached_images;
+  }
   if (a.features.size() < a.prepared.size()) {
     const size_t i = a.features.size();
     Clock::time_point t0 = Clock::now();
@@ -465,6 +482,7 @@ bool BatchEngine::prepare_image_rows(Active& a) {
       return true;
     }
     a.prepared[i].pixels = Tensor();  // encoded: the pixels are not needed any more
+    if (image_cache_ && i < a.image_keys.size()) image_cache_->put(a.image_keys[i], *f);
     a.features.push_back(std::move(*f));
     return true;
   }
@@ -614,6 +632,8 @@ size_t BatchEngine::side_tensor_bytes() const {
   for (const auto& a : inbox_) add(*a);
   return total;
 }
+
+size_t BatchEngine::image_cache_bytes() const { return image_cache_ ? image_cache_->bytes() : 0; }
 
 int64_t BatchEngine::running() const {
   std::lock_guard<std::mutex> lock(mu_);

@@ -63,6 +63,7 @@ class StreamDecoder;
 namespace hlx::engine {
 
 class VisionModel;
+class ImageFeatureCache;
 
 inline constexpr int64_t kDefaultMaxImagesPerRequest = 8;
 
@@ -82,6 +83,9 @@ struct BatchEngineOptions {
   // its prompt (then the least recently used one), or gets that prefix copied from a slot in use
   // when one holds a longer one, and prefills only the rest. Logits are the same bits either way.
   bool prefix_cache = true;
+  // Image-feature cache (engine/image_cache.h): encoded features of recent images, keyed by a
+  // hash of the preprocessed pixels, at most this many bytes; 0 disables it.
+  size_t image_cache_bytes = size_t(256) << 20;
 };
 
 class BatchEngine {
@@ -121,6 +125,8 @@ class BatchEngine {
   int64_t running() const;  // holding a slot (prefilling or decoding)
   // Owning thread. Bytes of image side tensors (pixels, features, merged rows) held right now.
   size_t side_tensor_bytes() const;
+  // Owning thread. Bytes of encoded features held by the image-feature cache.
+  size_t image_cache_bytes() const;
 
   TextModel& model() { return model_; }
 
@@ -167,6 +173,8 @@ class BatchEngine {
   std::deque<std::unique_ptr<Active>> waiting_;        // admitted, no slot yet
   std::vector<std::unique_ptr<Active>> active_;        // holding a slot, in admission order
   std::map<RequestId, Completion> completions_;
+  std::unique_ptr<ImageFeatureCache> image_cache_;  // null: disabled or no vision model
+  std::string tower_id_;                            // VisionModel::describe(), part of the image key
   std::vector<uint64_t> slot_released_;  // per slot: tick of its last release (LRU order)
   uint64_t tick_ = 0;
 };

@@ -78,6 +78,8 @@ struct Completion {
   // Leading prompt rows whose K/V were reused from the prefix cache instead of prefilled
   // (BatchEngineOptions::prefix_cache); prompt_tokens - cached_tokens rows were computed.
   int64_t cached_tokens = 0;
+  // Images whose features came from the image-feature cache (no vision_encode call).
+  int64_t cached_images = 0;
   int64_t images = 0;
   // Generated ids, including a final EOS id or the token that completed a stop string.
   std::vector<int64_t> tokens;
