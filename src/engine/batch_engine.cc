@@ -359,11 +359,13 @@ void BatchEngine::admit_waiting() {
     p->admitted = Clock::now();
     p->done.queue_ms = ms_between(p->submitted, p->admitted);
     // Image requests' ids were checked in submit (image rows are not embedding-table ids). They
-    // neither reuse nor leave reusable rows (TextModel counts only token-prefilled rows).
+    // neither reuse nor leave reusable rows (TextModel counts only token-prefilled rows); with the
+    // prefix cache on they take the least recently used free slot, sparing fresher prefixes.
     Result<int64_t> slot = Status(ErrorKind::kInternal, "unset");
     int64_t keep = 0;
     if (p->multimodal) {
-      slot = model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}});
+      slot = model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}}, nullptr,
+                          options_.prefix_cache ? place({}).slot : -1);
     } else if (options_.prefix_cache) {
       const Placement pl = place(p->req.prompt);
       slot = model_.admit_reusing(p->req.prompt, p->req.max_new_tokens, pl.slot, pl.keep, pl.source);

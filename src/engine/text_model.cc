@@ -390,11 +390,16 @@ Result<int64_t> TextModel::admit(std::span<const int64_t> prompt, int64_t max_ne
   return admit(AdmissionRequest{int64_t(prompt.size()), max_new_tokens, prompt}, admission);
 }
 
-Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* admission) {
+Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* admission, int64_t wanted) {
   Admission a = check_admission(limits(), request);
   if (admission) *admission = a;
   if (!a.ok()) return a.status;
-  HLX_ASSIGN_OR_RETURN(int64_t slot, pool_.acquire());
+  int64_t slot = wanted;
+  if (slot >= 0) {
+    HLX_RETURN_IF_ERROR(pool_.acquire(slot));
+  } else {
+    HLX_ASSIGN_OR_RETURN(slot, pool_.acquire());
+  }
   history_[size_t(slot)].clear();
   embedded_end_[size_t(slot)] = 0;
   rope_delta_[size_t(slot)] = 0;

@@ -125,8 +125,9 @@ class TextModel {
   // Admission, then a free slot whose cache length is reset to 0. The Admission is returned on
   // rejection so callers can report its fields; nothing is touched then.
   Result<int64_t> admit(std::span<const int64_t> prompt, int64_t max_new_tokens, Admission* admission = nullptr);
-  // The same for a request whose effective length is not its id count (expanded image prompts).
-  Result<int64_t> admit(const AdmissionRequest& request, Admission* admission = nullptr);
+  // The same for a request whose effective length is not its id count (expanded image prompts);
+  // `slot` >= 0 asks for that free slot instead of the lowest free one.
+  Result<int64_t> admit(const AdmissionRequest& request, Admission* admission = nullptr, int64_t slot = -1);
   Status release(int64_t slot);
   const SlotPool& slot_pool() const { return pool_; }
 

@@ -415,6 +415,32 @@ TEST_P(VisionEngine, RepeatedImageSkipsEncodeAndIsBitIdentical) {
   EXPECT_EQ(small.image_cache_bytes(), 0u);
 }
 
+// With the prefix cache on, an image request (which reuses no rows) takes the least recently
+// used free slot, so the text prefix used last survives it.
+TEST(VisionEnginePrefix, ImageRequestsSpareTheFreshestTextPrefix) {
+  Models m = load("llava-clip", 2);
+  ASSERT_TRUE(m.text && m.vision);
+  BatchEngine e(*m.text, with_vision(m.vision.get()));
+  std::vector<std::string> sink;
+  auto run = [&](const Spec& s) {
+    auto id = e.submit(make_request(s, &sink));
+    EXPECT_TRUE(id.ok()) << id.status().to_string();
+    EXPECT_TRUE(e.run_until_idle().ok());
+    return e.take_completion(*id).value();
+  };
+  const std::vector<int64_t> t1 = text_prompt(20, 1), t2 = text_prompt(18, 2);
+  auto extend = [](std::vector<int64_t> p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) p.push_back((i * 13 + 5) % 290);
+    return p;
+  };
+  run({t1, {}, 2});                                    // slot 0 holds t1
+  run({t2, {}, 2});                                    // slot 1 (least recently used) holds t2
+  EXPECT_EQ(run({extend(t1, 4), {}, 2}).cached_tokens, 20);  // back in slot 0: slot 1 is now the LRU one
+  const mm::Image im = picture(30, 30, 1);
+  EXPECT_EQ(run({image_prompt(6, 3, *m.vision, {1}, {im}), {im}, 2}).finish, Finish::kLength);
+  EXPECT_EQ(run({extend(t1, 9), {}, 2}).cached_tokens, 24) << "the image request took slot 0";
+}
+
 INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "llava-siglip", "gemma3-vlm", "qwen3-vl"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
