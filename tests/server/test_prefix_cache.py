@@ -7,6 +7,8 @@ Two servers on the same tiny qwen3 fixture (with its real tokenizer and chat tem
     before, at least the previous turn's whole prompt minus nothing it changed; off reports 0;
   - both servers answer every turn with the same text (reuse is exact);
   - /v1/completions with token ids sent twice reports prompt_len - 1 cached the second time;
+  - two clients with one long system prompt, the second sent while the first decodes: the second
+    reuses the system prompt's rows, and both texts equal the cache-off server's;
   - /metrics: hlx_prompt_tokens_cached_total and _computed_total add up to what usage reported.
 
 Run: /usr/bin/python3 tests/server/test_prefix_cache.py --hlx build/bin/hlx
@@ -20,6 +22,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -86,6 +89,45 @@ def chat(port, turns):
     return out
 
 
+def shared_system_prompt(port, system, users, max_tokens):
+    """Two clients with one system prompt: the second is sent once the first has its first token
+    (its prompt rows are in its slot, and it is still decoding). Returns [(text, usage)]."""
+    results = [None, None]
+    first_token = threading.Event()
+
+    def messages(user):
+        return [{"role": "system", "content": system}, {"role": "user", "content": user}]
+
+    def streamed():
+        body = {"messages": messages(users[0]), "max_tokens": max_tokens, "temperature": 0, "stream": True,
+                "stream_options": {"include_usage": True}}
+        c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+        c.request("POST", "/v1/chat/completions", json.dumps(body), {"Content-Type": "application/json"})
+        r = c.getresponse()
+        text, usage = "", None
+        for raw in r:
+            line = raw.decode().strip()
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            ev = json.loads(line[6:])
+            usage = ev.get("usage") or usage
+            for ch in ev.get("choices", []):
+                text += ch.get("delta", {}).get("content", "")
+                first_token.set()
+        c.close()
+        first_token.set()
+        results[0] = (text, usage)
+
+    t = threading.Thread(target=streamed)
+    t.start()
+    first_token.wait(120)
+    status, body = post(port, "/v1/chat/completions", {"messages": messages(users[1]), "max_tokens": 8,
+                                                      "temperature": 0})
+    t.join()
+    results[1] = (body["choices"][0]["message"]["content"], body["usage"])
+    return results
+
+
 def metric(port, name):
     status, data = request(port, "GET", "/metrics")
     m = re.search(r"^" + name + r" (\d+)$", data.decode(), re.M)
@@ -136,6 +178,16 @@ def main():
             check(first["choices"][0]["text"] == second["choices"][0]["text"], "/v1/completions: the same text")
             total_cached = sum(cached) + c1 + c2
             total_prompt = sum(prompts) + 2 * len(ids)
+            # Concurrent clients sharing a system prompt: the second gets its rows (copied from the
+            # first one's slot while that one decodes, or left in a free slot).
+            system = "You are the assistant of a library. " * 12
+            both = shared_system_prompt(on_port, system, ["Where are the maps?", "When do you open?"], 24)
+            ref = shared_system_prompt(off_port, system, ["Where are the maps?", "When do you open?"], 24)
+            c_shared = both[1][1]["prompt_tokens_details"]["cached_tokens"]
+            check(c_shared >= 100, f"shared system prompt: the second client reuses {c_shared} rows (>= 100)")
+            check([t for t, _ in both] == [t for t, _ in ref], "shared system prompt: the same texts as without the cache")
+            total_cached += sum(u["prompt_tokens_details"]["cached_tokens"] for _, u in both)
+            total_prompt += sum(u["prompt_tokens"] for _, u in both)
             # The engine thread counts a request after the step that finished it: poll briefly.
             for _ in range(100):
                 got_cached = metric(on_port, "hlx_prompt_tokens_cached_total")
