@@ -69,6 +69,22 @@ void BM_SampleFullSortBefore(benchmark::State& state) {
   benchmark::DoNotOptimize(sink);
 }
 
+// logprobs / top_logprobs (issue 21): the extra per-token work of a request that asks for them,
+// top 20 (OpenAI's maximum) and chosen-only, without and with a logit_bias (which copies the row).
+void BM_Logprobs(benchmark::State& state) {
+  const auto logits = row(0);
+  engine::SamplingParams p;
+  p.temperature = 1.0f;
+  p.logprobs = true;
+  p.top_logprobs = state.range(0);
+  if (state.range(1)) p.logit_bias = {{11, 3.0f}};
+  auto s = engine::Sampler::create(p);
+  double sink = 0;
+  for (auto _ : state) sink += s->logprobs(logits, 11, p.top_logprobs).value().logprob;
+  benchmark::DoNotOptimize(sink);
+}
+BENCHMARK(BM_Logprobs)->Args({20, 0})->Args({0, 0})->Args({20, 1})->Unit(benchmark::kMicrosecond);
+
 BENCHMARK(BM_SampleOpenAiDefault)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleTopP09)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_SampleMinP005)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);

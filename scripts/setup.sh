@@ -14,6 +14,7 @@ DEBIAN_PACKAGES=(
   libutf8proc-dev        # Unicode normalisation and categories for tokenizers
   libpng-dev libjpeg62-turbo-dev  # image decoding for vision-language prompts
   python3-pil            # image preprocessing reference
+  nginx-light            # tests/server/test_nginx_replicas.py: replicas behind deploy/nginx.conf
 )
 
 missing=()

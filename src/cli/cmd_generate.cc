@@ -1,6 +1,6 @@
 // `hlx generate -m DIR (-p TEXT | --file F | --tokens 1,2,3) [--image PATH]... [--chat] [-n N] [--temp T]
 //               [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--capacity C] [--slots N]
-//               [--kv-dtype auto|bf16|f32] [--threads N]`
+//               [--logprobs K] [--kv-dtype auto|bf16|f32] [--threads N]`
 // Text mode (-p / --file): tokenizes with DIR/tokenizer.json (--chat first renders DIR's chat
 // template for one user message with add_generation_prompt), streams the generated text to stdout
 // as it is decided (never a broken UTF-8 character), and ends with a one-line summary on stderr.
@@ -12,6 +12,10 @@
 // image (VisionModel::expand_prompt) and tokenized. With --tokens the ids hold the image token id
 // once per image (not for Gemma3, whose blocks are expanded as text). The summary adds the
 // preprocess and encode times.
+// --logprobs K (0..20): after the text (or ids), one stderr line per generated token,
+// `logprobs: {"i":0,"id":791,"logprob":-1.25,"top":[[791,-1.25],...]}` (see logprobs_lines):
+// the chosen token's log-probability and the K most likely ids, from the log-softmax of the
+// logits after --logit-bias, before --temp/--top-k/--top-p/--min-p.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -67,6 +71,18 @@ Status run_token_ids(const GenerateArgs& a) {
                st.compile_ms, st.bind_ms, st.compiled, double(st.arena_bytes) / (1 << 20), (long long)model->shape().context_capacity,
                (long long)model->shape().slots, std::string(dtype_name(model->shape().kv_dtype)).c_str(),
                double(st.kv_bytes) / (1 << 20));
+  if (a.gen.logprobs >= 0) {  // the engine path computes them; same greedy tokens
+    TextGenParams gen;
+    gen.max_new_tokens = a.n;
+    gen.logprobs = a.gen.logprobs;
+    HLX_ASSIGN_OR_RETURN(TextGenResult t, generate_text(*model, nullptr, prompt, gen, [](std::string_view) {}));
+    std::string line;
+    for (size_t i = 0; i < t.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(t.tokens[i]);
+    std::cout << line << "\n" << std::flush;
+    std::fputs(logprobs_lines(t.logprobs).c_str(), stderr);
+    std::fprintf(stderr, "%s\n", summary_line(t).c_str());
+    return ok_status();
+  }
   HLX_ASSIGN_OR_RETURN(engine::GenerateResult r, model->generate(prompt, a.n));
   std::string line;
   for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(r.tokens[i]);
@@ -90,11 +106,13 @@ Status run_token_ids_images(const GenerateArgs& a) {
   HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, prompt, a.n));
   TextGenParams gen;
   gen.max_new_tokens = a.n;
+  gen.logprobs = a.gen.logprobs;
   HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, nullptr, prompt, gen, [](std::string_view) {},
                                                       ImageInput{std::move(images), vision.get()}));
   std::string line;
   for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(r.tokens[i]);
   std::cout << line << "\n" << std::flush;
+  std::fputs(logprobs_lines(r.logprobs).c_str(), stderr);
   std::fprintf(stderr, "%s\n", summary_line(r).c_str());
   return ok_status();
 }
@@ -148,6 +166,7 @@ Status run_text(const GenerateArgs& a) {
                        }, ImageInput{std::move(images), vision.get()}));
   std::fputc('\n', stdout);
   std::fflush(stdout);
+  std::fputs(logprobs_lines(r.logprobs).c_str(), stderr);
   std::fprintf(stderr, "%s\n", summary_line(r).c_str());
   if (a.print_ids) {
     std::string line = "ids:";
@@ -161,6 +180,9 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
   if (text_sources + int(!a.tokens.empty()) != 1)
     return make_error(ErrorKind::kInvalidArgument, "generate: give exactly one of -p TEXT, --file F, --tokens IDS");
   if (a.n < 0) return make_error(ErrorKind::kInvalidArgument, "-n ", a.n, " is negative");
+  if (a.gen.logprobs < -1 || a.gen.logprobs > engine::kMaxTopLogprobs)
+    return make_error(ErrorKind::kInvalidArgument, "--logprobs ", a.gen.logprobs, " is outside [0, ",
+                      engine::kMaxTopLogprobs, "]");
   if (!a.images.empty()) HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
@@ -185,6 +207,8 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_option("-n,--max-new-tokens", args->n, "tokens to generate (default 16)");
   sub->add_flag("--print-ids", args->print_ids, "text mode: also print the generated ids on stderr (\"ids: 1,2,3\")");
   add_sampling_flags(sub, args->gen);
+  sub->add_option("--logprobs", args->gen.logprobs,
+                  "K in 0..20: print each token's logprob and the K most likely ids on stderr (see above)");
   args->flags.add_to(sub);
   sub->add_option("--slots", args->slots, "KV slots (default 1)");
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted prefill_<Lp>.mlir / decode_<B>.mlir from here");

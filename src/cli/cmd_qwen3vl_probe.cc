@@ -5,6 +5,9 @@
 // files for tests/models/test_qwen3_vl_e2e.py: ids, positions, patches_K, features_K,
 // deepstack_K, logits (one call), row_logits (row r from a call ending at r + 1, chunked over
 // tiny buckets), decode_logits, tokens. --no-deepstack and --ignore-delta are the ablations.
+// --time-prefill R measures the DeepStack entry against the same prompt without the payload
+// (issue: DeepStack prefill within 5 % of prefill_embeddings): R alternating pairs, in a second
+// slot, printed per pair and as the ratio of the medians.
 #include <algorithm>
 #include <cstring>
 #include <iostream>
@@ -13,6 +16,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "core/clock.h"
 #include "cli/model_flags.h"
 #include "engine/qwen3_vl_vision_model.h"
 #include "engine/text_model.h"
@@ -25,7 +29,7 @@ struct ProbeArgs {
   std::string model, tokens, out_dir;
   std::vector<std::string> images;
   std::vector<int64_t> buckets;
-  int64_t max_new = 16;
+  int64_t max_new = 16, time_prefill = 0;
   bool no_deepstack = false, ignore_delta = false, row_logits = false;
   ModelFlags flags;
 };
@@ -135,6 +139,27 @@ Status run_probe(const ProbeArgs& a) {
   HLX_RETURN_IF_ERROR(write_npy(out + "tokens.npy", toks));
   HLX_RETURN_IF_ERROR(text->release(slot));
 
+  if (a.time_prefill > 0) {
+    std::vector<double> with, without;
+    for (int64_t r = 0; r < a.time_prefill; ++r) {
+      for (const engine::DeepstackPayload* p : {static_cast<const engine::DeepstackPayload*>(&ds),
+                                                static_cast<const engine::DeepstackPayload*>(nullptr)}) {
+        HLX_ASSIGN_OR_RETURN(int64_t s, text->admit(engine::AdmissionRequest{n, 0, {}}));
+        const auto t0 = std::chrono::steady_clock::now();
+        HLX_RETURN_IF_ERROR(text->prefill_embeddings_mrope(s, emb, ids64, pos, delta, n, p).status());
+        (p ? with : without).push_back(ms_since(t0));
+        HLX_RETURN_IF_ERROR(text->release(s));
+      }
+      std::cout << "prefill " << n << " rows: deepstack " << with.back() << " ms, without payload "
+                << without.back() << " ms\n";
+    }
+    auto median = [](std::vector<double> v) {
+      std::sort(v.begin(), v.end());
+      return v[v.size() / 2];
+    };
+    std::cout << "prefill median: deepstack / without payload = " << median(with) / median(without) << "\n";
+  }
+
   // ---- every row's logits: row r from a call that ends at r + 1 (the payload's rows past it are
   // left out through its count), in a second slot.
   if (a.row_logits) {
@@ -167,6 +192,8 @@ static CommandRun setup_probe(CLI::App& root) {
   sub->add_flag("--row-logits", args->row_logits, "also write every row's logits (one call per row)");
   sub->add_flag("--no-deepstack", args->no_deepstack, "ablation: prefill without the DeepStack payload");
   sub->add_flag("--ignore-delta", args->ignore_delta, "ablation: rope delta 0 at decode");
+  sub->add_option("--time-prefill", args->time_prefill,
+                  "R alternating timed prefills with and without the DeepStack payload (default 0)");
   args->flags.add_to(sub);
   return [args] { return report(run_probe(*args)); };
 }

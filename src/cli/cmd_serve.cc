@@ -40,6 +40,7 @@ struct ServeArgs {
   server::ServerOptions opts;
   std::string allowed_image_dir;
   double read_timeout_s = 30, write_timeout_s = 30, request_timeout_s = 600, shutdown_grace_s = 10;
+  double keep_alive_timeout_s = 5;
   bool quiet = false;
   int64_t image_cache_mib = 256;
 };
@@ -79,6 +80,9 @@ Status run_serve(ServeArgs a) {
   HLX_RETURN_IF_ERROR(check_range("--write-timeout", a.write_timeout_s, 0.01, 86400));
   HLX_RETURN_IF_ERROR(check_range("--request-timeout", a.request_timeout_s, 0.01, 1e6));
   HLX_RETURN_IF_ERROR(check_range("--shutdown-grace", a.shutdown_grace_s, 0, 86400));
+  HLX_RETURN_IF_ERROR(check_range("--keep-alive-timeout", a.keep_alive_timeout_s, 0, 86400));
+  HLX_RETURN_IF_ERROR(check_range("--max-keep-alive-requests", o.max_requests_per_connection, 0, 1e9));
+  o.keep_alive_timeout_ms = to_ms(a.keep_alive_timeout_s);
   o.http.read_timeout_ms = to_ms(a.read_timeout_s);
   o.http.write_timeout_ms = to_ms(a.write_timeout_s);
   o.request_timeout_ms = to_ms(a.request_timeout_s);
@@ -208,6 +212,10 @@ CommandRun setup_serve(CLI::App& root) {
   sub->add_option("--write-timeout", args->write_timeout_s, "seconds a write may wait on a client that stopped reading (default 30)");
   sub->add_option("--request-timeout", args->request_timeout_s, "seconds from a request's arrival to its end (default 600)");
   sub->add_option("--shutdown-grace", args->shutdown_grace_s, "seconds in-flight requests get on SIGINT/SIGTERM (default 10)");
+  sub->add_option("--keep-alive-timeout", args->keep_alive_timeout_s,
+                  "seconds a kept connection may wait for its next request (default 5; 0: close after each response)");
+  sub->add_option("--max-keep-alive-requests", o.max_requests_per_connection,
+                  "requests one connection may carry, then it closes (default 1000; 0: no cap)");
   sub->add_flag("--quiet", args->quiet, "no per-request log lines on stderr");
   return [args] { return report(run_serve(*args)); };
 }

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
@@ -145,6 +146,13 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
       return make_error(ErrorKind::kInvalidArgument, "--logit-bias '", kv, "' (expected TOKEN_ID=BIAS, e.g. 42=-100)");
     req.sampling.logit_bias.emplace_back(id, bias);
   }
+  if (p.logprobs >= 0) {
+    if (p.logprobs > engine::kMaxTopLogprobs)
+      return make_error(ErrorKind::kInvalidArgument, "--logprobs ", p.logprobs, " is outside [0, ",
+                        engine::kMaxTopLogprobs, "]");
+    req.sampling.logprobs = true;
+    req.sampling.top_logprobs = p.logprobs;
+  }
   req.images = std::move(images.images);
   if (on_logits) req.on_logits = on_logits;
   req.on_event = [&](const engine::Event& e) {
@@ -159,6 +167,7 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
   res.preprocess_ms = c.preprocess_ms;
   res.encode_ms = c.encode_ms;
   res.tokens = c.tokens;
+  res.logprobs = std::move(c.logprobs);
   res.text = c.text;
   res.finish = engine::finish_name(c.finish);
   res.prefill_ms = c.prefill_ms;
@@ -268,6 +277,24 @@ nlohmann::ordered_json user_message(const std::string& text, size_t images) {
   for (size_t i = 0; i < images; ++i) content.push_back({{"type", "image"}});
   content.push_back({{"type", "text"}, {"text", text}});
   return {{"role", "user"}, {"content", content}};
+}
+
+std::string logprobs_lines(const std::vector<engine::TokenLogprobs>& lps) {
+  auto num = [](double v) {
+    char b[32];
+    if (!std::isfinite(v)) return std::string("null");
+    std::snprintf(b, sizeof b, "%.9g", v);
+    return std::string(b);
+  };
+  std::string out;
+  for (size_t i = 0; i < lps.size(); ++i) {
+    out += "logprobs: {\"i\":" + std::to_string(i) + ",\"id\":" + std::to_string(lps[i].token) +
+           ",\"logprob\":" + num(lps[i].logprob) + ",\"top\":[";
+    for (size_t k = 0; k < lps[i].top.size(); ++k)
+      out += (k ? ",[" : "[") + std::to_string(lps[i].top[k].first) + "," + num(lps[i].top[k].second) + "]";
+    out += "]}\n";
+  }
+  return out;
 }
 
 void add_sampling_flags(CLI::App* sub, TextGenParams& gen) {

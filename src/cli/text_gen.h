@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "engine/sampling.h"
 #include "engine/text_model.h"
 #include "engine/vision_model.h"
 #include "multimodal/image.h"
@@ -41,6 +42,7 @@ struct TextGenParams {
   std::vector<std::string> stop;  // stop strings (non-empty, valid UTF-8)
   std::vector<std::string> logit_bias;  // "ID=BIAS" (--logit-bias), parsed by generate_text
   bool prefix_cache = true;  // --prefix-cache: reuse rows an earlier call left in the model's slots
+  int64_t logprobs = -1;  // >= 0: each token's logprob and this many top ids (--logprobs K)
 };
 
 struct TextGenResult {
@@ -50,6 +52,7 @@ struct TextGenResult {
   std::vector<int64_t> tokens;  // generated ids (including a final EOS)
   std::string text;             // generated text up to (not including) a stop string
   std::string finish;           // "stop" | "length" | "cancelled" | "error"
+  std::vector<engine::TokenLogprobs> logprobs;  // one per token when params.logprobs >= 0
   double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0;
 };
 
@@ -106,5 +109,11 @@ Status warm_up_image_prompt(engine::TextModel& model, const std::vector<int64_t>
 nlohmann::ordered_json user_message(const std::string& text, size_t images);
 
 double per_second(int64_t count, double ms);
+
+// --logprobs output: one line per generated token,
+//   logprobs: {"i":0,"id":791,"logprob":-1.25,"top":[[791,-1.25],[13,-2.5]]}
+// (JSON after the "logprobs: " prefix; top = [id, logprob] pairs, most likely first; a logprob
+// of -inf is written as null).
+std::string logprobs_lines(const std::vector<engine::TokenLogprobs>& lps);
 
 }  // namespace hlx::cli

@@ -60,6 +60,7 @@ struct BatchEngine::Active {
   int64_t position = 0;  // its cache row
   std::string text;      // decoded generated text so far (cut at a stop string)
   size_t emitted = 0;    // bytes of `text` already sent in events
+  std::optional<TokenLogprobs> logprobs;  // of the token being pushed (sampling.logprobs)
   bool finished = false;
   Completion done;
   Clock::time_point submitted, admitted, first_token;
@@ -329,6 +330,11 @@ bool BatchEngine::push_token(Active& a, int64_t token) {
   e.token = token;
   e.text = a.text.substr(a.emitted, upto - a.emitted);
   a.emitted = upto;
+  if (a.logprobs) {
+    e.logprobs = *a.logprobs;
+    a.done.logprobs.push_back(std::move(*a.logprobs));
+    a.logprobs.reset();
+  }
   emit(a, std::move(e));
   if (!err.ok()) {
     finish(a, Finish::kError, err.with_context(str_cat("decoding generated token ", token)));
@@ -452,7 +458,7 @@ void BatchEngine::prefill_one() {
     a.release_side_tensors();  // the merged rows are in the cache now
     const Tensor& lg = *logits;
     if (a.req.on_logits) a.req.on_logits(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
-    auto tok = a.sampler->next(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
+    auto tok = a.sampler->next(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())), &a.logprobs);
     if (!tok.ok()) {
       finish(a, Finish::kError, tok.status());
       return;
@@ -547,7 +553,7 @@ void BatchEngine::decode_all() {
   for (size_t i = 0; i < rows_of.size(); ++i) {
     Active& a = *rows_of[i];
     if (a.req.on_logits) a.req.on_logits(std::span<const float>(base + int64_t(i) * v, size_t(v)));
-    auto tok = a.sampler->next(std::span<const float>(base + int64_t(i) * v, size_t(v)));
+    auto tok = a.sampler->next(std::span<const float>(base + int64_t(i) * v, size_t(v)), &a.logprobs);
     if (!tok.ok()) {
       finish(a, Finish::kError, tok.status());
       continue;

@@ -62,6 +62,8 @@ struct Event {
   RequestId id = 0;
   Kind kind = Kind::kToken;
   int64_t token = -1;       // kToken only
+  // kToken with sampling.logprobs: the token's log-probabilities (see TokenLogprobs).
+  std::optional<TokenLogprobs> logprobs;
   std::string text;         // UTF-8 text delta (always empty without a tokenizer)
   Finish finish = Finish::kNone;  // kFinished only
   Status error;                   // kFinished with Finish::kError
@@ -83,6 +85,8 @@ struct Completion {
   int64_t images = 0;
   // Generated ids, including a final EOS id or the token that completed a stop string.
   std::vector<int64_t> tokens;
+  // With sampling.logprobs: one entry per generated token, in order (stop-string tokens included).
+  std::vector<TokenLogprobs> logprobs;
   std::string text;  // decoded generated text without the stop string (empty without tokenizer)
   Finish finish = Finish::kNone;
   Status error;

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <limits>
 
+#include "runtime/kernels/vexp.h"
+
 namespace hlx::engine {
 
 namespace {
@@ -41,6 +43,11 @@ Status validate_sampling(const SamplingParams& p) {
                         " is outside [-100, 100]");
     ids.push_back(id);
   }
+  if (p.top_logprobs < 0 || p.top_logprobs > kMaxTopLogprobs)
+    return range_error("top_logprobs", double(p.top_logprobs), "[0, 20]");
+  if (p.top_logprobs > 0 && !p.logprobs)
+    return make_error(ErrorKind::kInvalidArgument, "sampling.top_logprobs = ", p.top_logprobs,
+                      " needs sampling.logprobs = true");
   std::sort(ids.begin(), ids.end());
   if (auto dup = std::adjacent_find(ids.begin(), ids.end()); dup != ids.end())
     return make_error(ErrorKind::kInvalidArgument, "sampling.logit_bias lists token id ", *dup, " twice");
@@ -702,10 +709,93 @@ Result<int64_t> Sampler::sample(std::span<const float> logits) {
   return c.back().first;  // rounding: u within the last ulp of 1
 }
 
-Result<int64_t> Sampler::next(std::span<const float> logits) {
+Result<int64_t> Sampler::next(std::span<const float> logits, std::optional<TokenLogprobs>* lp) {
   HLX_ASSIGN_OR_RETURN(int64_t t, sample(logits));
+  if (lp && params_.logprobs) {
+    HLX_ASSIGN_OR_RETURN(TokenLogprobs l, logprobs(logits, t, params_.top_logprobs));
+    *lp = std::move(l);
+  }
   accept(t);
   return t;
+}
+
+// Two passes over the row: the maximum and the top ids (a sorted list of at most `top`, which a
+// logit enters only when above its last: one compare per id in the common case), then the sum of
+// exp(x - max) in double. log-sum-exp = max + log(sum).
+Result<TokenLogprobs> Sampler::logprobs(std::span<const float> logits, int64_t chosen, int64_t top) {
+  if (logits.empty()) return make_error(ErrorKind::kInvalidArgument, "logprobs of an empty logits row");
+  if (chosen < 0 || chosen >= int64_t(logits.size()))
+    return make_error(ErrorKind::kInvalidArgument, "logprobs: token ", chosen, " is outside a row of ", logits.size());
+  top = std::clamp<int64_t>(top, 0, kMaxTopLogprobs);
+  std::span<const float> row = logits;
+  if (!penalized_tokens(int64_t(logits.size())).empty()) {
+    lp_row_.assign(logits.begin(), logits.end());
+    apply_penalties(lp_row_);
+    row = lp_row_;
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  float mx = -inf;
+  std::vector<std::pair<int64_t, float>> best;  // (id, logit), logit desc, id asc
+  best.reserve(size_t(top) + 1);
+  // Only a logit above `thr` can change the maximum or enter the top list: the list's last once
+  // it is full (the maximum is its first), else the maximum itself.
+  float thr = -inf;
+  auto visit = [&](size_t i) {
+    const float x = row[i];
+    if (!(x > thr && x < inf)) return;  // NaN and infinities take no part
+    mx = std::max(mx, x);
+    // Ids come in ascending order, so an equal logit never displaces an earlier id.
+    if (top > 0 && (int64_t(best.size()) < top || x > best.back().second)) {
+      auto at = std::upper_bound(best.begin(), best.end(), x,
+                                 [](float v, const std::pair<int64_t, float>& b) { return v > b.second; });
+      best.insert(at, {int64_t(i), x});
+      if (int64_t(best.size()) > top) best.pop_back();
+    }
+    thr = top == 0 ? mx : (int64_t(best.size()) == top ? best.back().second : -inf);
+  };
+  size_t i = 0;
+#if defined(__SSE4_1__)
+  {  // four logits at a time; most blocks hold nothing above thr
+    const __m128i abs_mask = _mm_set1_epi32(0x7fffffff), inf_bits = _mm_set1_epi32(0x7f800000);
+    const __m128 ninf = _mm_set1_ps(-inf);
+    for (; i + 4 <= row.size(); i += 4) {
+      const __m128 v = _mm_loadu_ps(row.data() + i);
+      const __m128i finite = _mm_cmplt_epi32(_mm_and_si128(_mm_castps_si128(v), abs_mask), inf_bits);
+      const __m128 x = _mm_blendv_ps(ninf, v, _mm_castsi128_ps(finite));
+      if (_mm_movemask_ps(_mm_cmpgt_ps(x, _mm_set1_ps(thr))) == 0) continue;
+      for (size_t j = i; j < i + 4; ++j) visit(j);
+    }
+  }
+#endif
+  for (; i < row.size(); ++i) visit(i);
+  if (mx == -inf) return make_error(ErrorKind::kInvalidArgument, "logprobs: no finite logit in a row of ", row.size());
+  // exp(x - max) through the runtime's vector exp (1 ulp), summed in double (std::exp in double
+  // over 152k logits cost twice this whole function; bench/sampling_bench.cc BM_Logprobs).
+  double sum = 0;
+  constexpr size_t kChunk = 1024;
+  alignas(64) float buf[kChunk];
+  for (size_t i0 = 0; i0 < row.size(); i0 += kChunk) {
+    const size_t len = std::min(kChunk, row.size() - i0);
+    for (size_t j = 0; j < len; ++j) {
+      const float x = row[i0 + j];
+      buf[j] = (x > -inf && x < inf) ? x - mx : -inf;  // exp(-inf) = 0: non-finite logits take no part
+    }
+    kernels::exp_f32(buf, buf, int64_t(len));
+    double acc[8] = {};
+    size_t j = 0;
+    for (; j + 8 <= len; j += 8)
+      for (size_t l = 0; l < 8; ++l) acc[l] += double(buf[j + l]);
+    for (; j < len; ++j) acc[0] += double(buf[j]);
+    for (double a : acc) sum += a;
+  }
+  const double lse = double(mx) + std::log(sum);
+  TokenLogprobs out;
+  out.token = chosen;
+  const float c = row[size_t(chosen)];
+  out.logprob = (c > -inf && c < inf) ? double(c) - lse : -double(inf);
+  out.top.reserve(best.size());
+  for (const auto& [id, x] : best) out.top.emplace_back(id, double(x) - lse);
+  return out;
 }
 
 Result<std::vector<double>> Sampler::distribution(std::span<const float> logits) const {

@@ -7,6 +7,7 @@
 //      logit -= frequency_penalty * count + presence_penalty * (count > 0);
 //   2b. logit_bias: logit += bias for each listed token (OpenAI's logit_bias; -100 bans a token in
 //      practice, +100 all but forces it);
+//   (log-probabilities, when asked, are the log-softmax of this row: after 1-2b, before 3-7)
 //   3. temperature 0: argmax of the penalized logits (lowest id on ties), no random draw;
 //      otherwise logits / temperature, then
 //   4. top-k (keep the k largest; 0 = off), 5. softmax, 6. top-p (keep the smallest set of the
@@ -23,6 +24,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <random>
 #include <span>
 #include <string>
@@ -46,8 +48,23 @@ struct SamplingParams {
   // (token id, bias in [-100, 100]) pairs, ids unique and >= 0 (the engine checks them against
   // the vocabulary); at most kMaxLogitBias entries.
   std::vector<std::pair<int64_t, float>> logit_bias;
+  // Log-probabilities of each generated token (OpenAI's logprobs / top_logprobs): `logprobs`
+  // reports the chosen token's; `top_logprobs` in [0, kMaxTopLogprobs] (needs logprobs) adds
+  // that many most likely ids. Off: no work at all per token.
+  bool logprobs = false;
+  int64_t top_logprobs = 0;
 };
 inline constexpr size_t kMaxLogitBias = 1024;
+inline constexpr int64_t kMaxTopLogprobs = 20;
+
+// One generated token's log-probabilities: log-softmax over the whole vocabulary of the logits
+// after the penalties and logit_bias (steps 1-2b), before temperature, top-k, top-p and min-p,
+// in double (log-sum-exp around the row maximum). A non-finite logit has logprob -inf.
+struct TokenLogprobs {
+  int64_t token = -1;
+  double logprob = 0;
+  std::vector<std::pair<int64_t, double>> top;  // (id, logprob): logprob desc, id asc on ties
+};
 
 // kInvalidArgument naming the field, its value and the allowed range (NaN and inf rejected).
 Status validate_sampling(const SamplingParams& params);
@@ -64,8 +81,13 @@ class Sampler {
   Result<int64_t> sample(std::span<const float> logits);
   // Records a generated token for the penalties.
   void accept(int64_t token);
-  // sample() followed by accept().
-  Result<int64_t> next(std::span<const float> logits);
+  // sample() followed by accept(); with params().logprobs and `lp` non-null, also the chosen
+  // token's log-probabilities (computed before accept(), so under the draw's penalties).
+  Result<int64_t> next(std::span<const float> logits, std::optional<TokenLogprobs>* lp = nullptr);
+  // The log-probabilities of `chosen` and the top `top` ids (see TokenLogprobs) for a row with
+  // this sampler's penalties applied; kInvalidArgument for an empty row, one without a finite
+  // logit, or `chosen` outside the row. Call before accept(chosen).
+  Result<TokenLogprobs> logprobs(std::span<const float> logits, int64_t chosen, int64_t top);
 
   // The probabilities after steps 1-7 (zero outside the kept set), for tests; no RNG draw.
   Result<std::vector<double>> distribution(std::span<const float> logits) const;
@@ -104,6 +126,7 @@ class Sampler {
   std::vector<uint16_t> bucket_;                // bucket per id
   std::vector<uint32_t> order_, bucket_begin_;  // one bucket's ids; bucket offsets
   std::vector<uint64_t> bucket_sort_;
+  std::vector<float> lp_row_;  // logprobs(): the penalized row
 };
 
 // Index of the largest value (lowest index on ties; NaN never wins). -1 for an empty row.

@@ -72,8 +72,8 @@ shlo::Value self_attention(DecoderContext& c, int64_t layer, const shlo::Value& 
 // down(act(gate(h)) * up(h)) with the spec's activation. h [T, hidden] -> [T, hidden].
 shlo::Value gated_mlp(DecoderContext& c, int64_t layer, const shlo::Value& h);
 
-// One decoder layer of a family: x [T, hidden] f32 residual stream in, the same out.
-using LayerFn = shlo::Value (*)(DecoderContext& c, int64_t layer, const shlo::Value& x);
+// One decoder layer of a family (its TextFamily::layer): x [T, hidden] f32 residual stream in,
+// the same out.
 shlo::Value llama_layer(DecoderContext& c, int64_t layer, const shlo::Value& x);   // llama.cc
 shlo::Value gemma3_layer(DecoderContext& c, int64_t layer, const shlo::Value& x);  // gemma3.cc
 

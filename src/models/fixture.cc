@@ -529,15 +529,6 @@ FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& i
   return {info, d.center, d.half_width};
 }
 
-namespace {
-
-Status write_weights(const std::string& path, const TextModelSpec& spec, DType dtype, uint64_t seed) {
-  std::vector<FixtureTensor> tensors;
-  for (const TensorInfo& t : text_checkpoint_layout(spec)) tensors.push_back(text_fixture_tensor(spec, t));
-  return write_fixture_safetensors(path, tensors, dtype, seed);
-}
-
-}  // namespace
 
 std::vector<std::string> fixture_families() { return {"llama", "qwen2", "qwen3", "gemma3_text", "gemma3"}; }
 std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
@@ -592,29 +583,49 @@ std::vector<float> fixture_tensor_values(const TextModelSpec& spec, const Tensor
   return out;
 }
 
-Status write_text_fixture(const std::string& dir, const FixtureOptions& options) {
-  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
-  HLX_ASSIGN_OR_RETURN(TextModelSpec spec, spec_from_configs(configs, options));
+Status write_fixture_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files,
+                           const FixtureOptions& options, const std::string& chat_template) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) return make_error(ErrorKind::kIo, "fixture: cannot create directory '", dir, "': ", ec.message());
-  HLX_RETURN_IF_ERROR(write_file(dir + "/config.json", configs.config_json));
-  HLX_RETURN_IF_ERROR(write_file(dir + "/generation_config.json", configs.generation_config_json));
-  for (const char* name : {"tokenizer.json", "tokenizer_config.json"}) {
-    const std::string target = dir + "/" + name;
-    if (options.tokenizer_dir.empty()) {
-      std::filesystem::remove(target, ec);  // a stale copy would not match this vocabulary
-      continue;
-    }
-    const std::string source = options.tokenizer_dir + "/" + name;
+  for (const auto& [name, text] : files) HLX_RETURN_IF_ERROR(write_file(dir + "/" + name, text));
+  if (options.tokenizer_dir.empty()) {  // a stale copy would not match this vocabulary
+    for (const char* name : {"/tokenizer.json", "/tokenizer_config.json"}) std::filesystem::remove(dir + name, ec);
+    return ok_status();
+  }
+  auto copy = [&](const char* name) -> Status {
+    const std::string source = options.tokenizer_dir + name, target = dir + name;
     std::filesystem::copy_file(source, target, std::filesystem::copy_options::overwrite_existing, ec);
     if (ec) return make_error(ErrorKind::kIo, "fixture: cannot copy '", source, "' to '", target, "': ", ec.message());
-  }
+    return ok_status();
+  };
+  HLX_RETURN_IF_ERROR(copy("/tokenizer.json"));
+  if (chat_template.empty()) return copy("/tokenizer_config.json");
+  const std::string src = options.tokenizer_dir + "/tokenizer_config.json";
+  HLX_ASSIGN_OR_RETURN(std::string text, read_file(src));
+  ojson cfg = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (cfg.is_discarded() || !cfg.is_object())
+    return make_error(ErrorKind::kParse, "fixture: '", src, "' is not a JSON object");
+  cfg["chat_template"] = chat_template;
+  return write_file(dir + "/tokenizer_config.json", cfg.dump(2) + "\n");
+}
+
+Status write_fixture_weights(const std::string& dir, const std::vector<FixtureTensor>& tensors,
+                             const FixtureOptions& options) {
   const std::string weights = dir + "/model.safetensors";
-  HLX_RETURN_IF_ERROR(write_weights(weights, spec, options.dtype, options.seed));
-  // Re-open through the production reader: the header we streamed must be one it accepts.
-  HLX_RETURN_IF_ERROR(SafetensorsFile::open(weights).status().with_context("fixture: written checkpoint"));
-  return ok_status();
+  HLX_RETURN_IF_ERROR(write_fixture_safetensors(weights, tensors, options.dtype, options.seed));
+  return SafetensorsFile::open(weights).status().with_context("fixture: written checkpoint");
+}
+
+Status write_text_fixture(const std::string& dir, const FixtureOptions& options) {
+  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
+  HLX_ASSIGN_OR_RETURN(TextModelSpec spec, spec_from_configs(configs, options));
+  HLX_RETURN_IF_ERROR(write_fixture_files(
+      dir, {{"config.json", configs.config_json}, {"generation_config.json", configs.generation_config_json}}, options,
+      ""));
+  std::vector<FixtureTensor> tensors;
+  for (const TensorInfo& t : text_checkpoint_layout(spec)) tensors.push_back(text_fixture_tensor(spec, t));
+  return write_fixture_weights(dir, tensors, options);
 }
 
 }  // namespace hlx::models

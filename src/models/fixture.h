@@ -70,6 +70,17 @@ FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& i
 Status write_fixture_safetensors(const std::string& path, const std::vector<FixtureTensor>& tensors, DType dtype,
                                  uint64_t seed);
 
+// The files of a fixture directory besides its weights, shared by every fixture writer: creates
+// `dir`, writes each (file name, text) of `files`, and copies tokenizer.json and
+// tokenizer_config.json from options.tokenizer_dir (the config's chat_template replaced when
+// `chat_template` is not empty), or removes stale copies when there is no tokenizer directory.
+Status write_fixture_files(const std::string& dir, const std::vector<std::pair<std::string, std::string>>& files,
+                           const FixtureOptions& options, const std::string& chat_template);
+// Streams `tensors` into dir/model.safetensors (write_fixture_safetensors) and re-opens it through
+// the production reader: the header streamed must be one it accepts.
+Status write_fixture_weights(const std::string& dir, const std::vector<FixtureTensor>& tensors,
+                             const FixtureOptions& options);
+
 // Vision-language fixtures (llava_fixture.cc): families "llava-clip" (llama text, CLIP tower),
 // "llava-siglip" (qwen2 text, SigLIP tower) and "gemma3-vlm" (gemma3 text, SigLIP tower, Gemma3
 // projector: 4 x 4 patches pooled to 2 x 2); presets "tiny", "clip-vit-l-336" (llava-clip: real

@@ -1,9 +1,12 @@
-// The Gemma3 graph (transformers' Gemma3DecoderLayer): sandwich norms around attention and MLP,
-// (1 + w) RMSNorms (spec.norm_weight_offset = 1), per-head q/k norms, local rotary frequencies and
-// a sliding window on sliding layers, global frequencies (with linear scaling) on full layers,
-// attention scale 1/sqrt(query_pre_attn_scalar), gelu-tanh MLP. The embedding scale and the
-// final logit softcap are spec fields applied by the shared entry code.
+// The Gemma3 text family (transformers' Gemma3TextConfig and Gemma3DecoderLayer): sandwich norms
+// around attention and MLP, (1 + w) RMSNorms (spec.norm_weight_offset = 1), per-head q/k norms,
+// local rotary frequencies and a sliding window on sliding layers, global frequencies (with
+// linear scaling) on full layers, attention scale 1/sqrt(query_pre_attn_scalar), gelu-tanh MLP.
+// The embedding scale and the final logit softcap are spec fields applied by the shared entry code.
+#include <cmath>
+
 #include "models/decoder_common.h"
+#include "models/text_family.h"
 
 namespace hlx::models {
 
@@ -21,5 +24,69 @@ shlo::Value gemma3_layer(DecoderContext& c, int64_t layer, const shlo::Value& x)
   f.set_scope(str_cat("layer ", layer, " post_feedforward_layernorm"));
   return f.add(r, norm(c, h, c.layer_weight(layer, "post_feedforward_layernorm.weight")));
 }
+
+namespace {
+
+Status parse_gemma3_keys(const HfConfig& config, TextModelSpec& s) {
+  const ConfigView& c = config.text();
+  // Activation: Gemma3 reads "hidden_activation" (an older "hidden_act" is its fallback).
+  std::string fallback = "gelu_pytorch_tanh";
+  if (c.has("hidden_act")) {
+    HLX_ASSIGN_OR_RETURN(fallback, c.require_string("hidden_act"));
+  }
+  HLX_ASSIGN_OR_RETURN(std::string act, c.optional_string("hidden_activation", fallback));
+  if (act != "gelu_pytorch_tanh" && act != "gelu_new")
+    return config_unsupported(c, "hidden_activation", str_cat("'", act, "' (implemented: gelu_pytorch_tanh)"));
+  s.activation = Activation::kGeluTanh;
+  s.qk_norm = true;
+  s.sandwich_norms = true;
+  s.norm_weight_offset = 1.f;
+
+  // Sliding layers: rope_local_base_freq, never scaled. Global layers: rope_theta + rope_scaling.
+  HLX_ASSIGN_OR_RETURN(ConfigView scaling, c.optional_sub("rope_scaling"));
+  HLX_ASSIGN_OR_RETURN(ConfigView params, c.optional_sub("rope_parameters"));
+  s.rope_local = RopeSpec{};
+  HLX_ASSIGN_OR_RETURN(s.rope_local.theta, c.optional_float("rope_local_base_freq", 10000.0));
+  HLX_RETURN_IF_ERROR(parse_rope_dict(scaling, "rope_scaling", s.rope));
+  if (!params.empty()) {  // transformers v5: {"full_attention": {...}, "sliding_attention": {...}}
+    HLX_ASSIGN_OR_RETURN(ConfigView full, params.optional_sub("full_attention"));
+    HLX_ASSIGN_OR_RETURN(ConfigView sliding, params.optional_sub("sliding_attention"));
+    HLX_RETURN_IF_ERROR(parse_rope_dict(full, "rope_parameters.full_attention", s.rope));
+    HLX_RETURN_IF_ERROR(parse_rope_dict(sliding, "rope_parameters.sliding_attention", s.rope_local));
+  }
+  HLX_RETURN_IF_ERROR(parse_mrope(c, /*mrope=*/false, s));
+
+  // Attention scale and softcaps.
+  HLX_ASSIGN_OR_RETURN(double qpas, c.optional_float("query_pre_attn_scalar", 256.0));
+  if (!(qpas > 0)) return config_invalid(c, "query_pre_attn_scalar", str_cat(qpas, " must be > 0"));
+  s.attention_scale = 1.0 / std::sqrt(qpas);
+  HLX_ASSIGN_OR_RETURN(s.attn_logit_softcap, c.optional_float("attn_logit_softcapping", 0.0));
+  HLX_ASSIGN_OR_RETURN(s.final_logit_softcap, c.optional_float("final_logit_softcapping", 0.0));
+  if (s.attn_logit_softcap < 0 || s.final_logit_softcap < 0)
+    return config_invalid(c, "attn_logit_softcapping", str_cat(s.attn_logit_softcap, ", final_logit_softcapping ",
+                                                               s.final_logit_softcap, ": must be >= 0"));
+  // Gemma3TextScaledWordEmbedding: embed_scale = hidden_size**0.5, cast to the weight dtype.
+  s.embedding_scale = round_to_dtype(std::sqrt(double(s.hidden_size)), s.weight_dtype);
+
+  // Sliding window; without layer_types every `sliding_window_pattern`-th layer is global.
+  HLX_ASSIGN_OR_RETURN(s.sliding_window, c.optional_int("sliding_window", 4096));
+  if (s.sliding_window <= 0) return config_invalid(c, "sliding_window", str_cat(s.sliding_window, " must be positive"));
+  HLX_ASSIGN_OR_RETURN(std::vector<std::string> layer_types, c.optional_string_array("layer_types"));
+  if (layer_types.empty()) {
+    HLX_ASSIGN_OR_RETURN(int64_t pattern, c.optional_int("sliding_window_pattern", 6));
+    if (pattern <= 0) return config_invalid(c, "sliding_window_pattern", str_cat(pattern, " must be positive"));
+    for (int64_t i = 0; i < s.num_layers; ++i) s.layer_is_sliding[size_t(i)] = (i + 1) % pattern != 0;
+  }
+  return ok_status();
+}
+
+}  // namespace
+
+// Gemma3TextConfig: 262208/2304/9216/26/8 (kv 4, head_dim 256), 131072, rope_theta 1e6, tied.
+const TextFamily kGemma3TextFamily{"gemma3_text",
+                                   Family::kGemma3,
+                                   {262208, 2304, 9216, 26, 8, 4, 256, 131072, 1000000.0, true},
+                                   parse_gemma3_keys,
+                                   gemma3_layer};
 
 }  // namespace hlx::models

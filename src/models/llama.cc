@@ -1,7 +1,8 @@
-// The Llama graph, shared by Llama 2/3, Qwen2 (q/k/v biases) and Qwen3 (per-head q/k RMSNorm):
-// the differences are spec flags handled inside self_attention (transformers' LlamaDecoderLayer,
-// Qwen2DecoderLayer and Qwen3DecoderLayer are the same pre-norm residual block).
+// The Llama family, and the graph it shares with Qwen2 (q/k/v biases) and Qwen3 (per-head q/k
+// RMSNorm): the differences are spec flags handled inside self_attention (transformers'
+// LlamaDecoderLayer, Qwen2DecoderLayer and Qwen3DecoderLayer are the same pre-norm residual block).
 #include "models/decoder_common.h"
+#include "models/text_family.h"
 
 namespace hlx::models {
 
@@ -14,5 +15,22 @@ shlo::Value llama_layer(DecoderContext& c, int64_t layer, const shlo::Value& x) 
   h = norm(c, r, c.layer_weight(layer, "post_attention_layernorm.weight"));
   return f.add(r, gated_mlp(c, layer, h));
 }
+
+namespace {
+
+Status parse_llama_keys(const HfConfig& config, TextModelSpec& s) {
+  const ConfigView& c = config.text();
+  HLX_RETURN_IF_ERROR(parse_silu_activation(c, s));
+  HLX_RETURN_IF_ERROR(parse_single_rope(c, s));
+  HLX_RETURN_IF_ERROR(parse_mrope(c, /*mrope=*/false, s));
+  return refuse_sliding_window(c, s);
+}
+
+}  // namespace
+
+// LlamaConfig: 32000/4096/11008/32/32, multi-head attention, max_position_embeddings 2048,
+// rope_theta 1e4, untied.
+const TextFamily kLlamaFamily{"llama", Family::kLlama, {32000, 4096, 11008, 32, 32, 0, 0, 2048, 10000.0, false},
+                              parse_llama_keys, llama_layer};
 
 }  // namespace hlx::models

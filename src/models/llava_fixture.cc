@@ -5,13 +5,11 @@
 // a CLIP or SigLIP vision model with every tensor a real checkpoint has (including the layers past
 // the feature layer and post_layernorm, which a LLaVA encoder must skip).
 #include <cmath>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "io/file.h"
 #include "io/hf_config.h"
-#include "io/safetensors.h"
 #include "models/fixture.h"
 #include "models/vision_spec.h"
 
@@ -277,32 +275,13 @@ Result<std::string> vlm_fixture_config(const FixtureOptions& options) {
 
 Status write_vlm_fixture(const std::string& dir, const FixtureOptions& options) {
   HLX_ASSIGN_OR_RETURN(LlavaFixture fx, make_configs(options));
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return make_error(ErrorKind::kIo, "fixture: cannot create directory '", dir, "': ", ec.message());
-  HLX_RETURN_IF_ERROR(write_file(dir + "/config.json", fx.config_json));
-  HLX_RETURN_IF_ERROR(write_file(dir + "/generation_config.json", fx.generation_json));
-  HLX_RETURN_IF_ERROR(write_file(dir + "/preprocessor_config.json", fx.preprocessor_json));
-  if (!fx.processor_json.empty()) HLX_RETURN_IF_ERROR(write_file(dir + "/processor_config.json", fx.processor_json));
-
-  // Tokenizer: tokenizer.json as is; tokenizer_config.json with the LLaVA chat template (Gemma3:
-  // its own template, which renders an image part as <start_of_image>).
-  const std::string tok_json = dir + "/tokenizer.json", tok_cfg = dir + "/tokenizer_config.json";
-  if (options.tokenizer_dir.empty()) {
-    std::filesystem::remove(tok_json, ec);
-    std::filesystem::remove(tok_cfg, ec);
-  } else {
-    std::filesystem::copy_file(options.tokenizer_dir + "/tokenizer.json", tok_json,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return make_error(ErrorKind::kIo, "fixture: cannot copy tokenizer.json to '", tok_json, "': ", ec.message());
-    const std::string src = options.tokenizer_dir + "/tokenizer_config.json";
-    HLX_ASSIGN_OR_RETURN(std::string text, read_file(src));
-    ojson cfg = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (cfg.is_discarded() || !cfg.is_object())
-      return make_error(ErrorKind::kParse, "fixture: '", src, "' is not a JSON object");
-    if (!fx.chat_template.empty()) cfg["chat_template"] = fx.chat_template;
-    HLX_RETURN_IF_ERROR(write_file(tok_cfg, cfg.dump(2) + "\n"));
-  }
+  std::vector<std::pair<std::string, std::string>> files = {{"config.json", fx.config_json},
+                                                             {"generation_config.json", fx.generation_json},
+                                                             {"preprocessor_config.json", fx.preprocessor_json}};
+  if (!fx.processor_json.empty()) files.push_back({"processor_config.json", fx.processor_json});
+  // tokenizer_config.json with the LLaVA chat template (Gemma3: its own template, which renders an
+  // image part as <start_of_image>).
+  HLX_RETURN_IF_ERROR(write_fixture_files(dir, files, options, fx.chat_template));
 
   // Weights: text model, then the whole tower (every layer, post_layernorm), then the projector.
   std::vector<FixtureTensor> tensors;
@@ -311,10 +290,7 @@ Status write_vlm_fixture(const std::string& dir, const FixtureOptions& options) 
   full.vision.feature_layer = full.vision.num_layers;
   full.vision.use_post_layernorm = true;
   for (const TensorInfo& t : vision_checkpoint_layout(full)) tensors.push_back(vision_tensor(t));
-  const std::string weights = dir + "/model.safetensors";
-  HLX_RETURN_IF_ERROR(write_fixture_safetensors(weights, tensors, options.dtype, options.seed));
-  HLX_RETURN_IF_ERROR(SafetensorsFile::open(weights).status().with_context("fixture: written checkpoint"));
-  return ok_status();
+  return write_fixture_weights(dir, tensors, options);
 }
 
 }  // namespace hlx::models

@@ -5,13 +5,11 @@
 // and a Qwen3-VL-style chat template (an image part renders as
 // <|vision_start|><|image_pad|><|vision_end|>).
 #include <cmath>
-#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "io/file.h"
 #include "io/hf_config.h"
-#include "io/safetensors.h"
 #include "models/fixture.h"
 #include "models/qwen3_vl.h"
 
@@ -168,37 +166,15 @@ bool is_qwen3_vl_fixture_family(const std::string& family) { return family == "q
 
 Status write_qwen3_vl_fixture(const std::string& dir, const FixtureOptions& options) {
   HLX_ASSIGN_OR_RETURN(Qwen3VLFixture fx, make_configs(options));
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) return make_error(ErrorKind::kIo, "fixture: cannot create directory '", dir, "': ", ec.message());
-  HLX_RETURN_IF_ERROR(write_file(dir + "/config.json", fx.config_json));
-  HLX_RETURN_IF_ERROR(write_file(dir + "/generation_config.json", fx.generation_json));
-  HLX_RETURN_IF_ERROR(write_file(dir + "/preprocessor_config.json", fx.preprocessor_json));
-
-  const std::string tok_json = dir + "/tokenizer.json", tok_cfg = dir + "/tokenizer_config.json";
-  if (options.tokenizer_dir.empty()) {
-    std::filesystem::remove(tok_json, ec);
-    std::filesystem::remove(tok_cfg, ec);
-  } else {
-    std::filesystem::copy_file(options.tokenizer_dir + "/tokenizer.json", tok_json,
-                               std::filesystem::copy_options::overwrite_existing, ec);
-    if (ec) return make_error(ErrorKind::kIo, "fixture: cannot copy tokenizer.json to '", tok_json, "': ", ec.message());
-    const std::string src = options.tokenizer_dir + "/tokenizer_config.json";
-    HLX_ASSIGN_OR_RETURN(std::string text, read_file(src));
-    ojson cfg = ojson::parse(text, nullptr, /*allow_exceptions=*/false);
-    if (cfg.is_discarded() || !cfg.is_object())
-      return make_error(ErrorKind::kParse, "fixture: '", src, "' is not a JSON object");
-    cfg["chat_template"] = kChatTemplate;
-    HLX_RETURN_IF_ERROR(write_file(tok_cfg, cfg.dump(2) + "\n"));
-  }
-
+  HLX_RETURN_IF_ERROR(write_fixture_files(dir,
+                                          {{"config.json", fx.config_json},
+                                           {"generation_config.json", fx.generation_json},
+                                           {"preprocessor_config.json", fx.preprocessor_json}},
+                                          options, kChatTemplate));
   std::vector<FixtureTensor> tensors;
   for (const TensorInfo& t : text_checkpoint_layout(fx.spec.text)) tensors.push_back(text_fixture_tensor(fx.spec.text, t));
   for (const TensorInfo& t : qwen3_vl_vision_layout(fx.spec)) tensors.push_back(vision_tensor(t));
-  const std::string weights = dir + "/model.safetensors";
-  HLX_RETURN_IF_ERROR(write_fixture_safetensors(weights, tensors, options.dtype, options.seed));
-  HLX_RETURN_IF_ERROR(SafetensorsFile::open(weights).status().with_context("fixture: written checkpoint"));
-  return ok_status();
+  return write_fixture_weights(dir, tensors, options);
 }
 
 }  // namespace hlx::models

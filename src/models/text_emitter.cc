@@ -6,6 +6,7 @@
 
 #include "models/identity.h"
 #include "models/decoder_common.h"
+#include "models/text_family.h"
 
 namespace hlx::models {
 
@@ -77,16 +78,6 @@ Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryReq
     return bad(entry_name(req.entry), " takes no visual_rows (got ", req.visual_rows, ")");
   }
   return ok_status();
-}
-
-LayerFn layer_fn(Family f) {
-  switch (f) {
-    case Family::kLlama:
-    case Family::kQwen2:
-    case Family::kQwen3: return llama_layer;
-    case Family::kGemma3: return gemma3_layer;
-  }
-  return nullptr;
 }
 
 Value inv_freq_constant(shlo::FunctionBuilder& f, const RopeSpec& rope, int64_t head_dim) {
@@ -321,7 +312,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   }
 
   // ---- layers.
-  LayerFn layer = layer_fn(spec.family);
+  LayerFn layer = text_family_of(spec.family).layer;
   // DeepStack: which feature row (if any) each prefill row takes, found by comparing row indices
   // with visual_positions (no scatter, so nothing depends on how duplicates would collide).
   Value ds_index, ds_has;

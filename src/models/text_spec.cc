@@ -1,10 +1,13 @@
-// config.json -> TextModelSpec for the text families. Defaults are those of the upstream
-// transformers configuration classes (LlamaConfig, Qwen2Config, Qwen3Config, Gemma3TextConfig),
-// so a config.json that omits a key means what it means to transformers.
+// config.json -> TextModelSpec: the keys every text family reads, the wrappers' layouts, and the
+// family table. Each family's defaults (those of its transformers configuration class, so an
+// omitted key means what it means to transformers) and its own keys live in its file:
+// llama.cc, qwen.cc, gemma3.cc (text_family.h).
 #include "models/text_spec.h"
 
 #include <algorithm>
 #include <cmath>
+
+#include "models/text_family.h"
 
 namespace hlx::models {
 
@@ -18,31 +21,10 @@ const char* family_name(Family f) {
   return "?";
 }
 
-namespace {
-
-// Upstream defaults of the fields whose default differs between families.
-struct FamilyDefaults {
-  int64_t vocab_size, hidden_size, intermediate_size, num_layers, num_heads;
-  int64_t max_position;
-  double rope_theta;
-  bool tie_word_embeddings;
-};
-
-// LlamaConfig: 32000/4096/11008/32/32, max_position_embeddings 2048, rope_theta 1e4, untied.
-constexpr FamilyDefaults kLlamaDefaults{32000, 4096, 11008, 32, 32, 2048, 10000.0, false};
-// Qwen2Config: 151936/4096/22016/32/32, 32768, 1e4, untied.
-constexpr FamilyDefaults kQwen2Defaults{151936, 4096, 22016, 32, 32, 32768, 10000.0, false};
-// Qwen3Config: as Qwen2 plus head_dim 128 and num_key_value_heads 32.
-constexpr FamilyDefaults kQwen3Defaults{151936, 4096, 22016, 32, 32, 32768, 10000.0, false};
-// Qwen3VLTextConfig: as Qwen3 with max_position_embeddings 128000 and rope_theta 5e5.
-constexpr FamilyDefaults kQwen3VLDefaults{151936, 4096, 22016, 32, 32, 128000, 500000.0, false};
-// Gemma3TextConfig: 262208/2304/9216/26/8 (kv 4, head_dim 256), 131072, rope_theta 1e6, tied.
-constexpr FamilyDefaults kGemma3Defaults{262208, 2304, 9216, 26, 8, 131072, 1000000.0, true};
-
-Status unsupported(const ConfigView& c, const std::string& key, const std::string& what) {
+Status config_unsupported(const ConfigView& c, const std::string& key, const std::string& what) {
   return make_error(ErrorKind::kUnsupported, c.where(), ": ", key, ": ", what);
 }
-Status invalid(const ConfigView& c, const std::string& key, const std::string& what) {
+Status config_invalid(const ConfigView& c, const std::string& key, const std::string& what) {
   return make_error(ErrorKind::kInvalidArgument, c.where(), ": ", key, ": ", what);
 }
 
@@ -58,7 +40,7 @@ Status parse_rope_dict(const ConfigView& d, const std::string& key, RopeSpec& ro
   HLX_ASSIGN_OR_RETURN(rope.theta, d.optional_float("rope_theta", rope.theta));
   HLX_ASSIGN_OR_RETURN(double partial, d.optional_float("partial_rotary_factor", 1.0));
   if (partial != 1.0)
-    return unsupported(d, "partial_rotary_factor", str_cat(partial, " (only 1.0 is implemented)"));
+    return config_unsupported(d, "partial_rotary_factor", str_cat(partial, " (only 1.0 is implemented)"));
   if (type == "default") {
     rope.type = "default";
     return ok_status();
@@ -66,7 +48,7 @@ Status parse_rope_dict(const ConfigView& d, const std::string& key, RopeSpec& ro
   if (type == "linear") {
     rope.type = "linear";
     HLX_ASSIGN_OR_RETURN(rope.factor, d.require_float("factor"));
-    if (!(rope.factor > 0)) return invalid(d, "factor", str_cat(rope.factor, " must be > 0"));
+    if (!(rope.factor > 0)) return config_invalid(d, "factor", str_cat(rope.factor, " must be > 0"));
     return ok_status();
   }
   if (type == "llama3") {
@@ -78,26 +60,27 @@ Status parse_rope_dict(const ConfigView& d, const std::string& key, RopeSpec& ro
     HLX_ASSIGN_OR_RETURN(rope.original_max_position, d.require_int("original_max_position_embeddings"));
     if (!(rope.factor > 0) || !(rope.low_freq_factor > 0) || !(rope.high_freq_factor > rope.low_freq_factor) ||
         rope.original_max_position <= 0)
-      return invalid(d, "", str_cat("llama3 rope scaling needs factor > 0 (", rope.factor, "), 0 < low_freq_factor (",
+      return config_invalid(d, "", str_cat("llama3 rope scaling needs factor > 0 (", rope.factor, "), 0 < low_freq_factor (",
                                     rope.low_freq_factor, ") < high_freq_factor (", rope.high_freq_factor,
                                     ") and original_max_position_embeddings > 0 (", rope.original_max_position,
                                     ")"));
     return ok_status();
   }
-  return unsupported(d, key, str_cat("rope type '", type, "' (implemented: default, linear, llama3)"));
+  return config_unsupported(d, key, str_cat("rope type '", type, "' (implemented: default, linear, llama3)"));
 }
 
 // M-RoPE keys live in the same rope dictionary as the type. Qwen3-VL always interleaves (its
 // rotary ignores `mrope_interleaved`) and defaults the section to [24, 20, 20]; any other model
 // carrying `mrope_section` is refused rather than silently run with 1D rotary.
-Status parse_mrope(const ConfigView& c, const ConfigView& scaling, const ConfigView& params, bool qwen3_vl,
-                   TextModelSpec& s) {
+Status parse_mrope(const ConfigView& c, bool mrope, TextModelSpec& s) {
+  HLX_ASSIGN_OR_RETURN(ConfigView scaling, c.optional_sub("rope_scaling"));
+  HLX_ASSIGN_OR_RETURN(ConfigView params, c.optional_sub("rope_parameters"));
   const ConfigView* where = nullptr;
   for (const ConfigView* d : {&scaling, &params})
     if (!d->empty() && (d->has("mrope_section") || d->has("mrope_interleaved"))) where = d;
-  if (!qwen3_vl) {
+  if (!mrope) {
     if (where)
-      return unsupported(*where, "mrope_section",
+      return config_unsupported(*where, "mrope_section",
                          str_cat("M-RoPE for model_type ", s.model_type, " (implemented for qwen3_vl_text)"));
     return ok_status();
   }
@@ -108,12 +91,12 @@ Status parse_mrope(const ConfigView& c, const ConfigView& scaling, const ConfigV
   if (where && where->has("mrope_interleaved")) {
     HLX_ASSIGN_OR_RETURN(bool interleaved, where->require_bool("mrope_interleaved"));
     if (!interleaved)
-      return unsupported(*where, "mrope_interleaved", "false (chunked M-RoPE is not implemented)");
+      return config_unsupported(*where, "mrope_interleaved", "false (chunked M-RoPE is not implemented)");
   }
   int64_t sum = 0;
   for (int64_t v : section) sum += v < 0 ? -(int64_t(1) << 40) : v;
   if (section.size() != 3 || sum != s.head_dim / 2)
-    return invalid(where ? *where : c, "mrope_section",
+    return config_invalid(where ? *where : c, "mrope_section",
                    str_cat("needs 3 non-negative entries summing to head_dim / 2 = ", s.head_dim / 2, ", got [",
                            [&] {
                              std::string t;
@@ -124,6 +107,8 @@ Status parse_mrope(const ConfigView& c, const ConfigView& scaling, const ConfigV
   s.mrope_section = section;
   return ok_status();
 }
+
+namespace {
 
 Result<DType> parse_dtype(const ConfigView& text, const ConfigView& root) {
   // "torch_dtype" (transformers v4) or "dtype" (v5), in the text config or at the root.
@@ -137,8 +122,10 @@ Result<DType> parse_dtype(const ConfigView& text, const ConfigView& root) {
   if (name.empty() || name == "float32") return DType::kF32;
   if (name == "bfloat16") return DType::kBF16;
   if (name == "float16") return DType::kF16;
-  return unsupported(text, "torch_dtype", str_cat("'", name, "' (implemented: float32, bfloat16, float16)"));
+  return config_unsupported(text, "torch_dtype", str_cat("'", name, "' (implemented: float32, bfloat16, float16)"));
 }
+
+}  // namespace
 
 double round_to_dtype(double v, DType t) {
   float f = float(v);  // torch.tensor(python float) is f32 first
@@ -147,7 +134,53 @@ double round_to_dtype(double v, DType t) {
   return f;
 }
 
-}  // namespace
+Status parse_single_rope(const ConfigView& c, TextModelSpec& s) {
+  HLX_ASSIGN_OR_RETURN(ConfigView scaling, c.optional_sub("rope_scaling"));
+  HLX_ASSIGN_OR_RETURN(ConfigView params, c.optional_sub("rope_parameters"));
+  HLX_RETURN_IF_ERROR(parse_rope_dict(scaling, "rope_scaling", s.rope));
+  HLX_RETURN_IF_ERROR(parse_rope_dict(params, "rope_parameters", s.rope));
+  s.rope_local = s.rope;
+  return ok_status();
+}
+
+Status parse_silu_activation(const ConfigView& c, TextModelSpec& s) {
+  HLX_ASSIGN_OR_RETURN(std::string act, c.optional_string("hidden_act", "silu"));
+  if (act != "silu" && act != "swish")
+    return config_unsupported(c, "hidden_act", str_cat("'", act, "' (implemented: silu)"));
+  s.activation = Activation::kSilu;
+  return ok_status();
+}
+
+Status refuse_sliding_window(const ConfigView& c, TextModelSpec& s) {
+  for (size_t i = 0; i < s.layer_is_sliding.size(); ++i)
+    if (s.layer_is_sliding[i])
+      return config_unsupported(c, str_cat("layer_types[", i, "]"),
+                                str_cat("'sliding_attention' for model_type ", s.model_type,
+                                        " (sliding window is implemented for gemma3 only)"));
+  HLX_ASSIGN_OR_RETURN(bool use_sliding, c.optional_bool("use_sliding_window", false));
+  if (use_sliding)
+    return config_unsupported(c, "use_sliding_window", str_cat("true for model_type ", s.model_type, " (not implemented)"));
+  s.sliding_window = 0;
+  return ok_status();
+}
+
+std::span<const TextFamily* const> text_families() {
+  static const TextFamily* const kAll[] = {&kLlamaFamily, &kQwen2Family, &kQwen3Family, &kQwen3VLTextFamily,
+                                           &kGemma3TextFamily};
+  return kAll;
+}
+
+const TextFamily* find_text_family(const std::string& model_type) {
+  for (const TextFamily* f : text_families())
+    if (model_type == f->model_type) return f;
+  return nullptr;
+}
+
+const TextFamily& text_family_of(Family family) {
+  for (const TextFamily* f : text_families())
+    if (f->family == family) return *f;
+  return kLlamaFamily;  // unreachable: every Family has an entry
+}
 
 Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
   const ConfigView& root = config.root();
@@ -182,94 +215,51 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
   if (root_type == "gemma3_text" && has_arch("Gemma3ForConditionalGeneration")) s.weight_prefix = "model.language_model.";
   s.model_type = type;
 
-  const FamilyDefaults* def = nullptr;
-  if (type == "llama") {
-    s.family = Family::kLlama;
-    def = &kLlamaDefaults;
-  } else if (type == "qwen2") {
-    s.family = Family::kQwen2;
-    def = &kQwen2Defaults;
-  } else if (type == "qwen3") {
-    s.family = Family::kQwen3;
-    def = &kQwen3Defaults;
-  } else if (type == "qwen3_vl_text") {
-    s.family = Family::kQwen3;  // the Qwen3 decoder; M-RoPE and DeepStack are spec fields
-    def = &kQwen3VLDefaults;
-  } else if (type == "gemma3_text") {
-    s.family = Family::kGemma3;
-    def = &kGemma3Defaults;
-  } else {
+  const TextFamily* family = find_text_family(type);
+  if (!family) {
+    std::string names;
+    for (const TextFamily* f : text_families()) names += str_cat(f->model_type, ", ");
     return make_error(ErrorKind::kUnsupported, c.where(), ": model_type '", type,
-                      "' is not a supported text decoder (llama, qwen2, qwen3, qwen3_vl_text, gemma3_text, gemma3, "
-                      "llava, qwen3_vl)");
+                      "' is not a supported text decoder (", names, "gemma3, llava, qwen3_vl)");
   }
-  const bool qwen3_vl = type == "qwen3_vl_text";
-  const bool gemma = s.family == Family::kGemma3;
+  s.family = family->family;
+  const FamilyDefaults& def = family->defaults;
 
-  HLX_ASSIGN_OR_RETURN(s.vocab_size, c.optional_int("vocab_size", def->vocab_size));
-  HLX_ASSIGN_OR_RETURN(s.hidden_size, c.optional_int("hidden_size", def->hidden_size));
-  HLX_ASSIGN_OR_RETURN(s.intermediate_size, c.optional_int("intermediate_size", def->intermediate_size));
-  HLX_ASSIGN_OR_RETURN(s.num_layers, c.optional_int("num_hidden_layers", def->num_layers));
-  HLX_ASSIGN_OR_RETURN(s.num_heads, c.optional_int("num_attention_heads", def->num_heads));
-  // num_key_value_heads: None means multi-head attention in Llama/Qwen2; Qwen3 defaults to 32,
-  // Gemma3 to 4.
-  const int64_t kv_default = s.family == Family::kQwen3 ? 32 : gemma ? 4 : s.num_heads;
-  HLX_ASSIGN_OR_RETURN(s.num_kv_heads, c.optional_int("num_key_value_heads", kv_default));
+  HLX_ASSIGN_OR_RETURN(s.vocab_size, c.optional_int("vocab_size", def.vocab_size));
+  HLX_ASSIGN_OR_RETURN(s.hidden_size, c.optional_int("hidden_size", def.hidden_size));
+  HLX_ASSIGN_OR_RETURN(s.intermediate_size, c.optional_int("intermediate_size", def.intermediate_size));
+  HLX_ASSIGN_OR_RETURN(s.num_layers, c.optional_int("num_hidden_layers", def.num_layers));
+  HLX_ASSIGN_OR_RETURN(s.num_heads, c.optional_int("num_attention_heads", def.num_heads));
+  HLX_ASSIGN_OR_RETURN(s.num_kv_heads, c.optional_int("num_key_value_heads", def.kv_heads > 0 ? def.kv_heads : s.num_heads));
   for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", s.vocab_size},
                         {"hidden_size", s.hidden_size},
                         {"intermediate_size", s.intermediate_size},
                         {"num_hidden_layers", s.num_layers},
                         {"num_attention_heads", s.num_heads},
                         {"num_key_value_heads", s.num_kv_heads}})
-    if (v <= 0) return invalid(c, key, str_cat(v, " must be positive"));
+    if (v <= 0) return config_invalid(c, key, str_cat(v, " must be positive"));
   if (s.num_heads % s.num_kv_heads != 0)
-    return invalid(c, "num_attention_heads",
-                   str_cat(s.num_heads, " is not a multiple of num_key_value_heads ", s.num_kv_heads));
-  // head_dim: Qwen3 128 and Gemma3 256 by default; Llama/Qwen2 hidden / heads.
+    return config_invalid(c, "num_attention_heads",
+                          str_cat(s.num_heads, " is not a multiple of num_key_value_heads ", s.num_kv_heads));
   const int64_t hd_default =
-      s.family == Family::kQwen3 ? 128 : gemma ? 256 : (s.hidden_size % s.num_heads == 0 ? s.hidden_size / s.num_heads : 0);
+      def.head_dim > 0 ? def.head_dim : (s.hidden_size % s.num_heads == 0 ? s.hidden_size / s.num_heads : 0);
   HLX_ASSIGN_OR_RETURN(s.head_dim, c.optional_int("head_dim", hd_default));
   if (s.head_dim <= 0 || s.head_dim % 2 != 0)
-    return invalid(c, "head_dim", str_cat(s.head_dim, " must be positive and even (hidden_size ", s.hidden_size,
-                                          ", num_attention_heads ", s.num_heads, ")"));
+    return config_invalid(c, "head_dim", str_cat(s.head_dim, " must be positive and even (hidden_size ", s.hidden_size,
+                                                 ", num_attention_heads ", s.num_heads, ")"));
 
   HLX_ASSIGN_OR_RETURN(s.rms_norm_eps, c.optional_float("rms_norm_eps", 1e-6));
-  if (!(s.rms_norm_eps > 0)) return invalid(c, "rms_norm_eps", str_cat(s.rms_norm_eps, " must be > 0"));
-  HLX_ASSIGN_OR_RETURN(s.max_position_embeddings, c.optional_int("max_position_embeddings", def->max_position));
+  if (!(s.rms_norm_eps > 0)) return config_invalid(c, "rms_norm_eps", str_cat(s.rms_norm_eps, " must be > 0"));
+  HLX_ASSIGN_OR_RETURN(s.max_position_embeddings, c.optional_int("max_position_embeddings", def.max_position));
 
-  // Activation: silu for Llama/Qwen ("hidden_act"); Gemma3 reads "hidden_activation".
-  if (gemma) {
-    std::string fallback = "gelu_pytorch_tanh";
-    if (c.has("hidden_act")) {
-      HLX_ASSIGN_OR_RETURN(fallback, c.require_string("hidden_act"));
-    }
-    HLX_ASSIGN_OR_RETURN(std::string act, c.optional_string("hidden_activation", fallback));
-    if (act != "gelu_pytorch_tanh" && act != "gelu_new")
-      return unsupported(c, "hidden_activation", str_cat("'", act, "' (implemented: gelu_pytorch_tanh)"));
-    s.activation = Activation::kGeluTanh;
-  } else {
-    HLX_ASSIGN_OR_RETURN(std::string act, c.optional_string("hidden_act", "silu"));
-    if (act != "silu" && act != "swish") return unsupported(c, "hidden_act", str_cat("'", act, "' (implemented: silu)"));
-    s.activation = Activation::kSilu;
-  }
-
-  // Biases. Qwen2 always has q/k/v biases (and none on o_proj). Elsewhere attention_bias puts a
-  // bias on o_proj as well, which the spec does not model.
+  // Biases: a family with q/k/v biases (Qwen2) sets attention_bias itself; elsewhere the key puts
+  // a bias on o_proj as well, which the spec does not model.
   HLX_ASSIGN_OR_RETURN(bool attention_bias, c.optional_bool("attention_bias", false));
-  if (s.family == Family::kQwen2) {
-    s.attention_bias = true;
-  } else if (attention_bias) {
-    return unsupported(c, "attention_bias", "true (biases on q/k/v/o projections are not implemented)");
-  }
   HLX_ASSIGN_OR_RETURN(bool mlp_bias, c.optional_bool("mlp_bias", false));
-  if (mlp_bias) return unsupported(c, "mlp_bias", "true (MLP biases are not implemented)");
-
-  s.qk_norm = s.family == Family::kQwen3 || gemma;
-  s.sandwich_norms = gemma;
-  s.norm_weight_offset = gemma ? 1.f : 0.f;
+  if (mlp_bias) return config_unsupported(c, "mlp_bias", "true (MLP biases are not implemented)");
 
   // Tied head: text config, else the wrapper's root, else the family default.
-  bool tie = def->tie_word_embeddings;
+  bool tie = def.tie_word_embeddings;
   if (c.has("tie_word_embeddings")) {
     HLX_ASSIGN_OR_RETURN(tie, c.require_bool("tie_word_embeddings"));
   } else if (root.has("tie_word_embeddings")) {
@@ -280,92 +270,34 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
 
   HLX_ASSIGN_OR_RETURN(s.weight_dtype, parse_dtype(c, root));
 
-  // Rotary.
-  HLX_ASSIGN_OR_RETURN(s.rope.theta, c.optional_float("rope_theta", def->rope_theta));
+  // Rotary base (families read their rope dictionaries), and the upstream default scales.
+  HLX_ASSIGN_OR_RETURN(s.rope.theta, c.optional_float("rope_theta", def.rope_theta));
   HLX_ASSIGN_OR_RETURN(double partial, c.optional_float("partial_rotary_factor", 1.0));
-  if (partial != 1.0) return unsupported(c, "partial_rotary_factor", str_cat(partial, " (only 1.0 is implemented)"));
-  HLX_ASSIGN_OR_RETURN(ConfigView scaling, c.optional_sub("rope_scaling"));
-  HLX_ASSIGN_OR_RETURN(ConfigView params, c.optional_sub("rope_parameters"));
-  if (gemma) {
-    // Sliding layers: rope_local_base_freq, never scaled. Global layers: rope_theta + rope_scaling.
-    s.rope_local = RopeSpec{};
-    HLX_ASSIGN_OR_RETURN(s.rope_local.theta, c.optional_float("rope_local_base_freq", 10000.0));
-    HLX_RETURN_IF_ERROR(parse_rope_dict(scaling, "rope_scaling", s.rope));
-    if (!params.empty()) {  // transformers v5: {"full_attention": {...}, "sliding_attention": {...}}
-      HLX_ASSIGN_OR_RETURN(ConfigView full, params.optional_sub("full_attention"));
-      HLX_ASSIGN_OR_RETURN(ConfigView sliding, params.optional_sub("sliding_attention"));
-      HLX_RETURN_IF_ERROR(parse_rope_dict(full, "rope_parameters.full_attention", s.rope));
-      HLX_RETURN_IF_ERROR(parse_rope_dict(sliding, "rope_parameters.sliding_attention", s.rope_local));
-    }
-  } else {
-    HLX_RETURN_IF_ERROR(parse_rope_dict(scaling, "rope_scaling", s.rope));
-    HLX_RETURN_IF_ERROR(parse_rope_dict(params, "rope_parameters", s.rope));
-    s.rope_local = s.rope;
-  }
-  HLX_RETURN_IF_ERROR(parse_mrope(c, scaling, params, qwen3_vl, s));
-  if (qwen3_vl) {
-    // DeepStack: one feature per vision tap, added after decoder layers 0 .. K-1.
-    HLX_ASSIGN_OR_RETURN(ConfigView vision, root.optional_sub("vision_config"));
-    std::vector<int64_t> taps = {8, 16, 24};  // Qwen3VLVisionConfig default
-    if (vision.has("deepstack_visual_indexes")) {
-      HLX_ASSIGN_OR_RETURN(taps, vision.require_int_array("deepstack_visual_indexes"));
-    }
-    if (int64_t(taps.size()) > s.num_layers)
-      return invalid(vision, "deepstack_visual_indexes",
-                     str_cat(taps.size(), " taps for ", s.num_layers, " decoder layers"));
-    for (size_t k = 0; k < taps.size(); ++k) s.deepstack_layers.push_back(int64_t(k));
-  }
-  if (!(s.rope.theta > 0) || !(s.rope_local.theta > 0))
-    return invalid(c, "rope_theta", str_cat(s.rope.theta, " / local ", s.rope_local.theta, " must be > 0"));
+  if (partial != 1.0)
+    return config_unsupported(c, "partial_rotary_factor", str_cat(partial, " (only 1.0 is implemented)"));
+  s.attention_scale = 1.0 / std::sqrt(double(s.head_dim));
+  s.embedding_scale = 1.0;
 
-  // Attention scale and softcaps.
-  if (gemma) {
-    HLX_ASSIGN_OR_RETURN(double qpas, c.optional_float("query_pre_attn_scalar", 256.0));
-    if (!(qpas > 0)) return invalid(c, "query_pre_attn_scalar", str_cat(qpas, " must be > 0"));
-    s.attention_scale = 1.0 / std::sqrt(qpas);
-    HLX_ASSIGN_OR_RETURN(s.attn_logit_softcap, c.optional_float("attn_logit_softcapping", 0.0));
-    HLX_ASSIGN_OR_RETURN(s.final_logit_softcap, c.optional_float("final_logit_softcapping", 0.0));
-    if (s.attn_logit_softcap < 0 || s.final_logit_softcap < 0)
-      return invalid(c, "attn_logit_softcapping", str_cat(s.attn_logit_softcap, ", final_logit_softcapping ",
-                                                          s.final_logit_softcap, ": must be >= 0"));
-    // Gemma3TextScaledWordEmbedding: embed_scale = hidden_size**0.5, cast to the weight dtype.
-    s.embedding_scale = round_to_dtype(std::sqrt(double(s.hidden_size)), s.weight_dtype);
-  } else {
-    s.attention_scale = 1.0 / std::sqrt(double(s.head_dim));
-    s.embedding_scale = 1.0;
-  }
-
-  // Sliding and global layers.
+  // Sliding and global layers as listed; a family without a sliding window refuses them.
   s.layer_is_sliding.assign(size_t(s.num_layers), false);
   HLX_ASSIGN_OR_RETURN(std::vector<std::string> layer_types, c.optional_string_array("layer_types"));
   if (!layer_types.empty() && int64_t(layer_types.size()) != s.num_layers)
-    return invalid(c, "layer_types", str_cat("has ", layer_types.size(), " entries, num_hidden_layers is ", s.num_layers));
+    return config_invalid(c, "layer_types",
+                          str_cat("has ", layer_types.size(), " entries, num_hidden_layers is ", s.num_layers));
   for (size_t i = 0; i < layer_types.size(); ++i) {
     if (layer_types[i] == "sliding_attention") {
-      if (!gemma)
-        return unsupported(c, str_cat("layer_types[", i, "]"), str_cat("'sliding_attention' for model_type ", type,
-                                                                        " (sliding window is implemented for gemma3 only)"));
       s.layer_is_sliding[i] = true;
     } else if (layer_types[i] != "full_attention") {
-      return unsupported(c, str_cat("layer_types[", i, "]"),
-                         str_cat("'", layer_types[i], "' (implemented: full_attention, sliding_attention)"));
+      return config_unsupported(c, str_cat("layer_types[", i, "]"),
+                                str_cat("'", layer_types[i], "' (implemented: full_attention, sliding_attention)"));
     }
   }
-  if (gemma) {
-    HLX_ASSIGN_OR_RETURN(s.sliding_window, c.optional_int("sliding_window", 4096));
-    if (s.sliding_window <= 0) return invalid(c, "sliding_window", str_cat(s.sliding_window, " must be positive"));
-    if (layer_types.empty()) {
-      // Gemma3TextConfig: every `sliding_window_pattern`-th layer is global, the rest sliding.
-      HLX_ASSIGN_OR_RETURN(int64_t pattern, c.optional_int("sliding_window_pattern", 6));
-      if (pattern <= 0) return invalid(c, "sliding_window_pattern", str_cat(pattern, " must be positive"));
-      for (int64_t i = 0; i < s.num_layers; ++i) s.layer_is_sliding[size_t(i)] = (i + 1) % pattern != 0;
-    }
-  } else {
-    HLX_ASSIGN_OR_RETURN(bool use_sliding, c.optional_bool("use_sliding_window", false));
-    if (use_sliding)
-      return unsupported(c, "use_sliding_window", str_cat("true for model_type ", type, " (not implemented)"));
-    s.sliding_window = 0;
-  }
+
+  HLX_RETURN_IF_ERROR(family->parse_own_keys(config, s));
+  if (attention_bias && !s.attention_bias)
+    return config_unsupported(c, "attention_bias", "true (biases on q/k/v/o projections are not implemented)");
+  if (!(s.rope.theta > 0) || !(s.rope_local.theta > 0))
+    return config_invalid(c, "rope_theta", str_cat(s.rope.theta, " / local ", s.rope_local.theta, " must be > 0"));
 
   // End of sequence: generation_config.json wins, then the text config, then the root.
   if (config.has_generation()) {

@@ -51,10 +51,14 @@ class KernelRegistry {
 // A fused chain of elementwise ops (no broadcasts inside; all shapes equal to the result shape),
 // evaluated in cache-sized tiles so intermediates never reach memory. `ops` are in program order;
 // `inputs` are the values read from outside the chain, `outputs` the values read after it.
-Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<const shlo::Op*>& ops,
-                                                           const std::vector<shlo::ValueId>& inputs,
-                                                           const std::vector<shlo::ValueId>& outputs,
-                                                           const shlo::Function& fn);
+// `splat_inputs` are further values read from outside, each a broadcast of one float (value,
+// exact in the value's type): the kernel fills their tiles instead of reading a materialised tensor.
+Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(
+    const std::vector<const shlo::Op*>& ops, const std::vector<shlo::ValueId>& inputs,
+    const std::vector<shlo::ValueId>& outputs, const shlo::Function& fn,
+    const std::vector<std::pair<shlo::ValueId, float>>& splat_inputs = {});
+// Whether `op` is a stablehlo.constant holding one float value in every element (*value: it, as f32).
+bool float_splat_constant(const shlo::Op& op, float* value);
 bool is_fusible_elementwise(const shlo::Op& op, const shlo::Function& fn);
 
 // Sibling stablehlo.dot_general ops that read the same left operand and whose right operands are

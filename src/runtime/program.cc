@@ -5,7 +5,9 @@
 //     composite's `decomposition`), so one flat op list per entry is planned as a whole.
 //     Constants become tensors owned by the plan.
 //  2. Fuse: maximal chains of fusible elementwise ops whose intermediates have a single use become
-//     one compile_fused_elementwise kernel (per-op kernels when it declines). Sibling dot_generals
+//     one compile_fused_elementwise kernel (per-op kernels when it declines); a broadcast of a
+//     one-value constant read by such a chain is filled inside it (and its own step dropped when
+//     nothing else reads it). Sibling dot_generals
 //     (same left operand, fixed right operands: q/k/v, gate/up) become one compile_grouped_dot
 //     step at the first one's place (HLX_GROUP_DOTS=0 turns this off).
 //  3. Compile every remaining op to a kernel (kUnsupported names op, types and function).
@@ -547,6 +549,24 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
   std::vector<int> uses(fn.value_types.size(), 0);
   for (const auto& op : ops) count_uses(op, uses);
   for (ValueId v : p.returns) ++uses[size_t(v)];
+  // Broadcasts of a one-value float constant (FunctionBuilder::full): a fused chain reading one
+  // fills its tiles with the value instead of reading the materialised tensor, and the broadcast
+  // runs only if something else still reads it (the tanh-GELU chain of a vision tower read four
+  // such [N, 4304] tensors per layer).
+  std::unordered_map<ValueId, float> splat_of;
+  {
+    std::unordered_map<ValueId, float> const_splat;
+    for (const auto& op : ops) {
+      float value;
+      if (op.results.size() == 1 && float_splat_constant(op, &value)) const_splat[op.results[0]] = value;
+      if (op.name == "stablehlo.broadcast_in_dim" && op.operands.size() == 1 && op.results.size() == 1) {
+        auto c = const_splat.find(op.operands[0]);
+        if (c != const_splat.end() && fn.type_of(op.results[0]).dtype == fn.type_of(op.operands[0]).dtype)
+          splat_of[op.results[0]] = c->second;
+      }
+    }
+  }
+  std::unordered_map<ValueId, int> absorbed;  // uses of a splat broadcast taken over by fused kernels
   // Fusion groups: an op joins the group whose tail it consumes when that tail has no other use.
   std::vector<int> group(ops.size(), -1);
   std::vector<std::vector<size_t>> members;
@@ -623,17 +643,27 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
     if (members[g].size() < 2) continue;
     std::vector<const shlo::Op*> gops;
     std::vector<ValueId> inputs;
+    std::vector<std::pair<ValueId, float>> splats;
+    std::unordered_map<ValueId, int> splat_uses;
     std::unordered_map<ValueId, bool> inside;
     for (size_t i : members[g]) {
       gops.push_back(&ops[i]);
-      for (ValueId v : ops[i].operands)
-        if (!inside.count(v) && std::find(inputs.begin(), inputs.end(), v) == inputs.end()) inputs.push_back(v);
+      for (ValueId v : ops[i].operands) {
+        if (inside.count(v)) continue;
+        auto sp = splat_of.find(v);
+        if (sp != splat_of.end()) {
+          if (splat_uses[v]++ == 0) splats.emplace_back(v, sp->second);
+        } else if (std::find(inputs.begin(), inputs.end(), v) == inputs.end()) {
+          inputs.push_back(v);
+        }
+      }
       inside[ops[i].results[0]] = true;
     }
-    auto k = compile_fused_elementwise(gops, inputs, {tail[g]}, fn);
+    auto k = compile_fused_elementwise(gops, inputs, {tail[g]}, fn, splats);
     if (k.ok()) {
       fused[g] = std::move(*k);
       fused_inputs[g] = std::move(inputs);
+      for (const auto& [v, n] : splat_uses) absorbed[v] += n;
     } else if (k.status().kind() != ErrorKind::kUnsupported) {
       return k.status().with_context(str_cat("@", fn.name, " fused group at op #", members[g][0]));
     }
@@ -668,6 +698,9 @@ Status ProgramImpl::compile_steps(EntryPlan& p, const KernelRegistry& reg) {
       p.steps.push_back(std::move(st));
       continue;
     }
+    if (op.results.size() == 1 && splat_of.count(op.results[0]) &&
+        absorbed[op.results[0]] == uses[size_t(op.results[0])])
+      continue;  // every reader fills the value itself
     if (op.name == "stablehlo.constant") {
       Tensor c;
       HLX_RETURN_IF_ERROR(check_const(op, fn, &c));

@@ -171,49 +171,92 @@ Connection::~Connection() {
   close(fd_);
 }
 
-Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& error) {
-  const auto deadline = Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms);
-  std::string buf;
+Connection::Fill Connection::fill(Clock::time_point deadline) {
   char tmp[16384];
-  size_t head_end = std::string::npos, scanned = 0;  // head_end: first byte after the empty line
-  auto fail = [&](HttpError e) {
-    error = std::move(e);
-    unread_body_ = true;  // whatever the client is still sending is drained before closing
-    return ReadResult::kError;
-  };
-  // Header block.
   while (true) {
-    head_end = find_head_end(buf, scanned >= 3 ? scanned - 3 : 0);
-    scanned = buf.size();
-    if (head_end != std::string::npos) break;
-    if (buf.size() >= limits_.max_header_bytes)
-      return fail(err(431, "request header block exceeds " + std::to_string(limits_.max_header_bytes) + " bytes",
-                      "header_too_large"));
     pollfd p{fd_, POLLIN, 0};
     int left = ms_left(deadline);
     int r = left == 0 ? 0 : poll(&p, 1, left);
     if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      if (buf.empty()) return ReadResult::kClosed;
-      return fail(err(408, "the request headers did not arrive within " + std::to_string(limits_.read_timeout_ms) + " ms",
-                      "request_timeout"));
-    }
-    size_t want = std::min(sizeof tmp, limits_.max_header_bytes + 4 - std::min(buf.size(), limits_.max_header_bytes));
-    ssize_t n = recv(fd_, tmp, want, 0);
+    if (r <= 0) return Fill::kTimeout;
+    ssize_t n = recv(fd_, tmp, sizeof tmp, 0);
     if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ReadResult::kClosed;
-    buf.append(tmp, size_t(n));
+    if (n <= 0) return Fill::kClosed;
+    in_.append(tmp, size_t(n));
+    return Fill::kOk;
+  }
+}
+
+bool Connection::wait_for_request(int idle_ms) {
+  if (!in_.empty()) return true;  // pipelined: the next request is here already
+  return fill(Clock::now() + std::chrono::milliseconds(idle_ms)) == Fill::kOk;
+}
+
+// True when a comma-separated header value (all occurrences) lists `token` (case-insensitive).
+static bool lists_token(const HttpRequest& req, std::string_view name, std::string_view token) {
+  for (const auto& [k, v] : req.headers) {
+    if (k != name) continue;
+    std::string_view rest = v;
+    while (!rest.empty()) {
+      size_t comma = rest.find(',');
+      if (lower(trim(rest.substr(0, comma))) == token) return true;
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  return false;
+}
+
+Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& error) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms);
+  started_ = streaming_ = chunked_ = complete_ = false;
+  keep_alive_ = false;  // until a request was read whole
+  size_t head_end = std::string::npos, scanned = 0;  // head_end: first byte after the empty line
+  auto fail = [&](HttpError e) {
+    error = std::move(e);
+    keep_alive_ = false;   // the framing of what follows is unknown: answer, then close
+    unread_body_ = true;  // whatever the client is still sending is drained before closing
+    return ReadResult::kError;
+  };
+  auto timeout = [&](const char* what) {
+    return fail(err(408, std::string("the request ") + what + " did not arrive within " +
+                             std::to_string(limits_.read_timeout_ms) + " ms",
+                    "request_timeout"));
+  };
+  // Header block.
+  while (true) {
+    head_end = find_head_end(in_, scanned >= 3 ? scanned - 3 : 0);
+    scanned = in_.size();
+    if (head_end != std::string::npos) break;
+    if (in_.size() >= limits_.max_header_bytes)
+      return fail(err(431, "request header block exceeds " + std::to_string(limits_.max_header_bytes) + " bytes",
+                      "header_too_large"));
+    Fill f = fill(deadline);
+    if (f == Fill::kClosed) return ReadResult::kClosed;
+    if (f == Fill::kTimeout) {
+      if (in_.empty()) return ReadResult::kClosed;
+      return timeout("headers");
+    }
   }
   if (head_end > limits_.max_header_bytes)
     return fail(err(431, "request header block exceeds " + std::to_string(limits_.max_header_bytes) + " bytes",
                     "header_too_large"));
-  HttpError e = parse_head(std::string_view(buf).substr(0, head_end), limits_, req);
+  HttpError e = parse_head(std::string_view(in_).substr(0, head_end), limits_, req);
   minor_version_ = req.minor_version;
   if (e.status != 0) return fail(std::move(e));
 
-  if (req.header("transfer-encoding"))
-    return fail(err(501, "Transfer-Encoding request bodies (chunked) are not supported; send Content-Length",
-                    "unsupported_transfer_encoding"));
+  // Framing: Content-Length, or chunked transfer coding (RFC 9112 section 6).
+  const bool has_te = req.header("transfer-encoding") != nullptr;
+  bool chunked = false;
+  if (has_te) {
+    std::string codings;
+    for (const auto& [k, v] : req.headers)
+      if (k == "transfer-encoding") codings += (codings.empty() ? "" : ",") + v;
+    if (lower(trim(codings)) != "chunked")
+      return fail(err(501, "Transfer-Encoding '" + codings.substr(0, 32) + "' is not supported (only 'chunked')",
+                      "unsupported_transfer_encoding"));
+    if (req.minor_version == 0) return fail(err(400, "Transfer-Encoding in an HTTP/1.0 request"));
+    chunked = true;
+  }
   size_t length = 0;
   bool has_length = false;
   for (const auto& [k, v] : req.headers) {
@@ -225,6 +268,8 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
     length = n;
     has_length = true;
   }
+  // Both framings at once is how requests are smuggled past a proxy (RFC 9112 section 6.3).
+  if (chunked && has_length) return fail(err(400, "both Transfer-Encoding and Content-Length"));
   // RFC 9112 section 3.2: an HTTP/1.1 request without exactly one Host header is a 400.
   if (req.minor_version == 1) {
     int hosts = 0;
@@ -233,36 +278,128 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
       return fail(err(400, hosts == 0 ? "an HTTP/1.1 request needs a Host header" : "more than one Host header",
                       "invalid_host"));
   }
-  // Only POST routes take a body; other methods without Content-Length have none (and are
+  // Only POST routes take a body; other methods without a framing header have none (and are
   // answered 404/405 by the router rather than 411).
-  if (req.method == "POST" && !has_length) return fail(err(411, "a request body needs a Content-Length header", "length_required"));
+  if (req.method == "POST" && !has_length && !chunked)
+    return fail(err(411, "a request body needs a Content-Length header (or Transfer-Encoding: chunked)",
+                    "length_required"));
   if (length > limits_.max_body_bytes)
     return fail(err(413, "request body of " + std::to_string(length) + " bytes exceeds the limit of " +
                              std::to_string(limits_.max_body_bytes) + " bytes",
                     "payload_too_large"));
   if (const std::string* expect = req.header("expect")) {
     if (lower(*expect) != "100-continue") return fail(err(417, "unsupported Expect: '" + expect->substr(0, 32) + "'"));
-    if (req.minor_version == 1 && length > 0 && buf.size() - head_end < length) {
+    const bool body_pending = chunked ? in_.size() == head_end : in_.size() - head_end < length;
+    if (req.minor_version == 1 && (length > 0 || chunked) && body_pending) {
       std::string cont = "HTTP/1.1 100 Continue\r\n\r\n";
       if (!send_all(cont)) return ReadResult::kClosed;
       started_ = false;  // an interim response: the final one is still to come
     }
   }
+  keep_alive_ = req.minor_version == 1 ? !lists_token(req, "connection", "close")
+                                       : lists_token(req, "connection", "keep-alive");
   // Body.
-  req.body = buf.substr(head_end, length);
-  while (req.body.size() < length) {
-    pollfd p{fd_, POLLIN, 0};
-    int left = ms_left(deadline);
-    int r = left == 0 ? 0 : poll(&p, 1, left);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return fail(err(408, "the request body did not arrive within " + std::to_string(limits_.read_timeout_ms) + " ms",
-                      "request_timeout"));
-    ssize_t n = recv(fd_, tmp, std::min(sizeof tmp, length - req.body.size()), 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return ReadResult::kClosed;
-    req.body.append(tmp, size_t(n));
+  if (chunked) {
+    ReadResult r = read_chunked(req.body, head_end, deadline, error);
+    if (r != ReadResult::kOk) keep_alive_ = false;
+    if (r == ReadResult::kError) unread_body_ = true;
+    return r;
   }
+  while (in_.size() - head_end < length) {
+    Fill f = fill(deadline);
+    if (f == Fill::kClosed) return ReadResult::kClosed;
+    if (f == Fill::kTimeout) return timeout("body");
+  }
+  req.body = in_.substr(head_end, length);
+  in_.erase(0, head_end + length);  // what is left belongs to the next request
+  return ReadResult::kOk;
+}
+
+// The chunked body that starts at in_[pos] (RFC 9112 section 7.1): `size-in-hex[;ext] CRLF data
+// CRLF`, ..., `0 CRLF`, trailer lines, empty line. Consumed bytes are dropped from in_ as it goes,
+// so the buffer holds at most one chunk plus one read.
+Connection::ReadResult Connection::read_chunked(std::string& body, size_t pos, Clock::time_point deadline,
+                                                HttpError& error) {
+  constexpr size_t kMaxLine = 1024;  // a chunk-size line with its extensions
+  auto bad = [&](std::string message, int status = 400, std::string code = "") {
+    error = err(status, std::move(message), std::move(code));
+    return ReadResult::kError;
+  };
+  // Makes in_ hold a whole line from `pos` (returns its end), or says why not.
+  ReadResult why = ReadResult::kOk;
+  auto line_end = [&](size_t limit) -> size_t {
+    size_t eol;
+    while ((eol = in_.find('\n', pos)) == std::string::npos) {
+      if (in_.size() - pos > limit) {
+        why = bad("a chunk-size or trailer line is longer than " + std::to_string(limit) + " bytes");
+        return eol;
+      }
+      Fill f = fill(deadline);
+      if (f != Fill::kOk) {
+        why = f == Fill::kClosed ? ReadResult::kClosed
+                                 : bad("the chunked request body did not arrive within " +
+                                           std::to_string(limits_.read_timeout_ms) + " ms",
+                                       408, "request_timeout");
+        return std::string::npos;
+      }
+    }
+    if (eol - pos > limit) {
+      why = bad("a chunk-size or trailer line is longer than " + std::to_string(limit) + " bytes");
+      return std::string::npos;
+    }
+    return eol;
+  };
+  auto need = [&](size_t bytes) -> ReadResult {  // in_ holds `bytes` from pos
+    while (in_.size() - pos < bytes) {
+      Fill f = fill(deadline);
+      if (f == Fill::kClosed) return ReadResult::kClosed;
+      if (f == Fill::kTimeout)
+        return bad("the chunked request body did not arrive within " + std::to_string(limits_.read_timeout_ms) + " ms",
+                   408, "request_timeout");
+    }
+    return ReadResult::kOk;
+  };
+  while (true) {
+    in_.erase(0, pos);
+    pos = 0;
+    size_t eol = line_end(kMaxLine);
+    if (eol == std::string::npos) return why;
+    std::string_view line(in_.data() + pos, eol - pos);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    std::string_view hex = line.substr(0, line.find(';'));  // chunk extensions are ignored
+    hex = trim(hex);
+    if (hex.empty() || hex.size() > 15 || hex.find_first_not_of("0123456789abcdefABCDEF") != std::string_view::npos)
+      return bad("malformed chunk size '" + std::string(line.substr(0, 32)) + "'");
+    const size_t size = std::stoull(std::string(hex), nullptr, 16);
+    pos = eol + 1;
+    if (size == 0) break;
+    if (size > limits_.max_body_bytes - body.size())
+      return bad("chunked request body exceeds the limit of " + std::to_string(limits_.max_body_bytes) + " bytes", 413,
+                 "payload_too_large");
+    if (ReadResult r = need(size + 1); r != ReadResult::kOk) return r;
+    body.append(in_, pos, size);
+    pos += size;
+    if (in_[pos] == '\r') {
+      if (ReadResult r = need(2); r != ReadResult::kOk) return r;
+      ++pos;
+    }
+    if (in_[pos] != '\n') return bad("chunk data is not followed by CRLF (wrong chunk size?)");
+    ++pos;
+  }
+  // Trailer section: header lines (ignored) up to an empty line, within the header limit.
+  size_t trailer_bytes = 0;
+  while (true) {
+    size_t eol = line_end(kMaxLine);
+    if (eol == std::string::npos) return why;
+    const size_t len = eol - pos - (eol > pos && in_[eol - 1] == '\r');
+    trailer_bytes += eol + 1 - pos;
+    pos = eol + 1;
+    if (len == 0) break;
+    if (trailer_bytes > limits_.max_header_bytes)
+      return bad("chunked trailer section exceeds " + std::to_string(limits_.max_header_bytes) + " bytes", 431,
+                 "header_too_large");
+  }
+  in_.erase(0, pos);  // what is left belongs to the next request
   return ReadResult::kOk;
 }
 
@@ -287,7 +424,10 @@ std::string Connection::head(int status, std::string_view content_type, const st
   if (!content_type.empty()) h += "Content-Type: " + std::string(content_type) + "\r\n";
   for (const std::string& line : extra) h += line + "\r\n";
   h += framing;
-  h += "Connection: close\r\n\r\n";
+  // HTTP/1.1 persists by default; an HTTP/1.0 client that asked to keep the connection is told.
+  if (!keep_alive_) h += "Connection: close\r\n";
+  else if (minor_version_ == 0) h += "Connection: keep-alive\r\n";
+  h += "\r\n";
   return h;
 }
 
@@ -295,12 +435,14 @@ bool Connection::send_response(int status, std::string_view content_type, std::s
                                const std::vector<std::string>& extra_headers) {
   std::string out = head(status, content_type, extra_headers, "Content-Length: " + std::to_string(body.size()) + "\r\n");
   out += body;
-  return send_all(out);
+  complete_ = send_all(out);
+  return complete_;
 }
 
 bool Connection::begin_stream(int status, std::string_view content_type, const std::vector<std::string>& extra_headers) {
   chunked_ = minor_version_ >= 1;
   streaming_ = true;
+  if (!chunked_) keep_alive_ = false;  // the body ends where the connection does
   return send_all(head(status, content_type, extra_headers, chunked_ ? "Transfer-Encoding: chunked\r\n" : ""));
 }
 
@@ -315,7 +457,10 @@ bool Connection::send_piece(std::string_view data) {
   return send_all(out);
 }
 
-bool Connection::end_stream() { return chunked_ ? send_all("0\r\n\r\n") : !broken_; }
+bool Connection::end_stream() {
+  complete_ = chunked_ ? send_all("0\r\n\r\n") : !broken_;
+  return complete_;
+}
 
 Connection::Wait Connection::wait(int wake_fd, int timeout_ms) {
   while (true) {

@@ -5,6 +5,8 @@
 #include <random>
 
 #include "tokenizer/template.h"
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/unicode.h"
 
 namespace hlx::server {
 namespace {
@@ -174,9 +176,6 @@ ApiError parse_common(const json& body, GenerationParams& p) {
   if (!(e = parse_logit_bias(body, p.sampling.logit_bias)).ok()) return e;
 
   // Features that would change the output if silently ignored.
-  if (const json* v = field(body, "logprobs"); v && !(v->is_boolean() && !v->get<bool>()))
-    return bad_request("'logprobs' is not supported", "logprobs", "unsupported");
-  if (field(body, "top_logprobs")) return bad_request("'top_logprobs' is not supported", "top_logprobs", "unsupported");
   for (const char* key : {"tools", "functions"})
     if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
       return bad_request(std::string("'") + key + "' (tool calling) is not supported", key, "unsupported");
@@ -198,6 +197,38 @@ ApiError token_ids(const json& arr, const std::string& param, std::vector<int64_
       return bad_request("token id at '" + param + "[" + std::to_string(i) + "]' is out of range", param);
     out.push_back(t.get<int64_t>());
   }
+  return {};
+}
+
+// Chat: logprobs (boolean), top_logprobs (0..20, only with logprobs: true, as OpenAI).
+ApiError chat_logprobs(const json& body, engine::SamplingParams& s) {
+  ApiError e;
+  if (!(e = boolean(body, "logprobs", s.logprobs)).ok()) return e;
+  std::optional<int64_t> top;
+  if (!(e = integer(body, "top_logprobs", top)).ok()) return e;
+  if (!top) return {};
+  if (*top < 0 || *top > engine::kMaxTopLogprobs)
+    return out_of_range("top_logprobs", std::to_string(*top), "an integer from 0 to 20");
+  if (!s.logprobs)
+    return bad_request("'top_logprobs' = " + std::to_string(*top) + " needs 'logprobs': true", "top_logprobs",
+                       "invalid_value");
+  s.top_logprobs = *top;
+  return {};
+}
+
+// Completions: logprobs (integer 0..5, OpenAI's legacy field; false or null = off).
+ApiError completion_logprobs(const json& body, engine::SamplingParams& s) {
+  if (field(body, "top_logprobs"))
+    return bad_request("'top_logprobs' is a chat field; completions take 'logprobs': 0..5", "top_logprobs",
+                       "unsupported");
+  const json* v = field(body, "logprobs");
+  if (!v || (v->is_boolean() && !v->get<bool>())) return {};
+  std::optional<int64_t> k;
+  ApiError e;
+  if (!(e = integer(body, "logprobs", k)).ok()) return e;
+  if (*k < 0 || *k > 5) return out_of_range("logprobs", std::to_string(*k), "an integer from 0 to 5");
+  s.logprobs = true;
+  s.top_logprobs = *k;
   return {};
 }
 
@@ -279,6 +310,7 @@ ApiError template_kwargs(const json& kw, json& out) {
 ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimits& limits) {
   ApiError e = parse_common(body, out.params);
   if (!e.ok()) return e;
+  if (!(e = chat_logprobs(body, out.params.sampling)).ok()) return e;
   const json* msgs = field(body, "messages");
   if (!msgs) return bad_request("'messages' is required", "messages", "missing_field");
   if (!msgs->is_array()) return wrong_type("messages", "an array", *msgs);
@@ -364,6 +396,7 @@ ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimi
 ApiError parse_completion_request(const json& body, CompletionRequest& out, const PromptLimits& limits) {
   ApiError e = parse_common(body, out.params);
   if (!e.ok()) return e;
+  if (!(e = completion_logprobs(body, out.params.sampling)).ok()) return e;
   if (const json* v = field(body, "echo"); v && !(v->is_boolean() && !v->get<bool>()))
     return bad_request("'echo' is not supported", "echo", "unsupported");
   if (const json* v = field(body, "suffix"); v && !(v->is_string() && v->get<std::string>().empty()))
@@ -399,40 +432,101 @@ json Usage::to_json() const {
               {"prompt_tokens_details", json{{"cached_tokens", cached_tokens}}}};
 }
 
+namespace {
+
+// JSON has no infinity: a token whose logit was -inf gets OpenAI's floor value.
+double json_logprob(double lp) { return std::isfinite(lp) ? lp : -9999.0; }
+
+struct TokenText {
+  std::string text;     // valid UTF-8
+  std::string bytes;    // raw
+  bool known = false;   // false: no tokenizer, or an id it does not know
+};
+
+TokenText token_text(const tok::Tokenizer* tokenizer, int64_t id) {
+  if (tokenizer && id >= 0 && id <= int64_t(UINT32_MAX))
+    if (auto b = tokenizer->token_bytes(uint32_t(id)); b.ok()) return {tok::utf8_lossy(*b), std::move(*b), true};
+  return {"token_id:" + std::to_string(id), "", false};
+}
+
+json bytes_json(const TokenText& t) {
+  if (!t.known) return nullptr;
+  json b = json::array();
+  for (unsigned char c : t.bytes) b.push_back(int(c));
+  return b;
+}
+
+}  // namespace
+
+json chat_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::Tokenizer* tokenizer) {
+  json content = json::array();
+  for (const engine::TokenLogprobs& lp : lps) {
+    const TokenText t = token_text(tokenizer, lp.token);
+    json top = json::array();
+    for (const auto& [id, v] : lp.top) {
+      const TokenText tt = token_text(tokenizer, id);
+      top.push_back(json{{"token", tt.text}, {"logprob", json_logprob(v)}, {"bytes", bytes_json(tt)}});
+    }
+    content.push_back(
+        json{{"token", t.text}, {"logprob", json_logprob(lp.logprob)}, {"bytes", bytes_json(t)}, {"top_logprobs", top}});
+  }
+  return json{{"content", content}};
+}
+
+json completion_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::Tokenizer* tokenizer,
+                              size_t* offset) {
+  json tokens = json::array(), values = json::array(), tops = json::array(), offsets = json::array();
+  for (const engine::TokenLogprobs& lp : lps) {
+    const TokenText t = token_text(tokenizer, lp.token);
+    tokens.push_back(t.text);
+    values.push_back(json_logprob(lp.logprob));
+    json top = json::object();
+    for (const auto& [id, v] : lp.top) {
+      const std::string key = token_text(tokenizer, id).text;
+      if (!top.contains(key)) top[key] = json_logprob(v);
+    }
+    if (!top.contains(t.text)) top[t.text] = json_logprob(lp.logprob);
+    tops.push_back(std::move(top));
+    offsets.push_back(*offset);
+    *offset += t.known ? t.bytes.size() : 0;
+  }
+  return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
 json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage) {
+                          const std::string& finish_reason, const Usage& usage, const json& logprobs) {
   json r = choice_envelope(id, "chat.completion", created, model);
   r["choices"] = json::array({json{{"index", 0},
                                    {"message", {{"role", "assistant"}, {"content", text}}},
-                                   {"logprobs", nullptr},
+                                   {"logprobs", logprobs},
                                    {"finish_reason", finish_value(finish_reason)}}});
   r["usage"] = usage.to_json();
   return r;
 }
 
 json text_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage) {
+                          const std::string& finish_reason, const Usage& usage, const json& logprobs) {
   json r = choice_envelope(id, "text_completion", created, model);
   r["choices"] = json::array(
-      {json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_value(finish_reason)}}});
+      {json{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
   r["usage"] = usage.to_json();
   return r;
 }
 
 json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const json& delta,
-                     const std::string& finish_reason, bool with_usage_null) {
+                     const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
   json r = choice_envelope(id, "chat.completion.chunk", created, model);
   r["choices"] = json::array(
-      {json{{"index", 0}, {"delta", delta}, {"logprobs", nullptr}, {"finish_reason", finish_value(finish_reason)}}});
+      {json{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
   if (with_usage_null) r["usage"] = nullptr;
   return r;
 }
 
 json text_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                     const std::string& finish_reason, bool with_usage_null) {
+                     const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
   json r = choice_envelope(id, "text_completion", created, model);
   r["choices"] = json::array(
-      {json{{"index", 0}, {"text", text}, {"logprobs", nullptr}, {"finish_reason", finish_value(finish_reason)}}});
+      {json{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
   if (with_usage_null) r["usage"] = nullptr;
   return r;
 }

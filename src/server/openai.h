@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -26,6 +27,10 @@
 
 #include "engine/sampling.h"
 #include "server/api_error.h"
+
+namespace hlx::tok {
+class Tokenizer;
+}
 
 namespace hlx::server {
 
@@ -90,18 +95,31 @@ struct Usage {
   json to_json() const;
 };
 
-// Non-streamed responses.
+// choices[].logprobs of chat: {"content": [{token, logprob, bytes, top_logprobs: [{token,
+// logprob, bytes}]}]}. `token` is the id's text (invalid UTF-8 replaced by U+FFFD), `bytes` its
+// raw bytes (Tokenizer::token_bytes) as integers; without a tokenizer (or for an id it does not
+// know) token is "token_id:<id>" and bytes null. A logprob of -inf is written as -9999.0.
+json chat_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::Tokenizer* tokenizer);
+// choices[].logprobs of completions (legacy): {tokens, token_logprobs, top_logprobs, text_offset}.
+// top_logprobs[i] maps token text to logprob for the top ids plus the chosen one (up to k + 1
+// entries, as OpenAI; a text shared by two ids keeps the more likely). text_offset[i] is the
+// byte offset of token i's bytes in the generated text, counting from `*offset`, which is
+// advanced past these tokens (streamed chunks continue where the last one ended).
+json completion_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::Tokenizer* tokenizer,
+                              size_t* offset);
+
+// Non-streamed responses; `logprobs` is choices[0].logprobs (null when not asked).
 json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage);
+                          const std::string& finish_reason, const Usage& usage, const json& logprobs = nullptr);
 json text_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage);
+                          const std::string& finish_reason, const Usage& usage, const json& logprobs = nullptr);
 
 // One SSE chunk. `delta_text` null: no content field (the role-only first chat chunk); finish
 // empty: "finish_reason": null.
 json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const json& delta,
-                     const std::string& finish_reason, bool with_usage_null);
+                     const std::string& finish_reason, bool with_usage_null, const json& logprobs = nullptr);
 json text_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                     const std::string& finish_reason, bool with_usage_null);
+                     const std::string& finish_reason, bool with_usage_null, const json& logprobs = nullptr);
 // The final usage chunk of stream_options.include_usage: "choices": [] and "usage".
 json usage_chunk_json(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
 

@@ -207,7 +207,7 @@ void Server::serve() {
       conn->limits.read_timeout_ms = std::min(conn->limits.read_timeout_ms, opts_.pressure_read_timeout_ms);
     {
       std::lock_guard<std::mutex> lock(fds_mu_);
-      open_fds_.insert(fd);
+      open_fds_[fd] = FdState{false, conn->accepted};
     }
     Conn* raw = conn.get();
     try {
@@ -228,6 +228,11 @@ void Server::serve() {
   // in-flight generations may finish within the grace period, then they are cancelled.
   close(listen_fd_);
   listen_fd_ = -1;
+  {  // kept connections idle between requests close now (a thread that goes idle later sees stopping_)
+    std::lock_guard<std::mutex> lock(fds_mu_);
+    for (const auto& [fd, st] : open_fds_)
+      if (st.idle) ::shutdown(fd, SHUT_RD);
+  }
   const auto grace_end = Clock::now() + std::chrono::milliseconds(opts_.shutdown_grace_ms);
   while (Clock::now() < grace_end) {
     reap_connections(false);
@@ -239,7 +244,7 @@ void Server::serve() {
     cancel_all();
     // Connections still reading a request see EOF at once.
     std::lock_guard<std::mutex> lock(fds_mu_);
-    for (int fd : open_fds_) ::shutdown(fd, SHUT_RD);
+    for (const auto& kv : open_fds_) ::shutdown(kv.first, SHUT_RD);
   }
   reap_connections(true);
 }
@@ -257,9 +262,11 @@ void Server::refuse_connection(int fd, const std::string& why) {
 void Server::close_idle_under_pressure() {
   if (general_conns_ * 4 < opts_.max_connections * 3) return;
   const auto cutoff = Clock::now() - std::chrono::milliseconds(opts_.pressure_read_timeout_ms);
-  std::lock_guard<std::mutex> lock(fds_mu_);  // open_fds_: sockets still reading their request
-  for (const auto& c : conns_)
-    if (!c->done && c->accepted < cutoff && open_fds_.count(c->fd)) ::shutdown(c->fd, SHUT_RD);
+  std::lock_guard<std::mutex> lock(fds_mu_);  // open_fds_: sockets reading a request or idle between two
+  for (const auto& c : conns_) {
+    auto it = open_fds_.find(c->fd);
+    if (!c->done && it != open_fds_.end() && it->second.since < cutoff) ::shutdown(c->fd, SHUT_RD);
+  }
 }
 
 bool Server::evict_idle_probe() {
@@ -290,6 +297,11 @@ void Server::answer_exception(Connection& c, const std::string& endpoint, const 
   }
 }
 
+void Server::set_fd_state(int fd, bool idle) {
+  std::lock_guard<std::mutex> lock(fds_mu_);
+  open_fds_[fd] = FdState{idle, Clock::now()};
+}
+
 void Server::handle(Conn* conn) {
   {
     Connection c(conn->fd, conn->limits);
@@ -301,26 +313,46 @@ void Server::handle(Conn* conn) {
         s->open_fds_.erase(fd);
       }
     } unregister{this, conn->fd};
-    std::string endpoint = "other";
-    // The edge of a request: no exception from a parser, library or allocation goes further.
-    try {
-      HttpRequest req;
-      HttpError herr;
-      Connection::ReadResult rr = c.read_request(req, herr);
-      {  // from here on shutdown reaches this connection through cancel_all(), not SHUT_RD
-        std::lock_guard<std::mutex> lock(fds_mu_);
-        open_fds_.erase(conn->fd);
+    // One request after another while the client keeps the connection (docs/SERVER.md,
+    // "Persistent connections").
+    for (int served = 0;; ++served) {
+      if (served > 0) {
+        set_fd_state(conn->fd, /*idle=*/true);  // before the stopping_ check: see serve()
+        if (stopping_ || !c.wait_for_request(opts_.keep_alive_timeout_ms)) break;
+        set_fd_state(conn->fd, /*idle=*/false);
       }
-      endpoint = endpoint_for(req.path);
-      if (rr == Connection::ReadResult::kError) {
-        respond_error(c, endpoint, ApiError{herr.status, herr.message, "", "", herr.code});
-      } else if (rr == Connection::ReadResult::kOk) {
-        route(c, req, endpoint, conn->probe);
+      std::string endpoint = "other";
+      // The edge of a request: no exception from a parser, library or allocation goes further.
+      try {
+        HttpRequest req;
+        HttpError herr;
+        Connection::ReadResult rr = c.read_request(req, herr);
+        {  // from here on shutdown reaches this connection through cancel_all(), not SHUT_RD
+          std::lock_guard<std::mutex> lock(fds_mu_);
+          open_fds_.erase(conn->fd);
+        }
+        if (rr == Connection::ReadResult::kClosed) break;
+        endpoint = endpoint_for(req.path);
+        // This response is the connection's last when the server says so (decided before the
+        // response's headers go out, so they carry `Connection: close`).
+        // HEAD is answered (404/405) with a body, which a HEAD client does not read: after it the
+        // framing is off, so that connection ends too.
+        if (conn->probe || opts_.keep_alive_timeout_ms == 0 || stopping_ || req.method == "HEAD" ||
+            (opts_.max_requests_per_connection > 0 && served + 1 >= opts_.max_requests_per_connection))
+          c.set_keep_alive(false);
+        if (rr == Connection::ReadResult::kError) {
+          respond_error(c, endpoint, ApiError{herr.status, herr.message, "", "", herr.code});
+        } else {
+          route(c, req, endpoint, conn->probe);
+        }
+      } catch (const std::exception& e) {
+        answer_exception(c, endpoint, e.what());
+      } catch (...) {
+        answer_exception(c, endpoint, "unknown exception");
       }
-    } catch (const std::exception& e) {
-      answer_exception(c, endpoint, e.what());
-    } catch (...) {
-      answer_exception(c, endpoint, "unknown exception");
+      // A response cut short (client gone, exception mid-stream, cancelled without an answer)
+      // leaves the framing unknown: close.
+      if (!c.keep_alive() || !c.response_complete() || c.broken() || stopping_) break;
     }
   }
   conn->done = true;
@@ -640,10 +672,18 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   engine::Finish finish = engine::Finish::kNone;
   Status finish_error;
   enum class Why { kNone, kDisconnect, kTimeout } why = Why::kNone;
-  auto send_text = [&](const std::string& piece) {
-    if (piece.empty() || !params.stream) return;
-    json chunk = chat ? chat_chunk_json(id, created, model, json{{"content", piece}}, "", params.include_usage)
-                      : text_chunk_json(id, created, model, piece, "", params.include_usage);
+  // Log-probabilities (sampling.logprobs): one per token event; streamed with that token's text,
+  // else collected for the response.
+  std::vector<engine::TokenLogprobs> lps;
+  const tok::Tokenizer* tokenizer = model_.tokenizer.get();
+  size_t text_offset = 0;  // completions' streamed text_offset
+  auto send_text = [&](const std::string& piece, const engine::TokenLogprobs* lp = nullptr) {
+    if ((piece.empty() && !lp) || !params.stream) return;
+    json logprobs = nullptr;
+    if (lp)
+      logprobs = chat ? chat_logprobs_json({lp, 1}, tokenizer) : completion_logprobs_json({lp, 1}, tokenizer, &text_offset);
+    json chunk = chat ? chat_chunk_json(id, created, model, json{{"content", piece}}, "", params.include_usage, logprobs)
+                      : text_chunk_json(id, created, model, piece, "", params.include_usage, logprobs);
     c.send_piece(sse_event(chunk));
   };
   if (params.stream) {
@@ -669,7 +709,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       if (e.kind == engine::Event::Kind::kToken) {
         ++usage.completion_tokens;
         text += e.text;
-        send_text(e.text);
+        if (e.logprobs && !params.stream) lps.push_back(*e.logprobs);
+        send_text(e.text, e.logprobs ? &*e.logprobs : nullptr);
       } else {
         text += e.text;
         send_text(e.text);
@@ -717,8 +758,11 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   }
   log(200, reason);
   if (!params.stream) {
-    json r = chat ? chat_completion_json(id, created, model, text, reason, usage)
-                  : text_completion_json(id, created, model, text, reason, usage);
+    json logprobs = nullptr;
+    if (params.sampling.logprobs)
+      logprobs = chat ? chat_logprobs_json(lps, tokenizer) : completion_logprobs_json(lps, tokenizer, &text_offset);
+    json r = chat ? chat_completion_json(id, created, model, text, reason, usage, logprobs)
+                  : text_completion_json(id, created, model, text, reason, usage, logprobs);
     return respond_json(c, endpoint, 200, dump_json(r));
   }
   json last = chat ? chat_chunk_json(id, created, model, json::object(), reason, params.include_usage)

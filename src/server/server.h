@@ -61,6 +61,10 @@ struct ServerOptions {
   // handler throw, to test that no exception crosses a request boundary.
   bool fault_injection = false;
   int request_timeout_ms = 600'000;  // from a request's arrival to its last byte of output
+  // Persistent connections: how long a kept connection may wait for its next request (0: close
+  // after every response), and how many requests one connection may carry (0: no cap).
+  int keep_alive_timeout_ms = 5'000;
+  int max_requests_per_connection = 1000;
   int shutdown_grace_ms = 10'000;    // in-flight requests may finish within this on shutdown
   bool log_requests = true;          // one line per request on stderr
 };
@@ -142,8 +146,15 @@ class Server {
   int general_conns_ = 0, probe_conns_ = 0;  // accept thread only
   PromptLimits prompt_limits_;
   bool byte_cap_from_capacity_ = false;  // prompt_limits_.max_bytes is capacity x bytes per token
+  // Sockets of connections reading a request or idle between requests (for shutdown and the
+  // pressure rule), with when that began. Connections busy answering are not in it.
+  struct FdState {
+    bool idle = false;
+    std::chrono::steady_clock::time_point since;
+  };
+  void set_fd_state(int fd, bool idle);
   std::mutex fds_mu_;
-  std::set<int> open_fds_;  // sockets of connections still reading their request (for shutdown)
+  std::map<int, FdState> open_fds_;
   std::mutex live_mu_;
   std::set<engine::RequestId> live_;  // submitted by a connection thread that has not seen its end
 };

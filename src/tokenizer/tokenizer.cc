@@ -595,6 +595,15 @@ std::optional<size_t> Tokenizer::max_bytes_per_token() const {
 
 Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
                                       bool skip_special_tokens) const {
+  return decode_impl(ids, skip_special_tokens, /*raw=*/false);
+}
+
+Result<std::string> Tokenizer::token_bytes(uint32_t id) const {
+  return decode_impl(std::span<const uint32_t>(&id, 1), /*skip_special_tokens=*/false, /*raw=*/true);
+}
+
+// raw: invalid UTF-8 from byte-level and byte-fallback pieces is kept as bytes, not replaced.
+Result<std::string> Tokenizer::decode_impl(std::span<const uint32_t> ids, bool skip_special_tokens, bool raw) const {
   const Impl& m = *impl_;
   std::vector<std::string> tokens;
   tokens.reserve(ids.size());
@@ -623,7 +632,7 @@ Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
         std::string bytes;
         for (const std::string& t : tokens)
           if (!byte_level_decode(t, &bytes)) bytes += t;  // outside the alphabet: raw bytes
-        tokens.assign(1, utf8_lossy(bytes));
+        tokens.assign(1, raw ? bytes : utf8_lossy(bytes));
         break;
       }
       case DecStep::kReplace:
@@ -635,7 +644,7 @@ Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
         size_t pending_count = 0;
         auto flush = [&] {
           if (!pending_count) return;
-          if (is_valid_utf8(pending)) {
+          if (raw || is_valid_utf8(pending)) {
             out.push_back(pending);
           } else {
             // HF emits one U+FFFD per byte token of an invalid run.
@@ -671,6 +680,9 @@ Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
         break;
       }
       case DecStep::kStrip:
+        // A sequence-start strip (Llama's leading space): a token's own bytes keep it, as the
+        // token contributes it to running text.
+        if (raw) break;
         for (std::string& t : tokens) {
           auto cps = decode_utf8(t);
           if (!cps.ok()) continue;

@@ -58,6 +58,10 @@ class Tokenizer {
   // Ids to text through the decoder; kOutOfRange naming the first unknown id. Invalid byte
   // sequences decode to U+FFFD exactly as Hugging Face does.
   Result<std::string> decode(std::span<const uint32_t> ids, bool skip_special_tokens) const;
+  // One id's own bytes through the decoder, without the U+FFFD repair and without a Strip
+  // step: a byte-level token that holds part of a UTF-8 character gives that part, a "▁word"
+  // piece its leading space (OpenAI's logprobs "bytes"). kOutOfRange for an unknown id.
+  Result<std::string> token_bytes(uint32_t id) const;
 
   std::optional<uint32_t> token_to_id(std::string_view token) const;
   std::optional<std::string> id_to_token(uint32_t id) const;
@@ -70,6 +74,7 @@ class Tokenizer {
 
  private:
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  Result<std::string> decode_impl(std::span<const uint32_t> ids, bool skip_special_tokens, bool raw) const;
   static Result<std::shared_ptr<const Tokenizer>> from_json_impl(std::string_view json_text);
   std::unique_ptr<Impl> impl_;
 };

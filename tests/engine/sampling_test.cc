@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -559,6 +560,105 @@ TEST(Sampling, BucketedDrawNearABoundaryEqualsTheFullSort) {
     }
     EXPECT_GE(found, 2) << (equal ? "equal" : "flat");
   }
+}
+
+// Reference log-softmax of `row` after the penalties written out from their definitions
+// (repetition over the prompt, logit_bias), in long double (the sampler sums f32 exps in double).
+std::vector<long double> ref_log_softmax(std::vector<float> row, const std::vector<int64_t>& prompt, float rep,
+                                         const std::vector<std::pair<int64_t, float>>& bias) {
+  std::vector<bool> seen(row.size());
+  for (int64_t t : prompt) seen[size_t(t)] = true;
+  for (size_t i = 0; i < row.size(); ++i)
+    if (seen[i]) row[i] = row[i] > 0 ? row[i] / rep : row[i] * rep;
+  for (auto [t, b] : bias) row[size_t(t)] += b;
+  long double mx = -INFINITY, sum = 0;
+  for (float x : row)
+    if (std::isfinite(x)) mx = std::max<long double>(mx, x);
+  for (float x : row)
+    if (std::isfinite(x)) sum += std::exp((long double)x - mx);
+  std::vector<long double> out(row.size());
+  for (size_t i = 0; i < row.size(); ++i) out[i] = std::isfinite(row[i]) ? row[i] - mx - std::log(sum) : -INFINITY;
+  return out;
+}
+
+TEST(Sampling, LogprobsAreTheLogSoftmaxAfterPenaltiesBeforeTemperature) {
+  std::vector<float> row = random_row(5000, 3);
+  row[17] = row[40] = row[41] = 30.0f;  // a three-way tie at the top: ids in ascending order
+  row[9] = -INFINITY;
+  row[10] = NAN;
+  const std::vector<int64_t> prompt = {1, 2, 40, 300};
+  SamplingParams p;
+  p.temperature = 0.7f;
+  p.repetition_penalty = 1.3f;
+  p.logit_bias = {{5, 4.0f}, {6, -100.0f}};
+  p.logprobs = true;
+  p.top_logprobs = 20;
+  auto s = Sampler::create(p, prompt);
+  ASSERT_TRUE(s.ok()) << s.status().to_string();
+  const auto ref = ref_log_softmax(row, prompt, 1.3f, p.logit_bias);
+  for (int64_t chosen : {int64_t(5), int64_t(6), int64_t(40), int64_t(4999)}) {
+    auto lp = s->logprobs(row, chosen, 20);
+    ASSERT_TRUE(lp.ok()) << lp.status().to_string();
+    EXPECT_EQ(lp->token, chosen);
+    EXPECT_NEAR(lp->logprob, double(ref[size_t(chosen)]), 1e-6);
+    // The 20 largest of the reference, by value then id.
+    std::vector<int64_t> ids(row.size());
+    for (size_t i = 0; i < ids.size(); ++i) ids[i] = int64_t(i);
+    std::stable_sort(ids.begin(), ids.end(), [&](int64_t a, int64_t b) { return ref[size_t(a)] > ref[size_t(b)]; });
+    ASSERT_EQ(lp->top.size(), 20u);
+    for (size_t k = 0; k < 20; ++k) {
+      EXPECT_EQ(lp->top[k].first, ids[k]) << "rank " << k;
+      EXPECT_NEAR(lp->top[k].second, double(ref[size_t(ids[k])]), 1e-6);
+    }
+  }
+  // The tie: 17 then 41 (40 was lowered by the repetition penalty: 30 / 1.3).
+  auto lp = s->logprobs(row, 9, 3);
+  ASSERT_TRUE(lp.ok());
+  EXPECT_EQ(lp->top[0].first, 17);
+  EXPECT_EQ(lp->top[1].first, 41);
+  EXPECT_EQ(lp->top[2].first, 40);
+  EXPECT_EQ(lp->logprob, -INFINITY);  // id 9's logit is -inf
+  EXPECT_FALSE(s->logprobs(row, 5000, 3).ok());
+  EXPECT_FALSE(s->logprobs(std::vector<float>(4, -INFINITY), 0, 3).ok());
+}
+
+TEST(Sampling, LogprobsDoNotChangeTheTokensAndComeOnlyWhenAsked) {
+  const std::vector<float> row = random_row(3000, 8);
+  SamplingParams p;
+  p.temperature = 0.9f;
+  p.top_p = 0.95f;
+  p.frequency_penalty = 0.5f;
+  p.seed = 77;
+  SamplingParams q = p;
+  q.logprobs = true;
+  q.top_logprobs = 2;
+  auto a = Sampler::create(p), b = Sampler::create(q);
+  ASSERT_TRUE(a.ok() && b.ok());
+  for (int i = 0; i < 30; ++i) {
+    std::optional<TokenLogprobs> la, lb;
+    auto ta = a->next(row, &la), tb = b->next(row, &lb);
+    ASSERT_TRUE(ta.ok() && tb.ok());
+    EXPECT_EQ(*ta, *tb) << "token " << i;
+    EXPECT_FALSE(la.has_value());
+    ASSERT_TRUE(lb.has_value());
+    EXPECT_EQ(lb->token, *tb);
+    EXPECT_EQ(lb->top.size(), 2u);
+  }
+}
+
+TEST(Sampling, LogprobsValidation) {
+  SamplingParams p;
+  p.logprobs = true;
+  p.top_logprobs = 21;
+  Status s = validate_sampling(p);
+  EXPECT_NE(s.message().find("top_logprobs = 21"), std::string::npos) << s.to_string();
+  p.top_logprobs = -1;
+  EXPECT_FALSE(validate_sampling(p).ok());
+  p.top_logprobs = 20;
+  EXPECT_TRUE(validate_sampling(p).ok());
+  p.logprobs = false;
+  s = validate_sampling(p);
+  EXPECT_NE(s.message().find("needs sampling.logprobs"), std::string::npos) << s.to_string();
 }
 
 TEST(Sampling, RowWithoutFiniteLogitIsAnError) {

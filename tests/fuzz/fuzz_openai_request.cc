@@ -1,7 +1,8 @@
 // libFuzzer target: arbitrary bytes as a request body, mapped the way the server does it: JSON
 // (parse_json_body), then the chat and the completions request (server/openai.h) under prompt
 // limits, image parts read as data: URLs (base64 and header sniffing, no pixel decoding), and
-// an accepted chat rendered through a chat template with its chat_template_kwargs. No exception
+// an accepted chat rendered through a chat template with its chat_template_kwargs; accepted
+// logprobs fields are in range (chat top_logprobs 0..20 with logprobs, completions 0..5). No exception
 // may escape (libFuzzer reports it as a crash); errors must be 4xx with a code or message, and
 // an accepted request must respect the limits and keep reserved template variables its own.
 #include <cstdint>
@@ -50,12 +51,18 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (comp.prompt_text && comp.prompt_text->size() > limits.max_bytes) std::abort();
     if (comp.prompt_ids.size() > limits.max_tokens) std::abort();
     if (comp.params.max_tokens && (*comp.params.max_tokens < 1 || *comp.params.max_tokens > 2147483647)) std::abort();
+    // Completions' logprobs: 0..5 top ids, only when asked.
+    const engine::SamplingParams& s = comp.params.sampling;
+    if (s.top_logprobs < 0 || s.top_logprobs > 5 || (s.top_logprobs > 0 && !s.logprobs)) std::abort();
   }
 
   ChatRequest chat;
   e = parse_chat_request(v, chat, limits);
   check_error(e);
   if (!e.ok()) return 0;
+  const engine::SamplingParams& cs = chat.params.sampling;
+  if (cs.top_logprobs < 0 || cs.top_logprobs > engine::kMaxTopLogprobs || (cs.top_logprobs > 0 && !cs.logprobs))
+    std::abort();
   if (chat.template_kwargs.is_object())
     for (auto it = chat.template_kwargs.begin(); it != chat.template_kwargs.end(); ++it)
       if (ChatTemplate::is_reserved_variable(it.key())) std::abort();

@@ -336,8 +336,9 @@ TEST(Attention, PrefillHeadDimMultipleOf8F32Cache) {
         for (int32_t t = 0; t < 70; ++t) q_pos.push_back(t);
         Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
         const std::string what = str_cat("Dh=", dh, " gqa=", gqa, " causal=", causal);
-        if (kernels::cpu_features().avx512f)
+        if (kernels::cpu_features().avx512f) {
           EXPECT_EQ(kernels::attention_path(d), kernels::AttentionPath::kPrefill) << what;
+        }
         run_and_compare(d, in, what);
         const size_t row = size_t(d.q_heads * d.head_dim);
         std::vector<float> whole(70 * row);

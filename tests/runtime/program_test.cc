@@ -446,3 +446,69 @@ TEST(Program, ElementwiseChainIsFusedWithBuiltinKernels) {
 
 }  // namespace
 }  // namespace hlx
+
+namespace hlx {
+namespace {
+
+using namespace hlx::testing;
+
+// Broadcasts of one-value constants (FunctionBuilder::full) read by a fused chain: the chain fills
+// the value itself and the broadcast step disappears, unless another op (here: a return) still
+// reads the broadcast tensor. Results against the arithmetic written out here, in f32 and bf16
+// (every intermediate rounded to bf16, as the op-by-op semantics do).
+TEST(Program, SplatBroadcastsAreFilledInsideFusedChains) {
+  for (const char* k : {"stablehlo.multiply", "stablehlo.add", "stablehlo.broadcast_in_dim"})
+    if (!have_kernel(k)) GTEST_SKIP() << k << " not available yet";
+  for (DType d : {DType::kF32, DType::kBF16})
+    for (bool also_returned : {false, true}) {
+      IrBuilder b;
+      b.fn.name = "main";
+      auto x = b.arg(tt(d, {1000}));
+      auto scalar = [&](float v) {
+        auto& c = b.op("stablehlo.constant", {}, {tt(d, {})});
+        std::vector<uint8_t> bytes(dtype_size(d));
+        if (d == DType::kF32) std::memcpy(bytes.data(), &v, 4);
+        else { const bf16 h = f32_to_bf16(v); std::memcpy(bytes.data(), &h, 2); }
+        c.attrs.push_back({"value", shlo::Attr::dense_elements({tt(d, {}), bytes})});
+        auto& bc = b.op("stablehlo.broadcast_in_dim", {c.results[0]}, {tt(d, {1000})});
+        bc.attrs.push_back({"broadcast_dimensions", shlo::Attr::i64_array({})});
+        return bc.results[0];
+      };
+      auto two = scalar(2.5f), half = scalar(0.5f);
+      auto m = b.op("stablehlo.multiply", {x, two}, {tt(d, {1000})}).results[0];
+      auto a = b.op("stablehlo.add", {m, half}, {tt(d, {1000})}).results[0];
+      auto y = b.op("stablehlo.multiply", {a, two}, {tt(d, {1000})}).results[0];
+      b.fn.result_types = {tt(d, {1000})};
+      std::vector<shlo::ValueId> rets = {y};
+      if (also_returned) {
+        b.fn.result_types.push_back(tt(d, {1000}));
+        rets.push_back(half);
+      }
+      b.op("func.return", rets, {});
+      auto mod = std::make_shared<shlo::Module>();
+      mod->functions = {b.fn};
+      auto p = rt::Program::compile(mod);
+      ASSERT_TRUE(p.ok()) << p.status().to_string();
+      const std::string what = str_cat(dtype_name(d), " also_returned=", also_returned);
+      auto stats = (*p)->plan_stats("main");
+      EXPECT_EQ(stats->fused_groups, 1) << what << "\n" << *(*p)->dump_plan("main");
+      EXPECT_EQ(stats->steps, also_returned ? 2 : 1) << what << "\n" << *(*p)->dump_plan("main");
+      Tensor xt = random_tensor(d, {1000}, 3);
+      auto out = (*p)->run("main", {xt});
+      ASSERT_TRUE(out.ok()) << out.status().to_string();
+      auto round = [&](float v) { return d == DType::kF32 ? v : bf16_to_f32(f32_to_bf16(v)); };
+      auto at = [&](const Tensor& t, int i) {
+        return d == DType::kF32 ? t.data<float>()[i] : bf16_to_f32(t.data<bf16>()[i]);
+      };
+      for (int i = 0; i < 1000; ++i) {
+        const float want = round(round(round(at(xt, i) * 2.5f) + 0.5f) * 2.5f);
+        ASSERT_EQ(at((*out)[0], i), want) << what << " element " << i;
+        if (also_returned) {
+          ASSERT_EQ(at((*out)[1], i), 0.5f) << what << " element " << i;
+        }
+      }
+    }
+}
+
+}  // namespace
+}  // namespace hlx

@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -258,6 +259,47 @@ TEST(PromptLimits, RefusedWhileParsing) {
   EXPECT_TRUE(parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}, comp2, lim).ok());
 }
 
+TEST(Logprobs, RequestFieldsPerEndpoint) {
+  ChatRequest c;
+  ASSERT_TRUE(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "logprobs": true, "top_logprobs": 20})"), c).ok());
+  EXPECT_TRUE(c.params.sampling.logprobs);
+  EXPECT_EQ(c.params.sampling.top_logprobs, 20);
+  CompletionRequest k;
+  ASSERT_TRUE(parse_completion_request(json::parse(R"({"prompt": "x", "logprobs": 0})"), k).ok());
+  EXPECT_TRUE(k.params.sampling.logprobs);
+  EXPECT_EQ(k.params.sampling.top_logprobs, 0);
+  CompletionRequest off;
+  ASSERT_TRUE(parse_completion_request(json::parse(R"({"prompt": "x", "logprobs": null})"), off).ok());
+  EXPECT_FALSE(off.params.sampling.logprobs);
+  CompletionRequest bad;
+  ApiError e = parse_completion_request(json::parse(R"({"prompt": "x", "logprobs": 6})"), bad);
+  EXPECT_EQ(e.param, "logprobs");
+  EXPECT_NE(e.message.find("6"), std::string::npos) << e.message;
+}
+
+// Without a tokenizer: "token_id:<id>" and bytes null; -inf as -9999.0; text_offset continues
+// from the given offset (streamed chunks).
+TEST(Logprobs, ResponseShapes) {
+  std::vector<engine::TokenLogprobs> lps(2);
+  lps[0] = {7, -0.5, {{7, -0.5}, {3, -1.5}}};
+  lps[1] = {9, -INFINITY, {{3, -0.25}}};
+  const json chat = chat_logprobs_json(lps, nullptr);
+  ASSERT_EQ(chat["content"].size(), 2u);
+  EXPECT_EQ(chat["content"][0]["token"], "token_id:7");
+  EXPECT_TRUE(chat["content"][0]["bytes"].is_null());
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["token"], "token_id:3");
+  EXPECT_EQ(chat["content"][0]["top_logprobs"][1]["logprob"], -1.5);
+  EXPECT_EQ(chat["content"][1]["logprob"], -9999.0);
+  size_t offset = 10;
+  const json legacy = completion_logprobs_json(lps, nullptr, &offset);
+  EXPECT_EQ(legacy["tokens"], json::array({"token_id:7", "token_id:9"}));
+  EXPECT_EQ(legacy["token_logprobs"], json::array({-0.5, -9999.0}));
+  // The top ids plus the chosen one.
+  EXPECT_EQ(legacy["top_logprobs"][1], (json{{"token_id:3", -0.25}, {"token_id:9", -9999.0}}));
+  EXPECT_EQ(legacy["text_offset"], json::array({10, 10}));  // no bytes known without a tokenizer
+}
+
 TEST(ChatRequest, MessagesAndParams) {
   json body = json::parse(R"({
     "messages": [
@@ -296,7 +338,9 @@ TEST(ChatRequest, MessagesAndParams) {
   EXPECT_TRUE(err(R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 2.0})").ok());
   EXPECT_EQ(err(R"({"messages": [{"role": "robot", "content": "x"}]})").param, "messages[0].role");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": [{"type": "audio"}]}]})").code, "unsupported");
-  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true})").code, "unsupported");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})").param, "top_logprobs");
+  EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": true, "top_logprobs": 21})").code,
+            "invalid_value");
   EXPECT_TRUE(err(R"({"messages": [{"role": "user", "content": "x"}], "logprobs": false, "tools": []})").ok());
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "stop": ["a", ""]})").code, "invalid_value");
   EXPECT_EQ(err(R"({"messages": [{"role": "user", "content": "x"}], "top_p": 1.5})").param, "top_p");
@@ -388,7 +432,7 @@ TEST(HttpReader, RejectsWithTheRightStatus) {
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 65\r\n\r\n"), 413);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd"), 400);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nContent-Length: -1\r\n\r\n"), 400);
-  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 501);
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip\r\n\r\n0\r\n\r\n"), 501);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\n\r\n"), 411);
   EXPECT_EQ(read_status("GET /x HTTP/2.0\r\n\r\n"), 505);
   EXPECT_EQ(read_status("GET x HTTP/1.1\r\n\r\n"), 400);
@@ -443,8 +487,117 @@ TEST(HttpReader, ExpectContinueAndResponses) {
     EXPECT_TRUE(c.end_stream());
   }
   EXPECT_EQ(p.drain(),
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n"
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
             "9\r\ndata: 1\n\n\r\n0\r\n\r\n");
+}
+
+// Issue 20: chunked request bodies were refused with 501.
+TEST(HttpReader, ChunkedBodies) {
+  HttpRequest req;
+  const std::string head = "POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n";
+  EXPECT_EQ(read_status(head + "4\r\nbody\r\nA;ext=1\r\n0123456789\r\n0\r\nX-Trailer: t\r\n\r\n", &req), 0);
+  EXPECT_EQ(req.body, "body0123456789");
+  EXPECT_EQ(read_status(head + "3\nabc\n0\n\n", &req), 0);  // bare LF line ends, as for headers
+  EXPECT_EQ(req.body, "abc");
+  EXPECT_EQ(read_status(head + "0\r\n\r\n", &req), 0);
+  EXPECT_EQ(req.body, "");
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n", &req), 0);
+  EXPECT_EQ(req.body, "z");
+  // Exactly the limit (64), then one byte over it, in several chunks.
+  EXPECT_EQ(read_status(head + "20\r\n" + std::string(32, 'a') + "\r\n20\r\n" + std::string(32, 'b') + "\r\n0\r\n\r\n", &req), 0);
+  EXPECT_EQ(req.body.size(), 64u);
+  EXPECT_EQ(read_status(head + "20\r\n" + std::string(32, 'a') + "\r\n21\r\n" + std::string(33, 'b') + "\r\n0\r\n\r\n"), 413);
+  EXPECT_EQ(read_status(head + "fffffffffffffff\r\n"), 413);
+  EXPECT_EQ(read_status(head + "ffffffffffffffff\r\n"), 400);  // more digits than any size we take
+  EXPECT_EQ(read_status(head + "zz\r\nab\r\n0\r\n\r\n"), 400);
+  EXPECT_EQ(read_status(head + "-1\r\n"), 400);
+  EXPECT_EQ(read_status(head + "\r\n"), 400);
+  EXPECT_EQ(read_status(head + "3\r\nabcd\r\n0\r\n\r\n"), 400);  // data longer than its size
+  EXPECT_EQ(read_status(head + "5\r\nab\r\n0\r\n\r\n"), 400);    // shorter: its CRLF is missing further on
+  EXPECT_EQ(read_status(head + "5\r\nab"), 408);                     // the rest never comes
+  EXPECT_EQ(read_status(head + std::string(2000, '0')), 400);          // a size line without end
+  EXPECT_EQ(read_status(head + "3\r\nabc\r\n"), 408);                 // no last chunk
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
+                        "3\r\nabc\r\n0\r\n\r\n"),
+            400);  // both framings: refused (request smuggling)
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"), 501);
+  EXPECT_EQ(read_status("POST /x HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n"), 400);
+}
+
+// Issue 20: one request per connection; bytes after the first request were dropped.
+TEST(HttpReader, PipelinedRequestsAndKeepAlive) {
+  Pair p;
+  p.send("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nokGET /b HTTP/1.1\r\nHost: h\r\n\r\n"
+         "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nxy\r\n0\r\n\r\n"
+         "GET /d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  Connection c(p.server, small_limits());
+  HttpRequest req;
+  HttpError err;
+  ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kOk);
+  EXPECT_EQ(req.path, "/a");
+  EXPECT_EQ(req.body, "ok");
+  EXPECT_TRUE(c.keep_alive());
+  EXPECT_TRUE(c.send_response(200, "text/plain", "1"));
+  EXPECT_TRUE(c.response_complete());
+  EXPECT_TRUE(c.wait_for_request(0));
+  req = HttpRequest();
+  ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kOk);
+  EXPECT_EQ(req.path, "/b");
+  EXPECT_FALSE(c.response_complete());
+  EXPECT_TRUE(c.begin_stream(200, "text/event-stream"));
+  EXPECT_TRUE(c.send_piece("x"));
+  EXPECT_TRUE(c.end_stream());
+  EXPECT_TRUE(c.response_complete());
+  EXPECT_TRUE(c.keep_alive());  // a chunked stream ends cleanly: the connection stays
+  req = HttpRequest();
+  ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kOk);
+  EXPECT_EQ(req.path, "/c");
+  EXPECT_EQ(req.body, "xy");
+  c.set_keep_alive(false);  // the server's veto (e.g. the per-connection cap)
+  EXPECT_TRUE(c.send_response(200, "text/plain", "3"));
+  req = HttpRequest();
+  ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kOk);
+  EXPECT_EQ(req.path, "/d");
+  EXPECT_FALSE(c.keep_alive());  // Connection: close
+  EXPECT_FALSE(c.wait_for_request(10));  // nothing more arrives
+  ::shutdown(p.client, SHUT_WR);
+  std::string out;
+  char buf[1024];
+  for (ssize_t n; (n = ::recv(p.client, buf, sizeof buf, MSG_DONTWAIT)) > 0;) out.append(buf, size_t(n));
+  EXPECT_EQ(out,
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\n1"
+            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"
+            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\nConnection: close\r\n\r\n3");
+}
+
+TEST(HttpReader, Http10KeepAliveOnlyWhenAsked) {
+  for (auto [request, keep] : {std::pair<const char*, bool>{"GET /x HTTP/1.0\r\n\r\n", false},
+                               {"GET /x HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n", true},
+                               {"GET /x HTTP/1.1\r\nHost: a\r\nConnection: foo, close\r\n\r\n", false},
+                               {"GET /x HTTP/1.1\r\nHost: a\r\n\r\n", true}}) {
+    Pair p;
+    p.send(request);
+    Connection c(p.server, small_limits());
+    HttpRequest req;
+    HttpError err;
+    ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kOk) << request;
+    EXPECT_EQ(c.keep_alive(), keep) << request;
+    if (std::string(request).find("1.0\r\nConn") != std::string::npos) {
+      EXPECT_TRUE(c.begin_stream(200, "text/event-stream"));  // close-delimited: cannot keep
+      EXPECT_FALSE(c.keep_alive());
+    }
+  }
+  // A read error ends the connection whatever the request asked.
+  Pair p;
+  p.send("GET /x HTTP/1.1\r\nHost: a\r\nContent-Length: 99\r\n\r\n");
+  Connection c(p.server, small_limits());
+  HttpRequest req;
+  HttpError err;
+  ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kError);
+  EXPECT_EQ(err.status, 413);
+  EXPECT_FALSE(c.keep_alive());
+  close(p.client);  // so the Connection's lingering drain ends at once
+  p.client = -1;
 }
 
 TEST(HttpReader, WaitSeesWakeTimeoutAndDisconnect) {

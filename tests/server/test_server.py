@@ -11,13 +11,13 @@ tiny fixtures with the real Qwen3 tokenizer (A and B: qwen3; C: llava-clip):
      everything sent, graceful SIGINT with a stream in flight.
   B  one slot, queue of one, large capacity: 429 + Retry-After on a full queue, a disconnect while
      queued / while running / while streaming cancels and frees the slot.
-  C  tiny time limits: request timeout (504), slow headers/body (408), chunked bodies (501), missing
+  C  tiny time limits: request timeout (504), slow headers/body (408), other transfer codings (501), missing
      Content-Length (411), Expect: 100-continue; images: text+image chat (data: URI, file:// URL,
      path; streamed) equal to `hlx generate --image --chat`, bad images on a vision model, image
      token without an image, too many images.
 Issue 24 (hostile input) adds: numbers overflowing a double, a handler exception on purpose
 (--test-fault-injection), reserved chat_template_kwargs, max_tokens 2^63, PUT/PATCH, no Host, bare
-LF, the chunked 501 metric, 300 idle connections on B with /health answering, and a fourth server D
+LF, the transfer-coding 501 metric, 300 idle connections on B with /health answering, and a fourth server D
 for the prompt memory budget (8 concurrent worst-case prompts against docs/SERVER.md's total).
 Skips (77) when the npm tokenizer files are not installed.
 """
@@ -636,16 +636,17 @@ def test_limits(C):
     out = read_until(s, b"\r\n\r\n")
     s.close()
     check(out.startswith(b"HTTP/1.1 408"), f"slow body: {out[:100]!r}")
-    # Chunked request bodies are refused; so are bodies without Content-Length.
+    # Transfer codings other than chunked are refused (chunked bodies: test_http11.py); so are
+    # bodies without Content-Length.
     s = socket.create_connection(("127.0.0.1", C.port))
-    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
+    s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip\r\n\r\n5\r\nhello\r\n0\r\n\r\n")
     out = read_until(s, b"\r\n\r\n")
     s.close()
-    check(out.startswith(b"HTTP/1.1 501"), f"chunked body: {out[:100]!r}")
+    check(out.startswith(b"HTTP/1.1 501"), f"gzip-coded body: {out[:100]!r}")
     # Issue 24: a 501 for a feature the client asked for is not a server error in /metrics.
     m = C.metrics(count=False)
     check(requests_total(m, "completions", "unsupported") == 1 and requests_total(m, "completions", "error") == 0,
-          f"chunked 501 counted as unsupported: {[k for k in m if 'completions' in k]}")
+          f"transfer-coding 501 counted as unsupported: {[k for k in m if 'completions' in k]}")
     s = socket.create_connection(("127.0.0.1", C.port))
     s.sendall(b"POST /v1/completions HTTP/1.1\r\nHost: x\r\n\r\n")
     out = read_until(s, b"\r\n\r\n")

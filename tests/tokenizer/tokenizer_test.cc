@@ -83,6 +83,23 @@ TEST(Tokenizer, SentencePieceStyleEncodeDecode) {
   EXPECT_FALSE(t->is_special(3));
 }
 
+TEST(Tokenizer, TokenBytesAreRawAndKeepTheLeadingSpace) {
+  auto t = make(gemma_like());
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->token_bytes(9 + 0xC3).value(), "\xC3");  // a byte token alone: no U+FFFD
+  EXPECT_EQ(t->token_bytes(6).value(), "ab");
+  EXPECT_EQ(t->token_bytes(1).value(), "<bos>");
+  EXPECT_EQ(t->token_bytes(99999).status().kind(), ErrorKind::kOutOfRange);
+  // A Strip decoder (Llama's leading space) applies to whole texts, not to one token's bytes.
+  json j = gemma_like();
+  j["decoder"]["decoders"].push_back({{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}});
+  auto s = make(j);
+  ASSERT_TRUE(s);
+  const uint32_t sp_ab = s->encode(" ab", false).value().at(0);
+  EXPECT_EQ(s->decode(Ids{sp_ab}, false).value(), "ab");
+  EXPECT_EQ(s->token_bytes(sp_ab).value(), " ab");
+}
+
 TEST(Tokenizer, StreamDecoderHoldsBackSplitEmoji) {
   auto t = make(gemma_like());
   ASSERT_TRUE(t);
@@ -165,6 +182,13 @@ TEST(RealTokenizers, QwenKnownIds) {
   EXPECT_EQ(t->encode("a\xC2\xA0\xC2\xA0" "b \xE3\x80\x80 c\xC2\x85" "d", true).value(),
             (Ids{64, 4102, 4102, 65, 220, 22441, 272, 126, 227, 67}));
   EXPECT_EQ(t->vocab_size(), 151669u);
+  // Each id's raw bytes, concatenated, are the text (byte-level BPE); 126 alone is a lone 0xC2.
+  const std::string text = "a\xC2\xA0\xC2\xA0" "b \xE3\x80\x80 c\xC2\x85" "d";
+  std::string joined;
+  const Ids ids = t->encode(text, false).value();
+  for (uint32_t id : ids) joined += t->token_bytes(id).value();
+  EXPECT_EQ(joined, text);
+  EXPECT_EQ(t->token_bytes(126).value(), "\xC2");
 }
 
 TEST(RealTokenizers, GemmaKnownIds) {

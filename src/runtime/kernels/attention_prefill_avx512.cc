@@ -177,6 +177,59 @@ inline void pv2_f32(float* acc0, float* acc1, float a0, float a1, const float* p
   }
 }
 
+// pv2_f32 for four rows (lanes l0 .. l0 + 3 of the group, acc rows Dh apart) while NV + TAIL <= 5
+// vectors (head_dim <= 80 per pass: 20 accumulators): each V vector is loaded once per key for four
+// rows, where pv2_f32 loads it for every row (GCC folds the load into each FMA: 11 loads per 10
+// FMAs, load-bound). Every row gets exactly pv2_f32's operations in the same order: the same bits.
+template <int NV, bool TAIL = false>
+inline void pv4_f32(float* acc, const float* alpha, const float* pp, int l0, const float* vt, int64_t Dh, int64_t c0,
+                    int64_t j0, int64_t j1) {
+  constexpr int NR = NV + (TAIL ? 1 : 0);
+  static_assert(NR <= 5, "4 rows x NR accumulators + NR values must fit the 32 zmm registers");
+  constexpr __mmask16 kTailMask = 0x00ff;
+  __m512 r[4][NR];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 al = _mm512_set1_ps(alpha[l0 + k]);
+    float* a = acc + k * Dh + c0;
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) r[k][i] = _mm512_mul_ps(_mm512_loadu_ps(a + 16 * i), al);
+    if constexpr (TAIL) r[k][NV] = _mm512_mul_ps(_mm512_maskz_loadu_ps(kTailMask, a + 16 * NV), al);
+  }
+  for (int64_t j = j0; j < j1; ++j) {
+    const float* vr = vt + j * Dh + c0;
+    __m512 vv[NR];
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) {
+      vv[i] = _mm512_loadu_ps(vr + 16 * i);
+      __asm__("" : "+v"(vv[i]));  // keep it in a register: one load for the four rows
+    }
+    if constexpr (TAIL) {
+      vv[NV] = _mm512_maskz_loadu_ps(kTailMask, vr + 16 * NV);
+      __asm__("" : "+v"(vv[NV]));
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512 b = _mm512_set1_ps(pp[j * kLanes + l0 + k]);
+#pragma GCC unroll 8
+      for (int i = 0; i < NR; ++i) r[k][i] = _mm512_fmadd_ps(b, vv[i], r[k][i]);
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    float* a = acc + k * Dh + c0;
+#pragma GCC unroll 8
+    for (int i = 0; i < NV; ++i) _mm512_storeu_ps(a + 16 * i, r[k][i]);
+    if constexpr (TAIL) _mm512_mask_storeu_ps(a + 16 * NV, kTailMask, r[k][NV]);
+  }
+}
+
+using Pv4F32Fn = void (*)(float*, const float*, const float*, int, const float*, int64_t, int64_t, int64_t, int64_t);
+// [n]: n full vectors (n <= 5); [n] of the tail table: n full vectors then 8 columns (n <= 4).
+constexpr Pv4F32Fn kPv4F32[6] = {nullptr, &pv4_f32<1>, &pv4_f32<2>, &pv4_f32<3>, &pv4_f32<4>, &pv4_f32<5>};
+constexpr Pv4F32Fn kPv4F32Tail[5] = {&pv4_f32<0, true>, &pv4_f32<1, true>, &pv4_f32<2, true>, &pv4_f32<3, true>,
+                                     &pv4_f32<4, true>};
+
 using Pv2F32Fn = void (*)(float*, float*, float, float, const float*, int, int, const float*, int64_t, int64_t,
                           int64_t, int64_t);
 constexpr Pv2F32Fn kPv2F32[9] = {nullptr,          &pv2_f32<1>, &pv2_f32<2>, &pv2_f32<3>, &pv2_f32<4>,
@@ -530,6 +583,15 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           // Lanes with a visible key here; the others would only add exact zeros.
           __mmask16 active = 0;
           for (int64_t jj = ka; jj < ke; ++jj) active |= vis[jj];
+          if constexpr (F32) {
+            if (Dh <= 80) {  // one pass of at most 5 vectors: four rows at a time
+              const int nv = int(Dh / 16);
+              const Pv4F32Fn fn = Dh % 16 ? kPv4F32Tail[nv] : kPv4F32[nv];
+              for (int l = 0; l < kLanes; l += 4)
+                if ((active >> l) & 0xf) fn(&acc[(g * kLanes + l) * Dh], al, ppf.data(), l, vtf.data(), Dh, 0, ka, ke);
+              continue;
+            }
+          }
           for (int l = 0; l < kLanes; l += 2) {
             if (!((active >> l) & 3)) continue;
             float* a0 = &acc[(g * kLanes + l) * Dh];

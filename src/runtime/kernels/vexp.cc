@@ -1,4 +1,4 @@
-// Dispatch for vexp.h: AVX-512 when the CPU has it, else std::exp (the pre-vector semantics).
+// Dispatch for vexp.h: AVX-512 when the CPU has it, else <cmath> (the pre-vector semantics).
 #include "runtime/kernels/vexp.h"
 
 #include <cmath>
@@ -18,6 +18,11 @@ void logistic_f32(const float* x, float* y, int64_t n) {
     const float e = std::exp(-std::fabs(x[i]));
     y[i] = (x[i] >= 0.0f ? 1.0f : e) / (1.0f + e);
   }
+}
+
+void tanh_f32(const float* x, float* y, int64_t n) {
+  if (cpu_features().avx512f) return internal::tanh_f32_avx512(x, y, n);
+  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
 }
 
 }  // namespace hlx::kernels

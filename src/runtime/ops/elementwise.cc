@@ -10,7 +10,7 @@ namespace {
 template <DType D, UnOp O> void unary_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<D>* x = static_cast<const St<D>*>(in[0]);
   St<D>* y = static_cast<St<D>*>(out);
-  if constexpr (is_float(D) && vector_unary(O)) {  // exp, logistic: f32 array kernel (vexp.h)
+  if constexpr (is_float(D) && vector_unary(O)) {  // exp, logistic, tanh: f32 array kernel (vexp.h)
     float buf[kVecChunk];
     for (int64_t i0 = b; i0 < e; i0 += kVecChunk) {
       const int64_t m = std::min<int64_t>(kVecChunk, e - i0);

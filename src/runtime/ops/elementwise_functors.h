@@ -76,13 +76,14 @@ template <UnOp O> inline float unary_f(float x) {
   else static_assert(O == UnOp::kNegate, "not a float op");
 }
 
-// exp and logistic also have an array form (kernels/vexp.h, vectorised): the one-op and the fused
-// kernels both call it for these two ops, never unary_f, so they agree bit for bit.
-constexpr bool vector_unary(UnOp o) { return o == UnOp::kExp || o == UnOp::kLogistic; }
+// exp, logistic and tanh also have an array form (kernels/vexp.h, vectorised): the one-op and the
+// fused kernels both call it for these ops, never unary_f, so they agree bit for bit.
+constexpr bool vector_unary(UnOp o) { return o == UnOp::kExp || o == UnOp::kLogistic || o == UnOp::kTanh; }
 template <UnOp O> inline void unary_f32_n(const float* x, float* y, int64_t n) {
   static_assert(vector_unary(O));
   if constexpr (O == UnOp::kExp) kernels::exp_f32(x, y, n);
-  else kernels::logistic_f32(x, y, n);
+  else if constexpr (O == UnOp::kLogistic) kernels::logistic_f32(x, y, n);
+  else kernels::tanh_f32(x, y, n);
 }
 inline constexpr int64_t kVecChunk = 512;  // f32 staging for 16-bit types (2 KiB of stack)
 

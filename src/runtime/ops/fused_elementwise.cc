@@ -292,10 +292,18 @@ bool is_fusible_elementwise(const shlo::Op& op, const shlo::Function& fn) {
   return true;
 }
 
+bool float_splat_constant(const shlo::Op& op, float* value) {
+  if (op.name != "stablehlo.constant") return false;
+  auto v = splat_value(op);
+  if (v) *value = *v;
+  return v.has_value();
+}
+
 Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<const shlo::Op*>& ops,
                                                            const std::vector<shlo::ValueId>& inputs,
                                                            const std::vector<shlo::ValueId>& outputs,
-                                                           const shlo::Function& fn) {
+                                                           const shlo::Function& fn,
+                                                           const std::vector<std::pair<shlo::ValueId, float>>& splat_inputs) {
   if (ops.empty() || outputs.empty())
     return make_error(ErrorKind::kInvalidArgument, "fused elementwise: needs at least one op and one output");
   const shlo::Op& first = *ops[0];
@@ -318,6 +326,18 @@ Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<co
   }
 
   std::vector<FusedKernel::Step> steps;
+  for (const auto& [v, value] : splat_inputs) {  // filled per tile, before the chain's steps
+    if (!valid_value(fn, v)) return make_error(ErrorKind::kInvalidArgument, "fused elementwise: splat input %", v, " has no type");
+    const auto& t = fn.type_of(v);
+    if (!is_float(t.dtype) || t.shape != shape)
+      return make_error(ErrorKind::kUnsupported, "fused elementwise: splat input %", v, " is ", t.to_string(),
+                        ", need a float tensor of shape [", shape_to_string(shape), "]");
+    if (slot_of.count(v)) return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " listed twice");
+    FusedKernel::Step st;
+    st.constant = value;
+    st.dst = slot_of[v] = nslots++;
+    steps.push_back(st);
+  }
   for (const shlo::Op* op : ops) {
     if (!op || !is_fusible_elementwise(*op, fn))
       return make_error(ErrorKind::kUnsupported, "fused elementwise: ", op ? ew::describe(*op, fn) : "null op",
