@@ -112,8 +112,10 @@ def shared_system_prompt(port, system, users, max_tokens):
             ev = json.loads(line[6:])
             usage = ev.get("usage") or usage
             for ch in ev.get("choices", []):
-                text += ch.get("delta", {}).get("content", "")
-                first_token.set()
+                piece = ch.get("delta", {}).get("content", "")
+                text += piece
+                if piece:  # not the opening role chunk: the prompt is in the slot now
+                    first_token.set()
         c.close()
         first_token.set()
         results[0] = (text, usage)
