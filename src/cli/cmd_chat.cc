@@ -43,6 +43,7 @@ Status run_chat(const ChatArgs& a) {
   if (!a.system.empty()) messages.push_back({{"role", "system"}, {"content", a.system}});
   TextGenParams gen = a.gen;
   gen.max_new_tokens = a.n;
+  gen.prefix_cache = a.flags.prefix_cache_on();  // each turn reuses the previous turn's prompt rows
   std::string line;
   for (int turn = 1;; ++turn) {
     if (interactive) {

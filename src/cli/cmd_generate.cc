@@ -159,6 +159,7 @@ Status run_text(const GenerateArgs& a) {
   }
   TextGenParams gen = a.gen;
   gen.max_new_tokens = a.n;
+  gen.prefix_cache = a.flags.prefix_cache_on();
   HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, tokenizer, prompt, gen, [](std::string_view piece) {
                          std::fwrite(piece.data(), 1, piece.size(), stdout);
                          std::fflush(stdout);

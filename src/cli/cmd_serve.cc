@@ -42,6 +42,7 @@ struct ServeArgs {
   double read_timeout_s = 30, write_timeout_s = 30, request_timeout_s = 600, shutdown_grace_s = 10;
   double keep_alive_timeout_s = 5;
   bool quiet = false;
+  int64_t image_cache_mib = 256;
 };
 
 std::string default_model_name(const std::string& dir) {
@@ -74,6 +75,7 @@ Status run_serve(ServeArgs a) {
   HLX_RETURN_IF_ERROR(check_range("--max-image-pixels", double(o.images.max_pixels), 1, 1e10));
   HLX_RETURN_IF_ERROR(check_range("--max-request-image-pixels", double(o.images.max_request_pixels), 1, 1e11));
   HLX_RETURN_IF_ERROR(check_range("--max-images", double(o.max_images_per_request), 0, 1000));
+  HLX_RETURN_IF_ERROR(check_range("--image-cache-mib", double(a.image_cache_mib), 0, 1 << 20));
   HLX_RETURN_IF_ERROR(check_range("--read-timeout", a.read_timeout_s, 0.01, 86400));
   HLX_RETURN_IF_ERROR(check_range("--write-timeout", a.write_timeout_s, 0.01, 86400));
   HLX_RETURN_IF_ERROR(check_range("--request-timeout", a.request_timeout_s, 0.01, 1e6));
@@ -127,6 +129,8 @@ Status run_serve(ServeArgs a) {
   engine::BatchEngineOptions bo;
   bo.tokenizer = tokenizer;
   bo.max_images_per_request = o.max_images_per_request;
+  bo.prefix_cache = a.flags.prefix_cache_on();
+  bo.image_cache_bytes = size_t(a.image_cache_mib) << 20;
   // Vision-language checkpoints (llava, gemma3 with a tower, qwen3_vl): the vision tower takes
   // image parts; text-only models answer them with 400.
   std::unique_ptr<engine::VisionModel> vision;
@@ -202,6 +206,8 @@ CommandRun setup_serve(CLI::App& root) {
   sub->add_option("--max-request-image-pixels", o.images.max_request_pixels,
                   "width*height summed over one request's images (default 16777216)");
   sub->add_option("--max-images", o.max_images_per_request, "images per request (default 8)");
+  sub->add_option("--image-cache-mib", args->image_cache_mib,
+                  "encoded features of recent images kept for reuse, MiB (default 256, 0 disables)");
   sub->add_option("--read-timeout", args->read_timeout_s, "seconds for a request's headers and body to arrive (default 30)");
   sub->add_option("--write-timeout", args->write_timeout_s, "seconds a write may wait on a client that stopped reading (default 30)");
   sub->add_option("--request-timeout", args->request_timeout_s, "seconds from a request's arrival to its end (default 600)");

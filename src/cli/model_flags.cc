@@ -12,6 +12,10 @@ void ModelFlags::add_to(CLI::App* sub) {
   sub->add_option("--prefill-buckets", prefill_buckets,
                   "prefill chunk sizes, ascending, comma-separated (default: powers of two up to the capacity)")
       ->delimiter(',');
+  sub->add_option("--prefix-cache", prefix_cache,
+                  "on (default) | off: reuse the cached KV rows of an earlier prompt's longest shared prefix "
+                  "(docs/PERFORMANCE.md)")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 Result<engine::TextModelOptions> ModelFlags::options() const {

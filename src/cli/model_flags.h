@@ -16,11 +16,14 @@ struct ModelFlags {
   int threads = 0;       // 0: all cores
   std::string weights;   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
   std::vector<int64_t> prefill_buckets;  // empty: the model's default (default_prefill_buckets)
+  std::string prefix_cache = "on";       // on | off: BatchEngineOptions::prefix_cache
 
-  // Declares --capacity, --kv-dtype, --threads, --weights and --prefill-buckets on `sub`.
+  // Declares --capacity, --kv-dtype, --threads, --weights, --prefill-buckets and --prefix-cache
+  // on `sub`.
   void add_to(CLI::App* sub);
   // Options for TextModel::load; kInvalidArgument for an unknown --kv-dtype or --weights.
   Result<engine::TextModelOptions> options() const;
+  bool prefix_cache_on() const { return prefix_cache == "on"; }
 };
 
 }  // namespace hlx::cli

@@ -125,6 +125,7 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
   bo.skip_special_tokens = true;
   bo.vision = images.vision;
   bo.max_images_per_request = std::max<int64_t>(engine::kDefaultMaxImagesPerRequest, int64_t(images.images.size()));
+  bo.prefix_cache = p.prefix_cache;
   engine::Session session(model, bo);
   engine::GenerationRequest req;
   req.prompt = prompt;
@@ -161,6 +162,7 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
   if (c.finish == engine::Finish::kError) return c.error;
   TextGenResult res;
   res.prompt_tokens = c.prompt_tokens;
+  res.cached_tokens = c.cached_tokens;
   res.images = c.images;
   res.preprocess_ms = c.preprocess_ms;
   res.encode_ms = c.encode_ms;
@@ -180,12 +182,14 @@ std::string summary_line(const TextGenResult& r) {
   if (r.images > 0)
     std::snprintf(images, sizeof images, " (%lld image%s); preprocess %.1f ms, encode %.1f ms", (long long)r.images,
                   r.images == 1 ? "" : "s", r.preprocess_ms, r.encode_ms);
+  char cached[64] = "";
+  if (r.cached_tokens > 0) std::snprintf(cached, sizeof cached, " (%lld cached)", (long long)r.cached_tokens);
   char buf[512];
   std::snprintf(buf, sizeof buf,
-                "prompt %lld tokens, generated %lld tokens%s; prefill %.1f ms (%.1f tokens/s), decode %.1f ms "
+                "prompt %lld tokens%s, generated %lld tokens%s; prefill %.1f ms (%.1f tokens/s), decode %.1f ms "
                 "(%.1f tokens/s); finish: %s",
-                (long long)r.prompt_tokens, (long long)r.tokens.size(), images, r.prefill_ms,
-                per_second(r.prompt_tokens, r.prefill_ms), r.decode_ms, per_second(decoded, r.decode_ms),
+                (long long)r.prompt_tokens, cached, (long long)r.tokens.size(), images, r.prefill_ms,
+                per_second(r.prompt_tokens - r.cached_tokens, r.prefill_ms), r.decode_ms, per_second(decoded, r.decode_ms),
                 r.finish.c_str());
   return buf;
 }

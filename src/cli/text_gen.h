@@ -41,11 +41,13 @@ struct TextGenParams {
   uint64_t seed = 0;
   std::vector<std::string> stop;  // stop strings (non-empty, valid UTF-8)
   std::vector<std::string> logit_bias;  // "ID=BIAS" (--logit-bias), parsed by generate_text
+  bool prefix_cache = true;  // --prefix-cache: reuse rows an earlier call left in the model's slots
   int64_t logprobs = -1;  // >= 0: each token's logprob and this many top ids (--logprobs K)
 };
 
 struct TextGenResult {
   int64_t prompt_tokens = 0;    // after image placeholder expansion
+  int64_t cached_tokens = 0;    // prompt rows reused from the prefix cache, not prefilled
   int64_t images = 0;
   std::vector<int64_t> tokens;  // generated ids (including a final EOS)
   std::string text;             // generated text up to (not including) a stop string
@@ -73,6 +75,8 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
                                     const std::function<void(std::span<const float>)>& on_logits = {});
 
 // "prompt 12 tokens, generated 20 tokens; prefill 310.2 tok/s, decode 95.1 tok/s; finish: length"
+// ("prompt 40 tokens (32 cached), ..." when the prefix cache supplied rows; the prefill rate then
+// counts the computed rows only)
 // (with images: "... (1 image); preprocess 1.2 ms, encode 3.4 ms, prefill ...").
 std::string summary_line(const TextGenResult& r);
 

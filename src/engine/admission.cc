@@ -61,6 +61,14 @@ Result<int64_t> SlotPool::acquire() {
   return make_error(ErrorKind::kOutOfRange, "all ", in_use_.size(), " slots are in use");
 }
 
+Status SlotPool::acquire(int64_t slot) {
+  if (slot < 0 || slot >= slots())
+    return make_error(ErrorKind::kOutOfRange, "slot ", slot, " is outside [0, ", slots(), ")");
+  if (in_use_[size_t(slot)]) return make_error(ErrorKind::kOutOfRange, "slot ", slot, " is in use");
+  in_use_[size_t(slot)] = true;
+  return ok_status();
+}
+
 Status SlotPool::release(int64_t slot) {
   if (slot < 0 || slot >= slots())
     return make_error(ErrorKind::kOutOfRange, "slot ", slot, " is outside [0, ", slots(), ")");

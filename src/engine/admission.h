@@ -53,6 +53,8 @@ class SlotPool {
   explicit SlotPool(int64_t slots = 0);
   // The lowest free slot, or kOutOfRange "all N slots are in use".
   Result<int64_t> acquire();
+  // That slot (prefix reuse picks it): kOutOfRange outside [0, slots) or when it is in use.
+  Status acquire(int64_t slot);
   // kOutOfRange for an id outside [0, slots) or a slot that is not in use.
   Status release(int64_t slot);
   bool in_use(int64_t slot) const;

@@ -5,6 +5,7 @@
 #include <numeric>
 #include <set>
 
+#include "engine/image_cache.h"
 #include "engine/multimodal_prompt.h"
 #include "engine/prefill_plan.h"
 #include "engine/vision_model.h"
@@ -47,6 +48,7 @@ struct BatchEngine::Active {
   bool multimodal = false;
   ExpandedPrompt expanded;
   std::vector<PreparedImage> prepared;  // per image, pixels until encoded
+  std::vector<std::string> image_keys;  // per image, its image-feature cache key (cache on)
   std::vector<EncodedImage> features;   // per encoded image, until merged
   Tensor merged;                        // [rows, hidden], until the last prefill chunk
   std::optional<TextModel::MropeInputs> mrope;  // M-RoPE models: positions, DeepStack rows
@@ -73,7 +75,15 @@ struct BatchEngine::Active {
 };
 
 BatchEngine::BatchEngine(TextModel& model, BatchEngineOptions options)
-    : model_(model), options_(std::move(options)), owner_(std::this_thread::get_id()) {}
+    : model_(model),
+      options_(std::move(options)),
+      owner_(std::this_thread::get_id()),
+      slot_released_(size_t(model.shape().slots), 0) {
+  if (options_.vision && options_.image_cache_bytes > 0) {
+    image_cache_ = std::make_unique<ImageFeatureCache>(options_.image_cache_bytes);
+    tower_id_ = options_.vision->describe();
+  }
+}
 
 BatchEngine::~BatchEngine() {
   // Give the slots back so the model can be reused by someone else.
@@ -151,6 +161,8 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
       if (px->tokens != image_tokens[size_t(i)])
         return make_error(ErrorKind::kInternal, "image ", i, ": preprocessing gives ", px->tokens,
                           " tokens, its size promised ", image_tokens[size_t(i)]);
+      // The cache key is a hash of the pixels: computed here, off the engine thread.
+      if (image_cache_) a->image_keys.push_back(ImageFeatureCache::key(*px, tower_id_));
       a->prepared.push_back(std::move(*px));
     }
     if (model_.has_mrope_entries()) {
@@ -245,6 +257,7 @@ void BatchEngine::finish(Active& a, Finish why, Status error) {
   a.release_side_tensors();
   if (a.slot >= 0) {
     Status r = model_.release(a.slot);
+    slot_released_[size_t(a.slot)] = ++tick_;
     if (!r.ok() && error.ok() && why != Finish::kError) {
       why = Finish::kError;
       error = r;
@@ -264,6 +277,7 @@ void BatchEngine::finish(Active& a, Finish why, Status error) {
   e.finish = why;
   e.error = error;
   e.prompt_tokens = a.done.prompt_tokens;
+  e.cached_tokens = a.done.cached_tokens;
   e.preprocess_ms = a.done.preprocess_ms;
   e.encode_ms = a.done.encode_ms;
   e.prefill_ms = a.done.prefill_ms;
@@ -350,14 +364,30 @@ void BatchEngine::admit_waiting() {
     waiting_.pop_front();
     p->admitted = Clock::now();
     p->done.queue_ms = ms_between(p->submitted, p->admitted);
-    // Image requests' ids were checked in submit (image rows are not embedding-table ids).
-    auto slot = p->multimodal ? model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}})
-                              : model_.admit(p->req.prompt, p->req.max_new_tokens);
+    // Image requests' ids were checked in submit (image rows are not embedding-table ids). They
+    // neither reuse nor leave reusable rows (TextModel counts only token-prefilled rows); with the
+    // prefix cache on they take the least recently used free slot, sparing fresher prefixes.
+    Result<int64_t> slot = Status(ErrorKind::kInternal, "unset");
+    int64_t keep = 0;
+    if (p->multimodal) {
+      slot = model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}}, nullptr,
+                          options_.prefix_cache ? place({}).slot : -1);
+    } else if (options_.prefix_cache) {
+      const Placement pl = place(p->req.prompt);
+      slot = model_.admit_reusing(p->req.prompt, p->req.max_new_tokens, pl.slot, pl.keep, pl.source);
+      keep = pl.keep;
+    } else {
+      slot = model_.admit(p->req.prompt, p->req.max_new_tokens);
+    }
     Result<std::vector<PrefillChunk>> chunks =
-        slot.ok() ? model_.plan_chunks(p->multimodal ? std::span<const int64_t>(p->expanded.ids) : p->req.prompt, 0,
-                                       p->rows(), p->multimodal)
+        slot.ok() ? model_.plan_chunks(p->multimodal ? std::span<const int64_t>(p->expanded.ids) : p->req.prompt, keep,
+                                       p->rows() - keep, p->multimodal)
                   : Result<std::vector<PrefillChunk>>(slot.status());
-    if (slot.ok()) p->slot = *slot;
+    if (slot.ok()) {
+      p->slot = *slot;
+      p->written = keep;
+      p->done.cached_tokens = keep;
+    }
     if (!chunks.ok()) {
       finish(*p, Finish::kError, chunks.status());
       store(*p);
@@ -366,6 +396,36 @@ void BatchEngine::admit_waiting() {
     p->chunks = std::move(*chunks);
     active_.push_back(std::move(p));
   }
+}
+
+BatchEngine::Placement BatchEngine::place(std::span<const int64_t> prompt) const {
+  // At most prompt_len - 1 rows: the last prompt row is prefilled for its logits.
+  const size_t limit = prompt.empty() ? 0 : prompt.size() - 1;
+  auto match = [&](int64_t s) {
+    std::span<const int32_t> have = model_.reusable_prefix(s);
+    size_t n = 0;
+    while (n < std::min(limit, have.size()) && have[n] == prompt[n]) ++n;
+    return int64_t(n);
+  };
+  const SlotPool& pool = model_.slot_pool();
+  Placement best;
+  int64_t lru = -1;
+  for (int64_t s = 0; s < pool.slots(); ++s) {
+    if (pool.in_use(s)) continue;
+    const int64_t m = match(s);
+    const uint64_t used = slot_released_[size_t(s)];
+    if (best.slot < 0 || m > best.keep || (m == best.keep && used < slot_released_[size_t(best.slot)]))
+      best = {s, m, s};
+    if (lru < 0 || used < slot_released_[size_t(lru)]) lru = s;
+  }
+  // A slot in use may hold a longer prefix (a shared system prompt): copy it into the least
+  // recently used free slot. (A free slot holding it was already found above.)
+  for (int64_t s = 0; s < pool.slots(); ++s) {
+    if (!pool.in_use(s)) continue;
+    const int64_t m = match(s);
+    if (m > best.keep) best = {lru, m, s};
+  }
+  return best;
 }
 
 void BatchEngine::prefill_one() {
@@ -412,6 +472,14 @@ void BatchEngine::prefill_one() {
 }
 
 bool BatchEngine::prepare_image_rows(Active& a) {
+  // Cached images take no encode call: their features are the tensors an earlier encode returned.
+  while (image_cache_ && a.features.size() < a.prepared.size() && a.features.size() < a.image_keys.size()) {
+    std::optional<EncodedImage> hit = image_cache_->find(a.image_keys[a.features.size()]);
+    if (!hit) break;
+    a.prepared[a.features.size()].pixels = Tensor();
+    a.features.push_back(std::move(*hit));
+    ++a.done.cached_images;
+  }
   if (a.features.size() < a.prepared.size()) {
     const size_t i = a.features.size();
     Clock::time_point t0 = Clock::now();
@@ -422,6 +490,7 @@ bool BatchEngine::prepare_image_rows(Active& a) {
       return true;
     }
     a.prepared[i].pixels = Tensor();  // encoded: the pixels are not needed any more
+    if (image_cache_ && i < a.image_keys.size()) image_cache_->put(a.image_keys[i], *f);
     a.features.push_back(std::move(*f));
     return true;
   }
@@ -571,6 +640,8 @@ size_t BatchEngine::side_tensor_bytes() const {
   for (const auto& a : inbox_) add(*a);
   return total;
 }
+
+size_t BatchEngine::image_cache_bytes() const { return image_cache_ ? image_cache_->bytes() : 0; }
 
 int64_t BatchEngine::running() const {
   std::lock_guard<std::mutex> lock(mu_);

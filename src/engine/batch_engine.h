@@ -63,6 +63,7 @@ class StreamDecoder;
 namespace hlx::engine {
 
 class VisionModel;
+class ImageFeatureCache;
 
 inline constexpr int64_t kDefaultMaxImagesPerRequest = 8;
 
@@ -77,6 +78,14 @@ struct BatchEngineOptions {
   // images are refused. The TextModel must be loaded with options.embeddings.
   VisionModel* vision = nullptr;
   int64_t max_images_per_request = kDefaultMaxImagesPerRequest;
+  // Prefix reuse (docs/PERFORMANCE.md): a finished request's prompt rows stay in its slot's cache
+  // until the slot is needed; a text request goes to the free slot holding the longest prefix of
+  // its prompt (then the least recently used one), or gets that prefix copied from a slot in use
+  // when one holds a longer one, and prefills only the rest. Logits are the same bits either way.
+  bool prefix_cache = true;
+  // Image-feature cache (engine/image_cache.h): encoded features of recent images, keyed by a
+  // hash of the preprocessed pixels, at most this many bytes; 0 disables it.
+  size_t image_cache_bytes = size_t(256) << 20;
 };
 
 class BatchEngine {
@@ -116,6 +125,8 @@ class BatchEngine {
   int64_t running() const;  // holding a slot (prefilling or decoding)
   // Owning thread. Bytes of image side tensors (pixels, features, merged rows) held right now.
   size_t side_tensor_bytes() const;
+  // Owning thread. Bytes of encoded features held by the image-feature cache.
+  size_t image_cache_bytes() const;
 
   TextModel& model() { return model_; }
 
@@ -126,6 +137,12 @@ class BatchEngine {
   void drain_inbox();                      // owning thread, takes the mutex
   void apply_cancel(RequestId id);         // owning thread
   void admit_waiting();
+  // Prefix reuse: the free slot a text prompt goes to, how many leading rows it keeps, and the
+  // slot they are copied from (== slot: already there).
+  struct Placement {
+    int64_t slot = -1, keep = 0, source = -1;
+  };
+  Placement place(std::span<const int64_t> prompt) const;
   void prefill_one();
   // Image requests before their first chunk: encodes one image (returns true: that was this step's
   // work, or the request failed), or once all are encoded merges the rows (returns false).
@@ -156,6 +173,10 @@ class BatchEngine {
   std::deque<std::unique_ptr<Active>> waiting_;        // admitted, no slot yet
   std::vector<std::unique_ptr<Active>> active_;        // holding a slot, in admission order
   std::map<RequestId, Completion> completions_;
+  std::unique_ptr<ImageFeatureCache> image_cache_;  // null: disabled or no vision model
+  std::string tower_id_;                            // VisionModel::describe(), part of the image key
+  std::vector<uint64_t> slot_released_;  // per slot: tick of its last release (LRU order)
+  uint64_t tick_ = 0;
 };
 
 }  // namespace hlx::engine

@@ -69,6 +69,7 @@ struct Event {
   Status error;                   // kFinished with Finish::kError
   // kFinished only: the request's stage timings and prompt length, as in its Completion.
   int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt rows reused from the prefix cache (not prefilled)
   double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0;
 };
 
@@ -76,6 +77,11 @@ struct Event {
 struct Completion {
   RequestId id = 0;
   int64_t prompt_tokens = 0;  // image rows included
+  // Leading prompt rows whose K/V were reused from the prefix cache instead of prefilled
+  // (BatchEngineOptions::prefix_cache); prompt_tokens - cached_tokens rows were computed.
+  int64_t cached_tokens = 0;
+  // Images whose features came from the image-feature cache (no vision_encode call).
+  int64_t cached_images = 0;
   int64_t images = 0;
   // Generated ids, including a final EOS id or the token that completed a stop string.
   std::vector<int64_t> tokens;

@@ -284,6 +284,8 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   m->history_.assign(size_t(options.slots), {});
   m->embedded_end_.assign(size_t(options.slots), 0);
   m->rope_delta_.assign(size_t(options.slots), 0);
+  m->prefilled_end_.assign(size_t(options.slots), 0);
+  m->retained_.assign(size_t(options.slots), {});
   return m;
 }
 
@@ -388,30 +390,88 @@ Result<int64_t> TextModel::admit(std::span<const int64_t> prompt, int64_t max_ne
   return admit(AdmissionRequest{int64_t(prompt.size()), max_new_tokens, prompt}, admission);
 }
 
-Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* admission) {
+Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* admission, int64_t wanted) {
   Admission a = check_admission(limits(), request);
   if (admission) *admission = a;
   if (!a.ok()) return a.status;
-  HLX_ASSIGN_OR_RETURN(int64_t slot, pool_.acquire());
+  int64_t slot = wanted;
+  if (slot >= 0) {
+    HLX_RETURN_IF_ERROR(pool_.acquire(slot));
+  } else {
+    HLX_ASSIGN_OR_RETURN(slot, pool_.acquire());
+  }
   history_[size_t(slot)].clear();
   embedded_end_[size_t(slot)] = 0;
   rope_delta_[size_t(slot)] = 0;
+  prefilled_end_[size_t(slot)] = 0;
+  retained_[size_t(slot)].clear();
+  return slot;
+}
+
+std::span<const int32_t> TextModel::reusable_prefix(int64_t slot) const {
+  if (slot < 0 || slot >= shape_.slots) return {};
+  if (!pool_.in_use(slot)) return retained_[size_t(slot)];
+  return std::span<const int32_t>(history_[size_t(slot)]).first(size_t(prefilled_end_[size_t(slot)]));
+}
+
+Result<int64_t> TextModel::admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot,
+                                         int64_t keep, int64_t source, Admission* admission) {
+  Admission a = check_admission(limits(), AdmissionRequest{int64_t(prompt.size()), max_new_tokens, prompt});
+  if (admission) *admission = a;
+  if (!a.ok()) return a.status;
+  HLX_RETURN_IF_ERROR(check_slot(slot));
+  HLX_RETURN_IF_ERROR(check_slot(source).with_context("prefix source"));
+  if (pool_.in_use(slot)) return make_error(ErrorKind::kOutOfRange, "slot ", slot, " is in use");
+  // At least the last prompt row is prefilled: its logits give the first token.
+  if (keep < 0 || keep >= int64_t(prompt.size()))
+    return make_error(ErrorKind::kInvalidArgument, "reused prefix of ", keep, " rows is outside [0, prompt of ",
+                      prompt.size(), " tokens)");
+  std::span<const int32_t> have = reusable_prefix(source);
+  if (keep > int64_t(have.size()))
+    return make_error(ErrorKind::kInvalidArgument, "reused prefix of ", keep, " rows, but slot ", source, " holds ",
+                      have.size(), " reusable rows");
+  for (int64_t i = 0; i < keep; ++i)
+    if (have[size_t(i)] != prompt[size_t(i)])
+      return make_error(ErrorKind::kInvalidArgument, "reused prefix: row ", i, " of slot ", source, " holds token ",
+                        have[size_t(i)], " but the prompt has ", prompt[size_t(i)]);
+  std::vector<int32_t> hist(have.begin(), have.begin() + keep);  // before retained_ is cleared
+  HLX_RETURN_IF_ERROR(pool_.acquire(slot));
+  if (source != slot && keep > 0) {
+    // [slots, S, kv_heads, head_dim]: a slot's leading rows are one contiguous run per tensor.
+    for (Tensor& c : caches_) {
+      const size_t row = size_t(c.dim(2) * c.dim(3)) * dtype_size(c.dtype());
+      char* base = static_cast<char*>(c.raw());
+      const size_t slot_bytes = size_t(shape_.context_capacity) * row;
+      std::memcpy(base + size_t(slot) * slot_bytes, base + size_t(source) * slot_bytes, size_t(keep) * row);
+    }
+  }
+  history_[size_t(slot)] = std::move(hist);
+  embedded_end_[size_t(slot)] = 0;
+  rope_delta_[size_t(slot)] = 0;
+  prefilled_end_[size_t(slot)] = keep;
+  retained_[size_t(slot)].clear();
   return slot;
 }
 
 Status TextModel::release(int64_t slot) {
   HLX_RETURN_IF_ERROR(pool_.release(slot));
-  history_[size_t(slot)].clear();
+  std::vector<int32_t>& h = history_[size_t(slot)];
+  h.resize(size_t(prefilled_end_[size_t(slot)]));
+  retained_[size_t(slot)] = std::move(h);
+  h.clear();
   embedded_end_[size_t(slot)] = 0;
   rope_delta_[size_t(slot)] = 0;
+  prefilled_end_[size_t(slot)] = 0;
   return ok_status();
 }
 
 void TextModel::reset() {
   pool_ = SlotPool(shape_.slots);
   for (auto& h : history_) h.clear();
+  for (auto& r : retained_) r.clear();
   std::fill(embedded_end_.begin(), embedded_end_.end(), 0);
   std::fill(rope_delta_.begin(), rope_delta_.end(), 0);
+  std::fill(prefilled_end_.begin(), prefilled_end_.end(), 0);
 }
 
 Status TextModel::check_slot(int64_t slot) const {
@@ -455,6 +515,7 @@ Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tok
   HLX_RETURN_IF_ERROR(check_slot(slot));
   HLX_RETURN_IF_ERROR(check_plain_rope(slot, "prefill"));
   std::vector<int32_t>& hist = history_[size_t(slot)];
+  retained_[size_t(slot)].clear();  // a write into a slot without admit() ends what it retained
   const int64_t start = int64_t(hist.size()), n = int64_t(tokens.size());
   if (n < 1) return make_error(ErrorKind::kInvalidArgument, "prefill needs at least one token");
   for (size_t i = 0; i < tokens.size(); ++i)
@@ -491,6 +552,10 @@ Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tok
       return out.status().with_context(str_cat("prefill chunk at row ", c.start, " (bucket ", c.bucket, ")"));
     }
     for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r) hist.push_back(token_at(r));
+    // Rows contiguous with the prefilled ones extend them (the all-logits entry is another
+    // program: its rows are not counted).
+    int64_t& pre = prefilled_end_[size_t(slot)];
+    pre = all_rows ? std::min(pre, c.start) : pre >= c.start ? std::max(pre, c.start + c.length) : pre;
     Tensor& lg = (*out)[0];
     if (all_rows) {
       // Chunk row i is slot row c.start + i; new-token index = c.start + i - start.
@@ -633,6 +698,7 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
   if (mrope && spec_.mrope_section.empty())
     return make_error(ErrorKind::kInvalidArgument, what, ": the model (", spec_.model_type, ") has no mrope_section");
   std::vector<int32_t>& hist = history_[size_t(slot)];
+  retained_[size_t(slot)].clear();
   const int64_t start = int64_t(hist.size()), n = int64_t(token_ids.size()), hidden = spec_.hidden_size;
   if (embeddings.dtype() != DType::kF32 || embeddings.rank() != 2 || embeddings.dim(0) != n ||
       embeddings.dim(1) != hidden || !embeddings.defined())
@@ -754,6 +820,7 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
     for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r)
       hist.push_back(int32_t(token_ids[size_t(r)]));
     embedded_end_[size_t(slot)] = int64_t(hist.size());
+    prefilled_end_[size_t(slot)] = std::min(prefilled_end_[size_t(slot)], c.start);
     if (mrope) rope_delta_[size_t(slot)] = rope_delta;
     last = (*out)[0];
   }
@@ -806,6 +873,8 @@ Result<Tensor> TextModel::decode(std::span<const DecodeRow> rows) {
   for (const DecodeRow& r : rows) {
     auto& h = history_[size_t(r.slot)];
     h.resize(size_t(r.position));
+    prefilled_end_[size_t(r.slot)] = std::min(prefilled_end_[size_t(r.slot)], r.position);
+    retained_[size_t(r.slot)].clear();
     h.push_back(int32_t(r.token));
   }
   return out[0];

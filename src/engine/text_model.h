@@ -125,10 +125,27 @@ class TextModel {
   // Admission, then a free slot whose cache length is reset to 0. The Admission is returned on
   // rejection so callers can report its fields; nothing is touched then.
   Result<int64_t> admit(std::span<const int64_t> prompt, int64_t max_new_tokens, Admission* admission = nullptr);
-  // The same for a request whose effective length is not its id count (expanded image prompts).
-  Result<int64_t> admit(const AdmissionRequest& request, Admission* admission = nullptr);
+  // The same for a request whose effective length is not its id count (expanded image prompts);
+  // `slot` >= 0 asks for that free slot instead of the lowest free one.
+  Result<int64_t> admit(const AdmissionRequest& request, Admission* admission = nullptr, int64_t slot = -1);
   Status release(int64_t slot);
   const SlotPool& slot_pool() const { return pool_; }
+
+  // Prefix reuse (BatchEngine's prefix cache). The leading rows of a slot written by token
+  // prefill() calls and by nothing else since are "prefilled": their K/V are the bits any later
+  // prefill of the same ids writes there, because a prefill row's bits depend neither on its chunk
+  // nor on its slot (docs/PERFORMANCE.md, prefix reuse). Rows written by decode or from embeddings
+  // are not (decode attention rounds differently; image rows are keyed by pixels, not ids).
+  // release() keeps a slot's prefilled rows as its retained prefix until the slot is admitted
+  // again or reset() runs. This returns their ids: a free slot's retained prefix, or the
+  // prefilled rows of a slot in use. Empty for a slot outside [0, slots).
+  std::span<const int32_t> reusable_prefix(int64_t slot) const;
+  // admit(), but into the free `slot` with its rows [0, keep) kept: first copied there (per layer
+  // K and V rows, a memcpy inside the caches) from `source` when source != slot. `keep` must lie
+  // in [0, prompt size) and rows [0, keep) of reusable_prefix(source) must equal prompt[0, keep).
+  // Every check (admission first) before anything changes; on error nothing is touched.
+  Result<int64_t> admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot,
+                                int64_t keep, int64_t source, Admission* admission = nullptr);
   // Rows [0, cache_length) of the slot hold K/V.
   Result<int64_t> cache_length(int64_t slot) const;
 
@@ -265,6 +282,10 @@ class TextModel {
   // Per slot: rows below this were written from embeddings; a token prefill must not replay them
   // (their ids would not reproduce their inputs).
   std::vector<int64_t> embedded_end_;
+  // Per slot: rows below this were written by token prefill only (see reusable_prefix()); and
+  // for a free slot, the ids of the prefilled rows it retained at release().
+  std::vector<int64_t> prefilled_end_;
+  std::vector<std::vector<int32_t>> retained_;
   // Gemma3 VLM: the masked entries' variant (empty: none), the image soft-token id, the mask rule.
   std::string masked_variant_;
   mm::MaskRule mask_rule_ = mm::MaskRule::kImageBlocks;

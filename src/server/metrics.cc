@@ -37,6 +37,18 @@ void Metrics::add_generated_tokens(int64_t n) {
   generated_tokens_ += n;
 }
 
+void Metrics::add_prompt_reuse(int64_t cached, int64_t computed) {
+  std::lock_guard<std::mutex> lock(mu_);
+  prompt_cached_ += cached;
+  prompt_computed_ += computed;
+}
+
+void Metrics::add_images(int64_t cache_hits, int64_t cache_misses) {
+  std::lock_guard<std::mutex> lock(mu_);
+  image_hits_ += cache_hits;
+  image_misses_ += cache_misses;
+}
+
 void Metrics::add_prefill(int64_t tokens, double seconds) {
   std::lock_guard<std::mutex> lock(mu_);
   prefill_tokens_ += tokens;
@@ -71,6 +83,16 @@ std::string Metrics::render(const EngineGauges& g) const {
     out += "hlx_finish_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
   help(out, "hlx_prompt_tokens_total", "counter", "Prompt tokens of generations submitted to the engine.");
   out += "hlx_prompt_tokens_total " + std::to_string(prompt_tokens_) + "\n";
+  help(out, "hlx_prompt_tokens_cached_total", "counter",
+       "Prompt rows of finished generations reused from the prefix cache (not prefilled).");
+  out += "hlx_prompt_tokens_cached_total " + std::to_string(prompt_cached_) + "\n";
+  help(out, "hlx_prompt_tokens_computed_total", "counter", "Prompt rows of finished generations that were prefilled.");
+  out += "hlx_prompt_tokens_computed_total " + std::to_string(prompt_computed_) + "\n";
+  help(out, "hlx_image_cache_hits_total", "counter",
+       "Images of finished generations whose features came from the image-feature cache.");
+  out += "hlx_image_cache_hits_total " + std::to_string(image_hits_) + "\n";
+  help(out, "hlx_image_cache_misses_total", "counter", "Images of finished generations that were encoded.");
+  out += "hlx_image_cache_misses_total " + std::to_string(image_misses_) + "\n";
   help(out, "hlx_generated_tokens_total", "counter", "Tokens generated.");
   out += "hlx_generated_tokens_total " + std::to_string(generated_tokens_) + "\n";
   help(out, "hlx_prefill_seconds_total", "counter", "Engine time spent in prefill calls, summed over requests.");

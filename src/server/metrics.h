@@ -3,6 +3,12 @@
 //   hlx_requests_total{endpoint, outcome}    counter: every HTTP request, by route and outcome
 //   hlx_finish_total{reason}                 counter: finished generations by finish reason
 //   hlx_prompt_tokens_total                  counter: prompt tokens of accepted generations
+//   hlx_prompt_tokens_cached_total / hlx_prompt_tokens_computed_total
+//                                            counters: prompt rows of finished generations reused
+//                                            from the prefix cache / prefilled
+//   hlx_image_cache_hits_total / hlx_image_cache_misses_total
+//                                            counters: images of finished generations whose
+//                                            features came from the image-feature cache / were encoded
 //   hlx_generated_tokens_total               counter: tokens generated (streamed or not)
 //   hlx_prefill_seconds_total / hlx_decode_seconds_total
 //                                            counters: engine time per request (prefill calls;
@@ -38,6 +44,8 @@ class Metrics {
   void add_prompt_tokens(int64_t n);
   void add_generated_tokens(int64_t n);
   void add_prefill(int64_t tokens, double seconds);
+  void add_prompt_reuse(int64_t cached, int64_t computed);
+  void add_images(int64_t cache_hits, int64_t cache_misses);
   void add_decode(int64_t tokens, double seconds);
   void observe_ttft(double seconds);
 
@@ -49,6 +57,8 @@ class Metrics {
   std::map<std::string, int64_t> finishes_;
   int64_t prompt_tokens_ = 0, generated_tokens_ = 0;
   int64_t prefill_tokens_ = 0, decode_tokens_ = 0;
+  int64_t prompt_cached_ = 0, prompt_computed_ = 0;
+  int64_t image_hits_ = 0, image_misses_ = 0;
   double prefill_seconds_ = 0, decode_seconds_ = 0;
   std::array<int64_t, kTtftBuckets.size()> ttft_counts_{};  // non-cumulative per bucket
   int64_t ttft_count_ = 0;

@@ -428,7 +428,8 @@ ApiError parse_completion_request(const json& body, CompletionRequest& out, cons
 json Usage::to_json() const {
   return json{{"prompt_tokens", prompt_tokens},
               {"completion_tokens", completion_tokens},
-              {"total_tokens", prompt_tokens + completion_tokens}};
+              {"total_tokens", prompt_tokens + completion_tokens},
+              {"prompt_tokens_details", json{{"cached_tokens", cached_tokens}}}};
 }
 
 namespace {

@@ -91,6 +91,7 @@ ApiError parse_completion_request(const json& body, CompletionRequest& out, cons
 
 struct Usage {
   int64_t prompt_tokens = 0, completion_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt_tokens_details.cached_tokens: rows the prefix cache supplied
   json to_json() const;
 };
 

@@ -716,6 +716,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
         send_text(e.text);
         finish = e.finish;
         finish_error = e.error;
+        usage.cached_tokens = e.cached_tokens;
       }
     }
     if (c.broken() && !cancelled) {  // a streamed write failed: the client is gone

@@ -6,6 +6,8 @@
 // cancel. (Numerics against numpy references: tests/models/test_llava_reference.py,
 // test_gemma3_vlm_reference.py, test_qwen3_vl_e2e.py, test_vlm_engine.py.)
 #include <gtest/gtest.h>
+
+#include <tuple>
 #include <unistd.h>
 
 #include <cstring>
@@ -288,7 +290,9 @@ TEST_P(VisionEngine, MismatchesAreRefusedBeforeAnythingIsTouched) {
 TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   Models m = load(GetParam(), 1);
   ASSERT_TRUE(m.text && m.vision);
-  BatchEngine engine(*m.text, with_vision(m.vision.get()));
+  BatchEngineOptions no_cache = with_vision(m.vision.get());
+  no_cache.image_cache_bytes = 0;  // every request encodes: the steps below count encode calls
+  BatchEngine engine(*m.text, no_cache);
   GenerationRequest r;
   r.images = {picture(30, 30, 1), picture(50, 20, 2)};
   r.prompt = image_prompt(36, 1, *m.vision, {0, 18}, r.images);  // > 32 rows: 2+ chunks
@@ -354,6 +358,87 @@ TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   ASSERT_TRUE(engine.cancel(*d).ok());
   EXPECT_EQ(engine.side_tensor_bytes(), 0u);
   EXPECT_EQ(m.text->slot_pool().free_count(), 1);
+}
+
+// The image-feature cache: a repeated image (a separately decoded copy of the same pixels) takes
+// its features from the cache, no encode call, and the request's logits are the same bits as on
+// an engine without the cache; one changed pixel is a miss; a bound smaller than one image's
+// features keeps nothing.
+TEST_P(VisionEngine, RepeatedImageSkipsEncodeAndIsBitIdentical) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  auto run = [&](BatchEngine& e, const Spec& s) {
+    Outcome o;
+    auto id = e.submit(make_request(s, &o.logits));
+    EXPECT_TRUE(id.ok()) << id.status().to_string();
+    EXPECT_TRUE(e.run_until_idle().ok());
+    auto c = e.take_completion(*id);
+    EXPECT_TRUE(c.has_value());
+    if (c) o.c = std::move(*c);
+    EXPECT_EQ(o.c.finish, Finish::kLength) << o.c.error.to_string();
+    return o;
+  };
+  mm::Image changed = picture(40, 30, 3);
+  changed.row(7)[5 * 3 + 1] ^= 0x40;  // one pixel, one channel
+  const Spec first{image_prompt(10, 1, *m.vision, {2}, {picture(40, 30, 3)}), {picture(40, 30, 3)}, 4};
+  const Spec again{image_prompt(14, 2, *m.vision, {5}, {picture(40, 30, 3)}), {picture(40, 30, 3)}, 4};
+  const Spec other{image_prompt(14, 2, *m.vision, {5}, {changed}), {changed}, 4};
+
+  BatchEngine cached(*m.text, with_vision(m.vision.get()));
+  Outcome a = run(cached, first);
+  EXPECT_EQ(a.c.cached_images, 0);
+  EXPECT_GT(cached.image_cache_bytes(), 0u);
+  Outcome b = run(cached, again);
+  EXPECT_EQ(b.c.cached_images, 1) << "the same pixels must hit";
+  EXPECT_EQ(b.c.encode_ms, 0.0);
+  Outcome c = run(cached, other);
+  EXPECT_EQ(c.c.cached_images, 0) << "a one-pixel change must miss";
+
+  BatchEngineOptions off = with_vision(m.vision.get());
+  off.image_cache_bytes = 0;
+  BatchEngine plain(*m.text, off);
+  for (const auto& [got, spec, what] : {std::tuple{&b, &again, "hit"}, std::tuple{&c, &other, "miss"}}) {
+    Outcome want = run(plain, *spec);
+    EXPECT_EQ(want.c.cached_images, 0);
+    EXPECT_EQ(got->c.tokens, want.c.tokens) << what;
+    ASSERT_EQ(got->logits.size(), want.logits.size()) << what;
+    for (size_t t = 0; t < want.logits.size(); ++t)
+      EXPECT_TRUE(got->logits[t] == want.logits[t]) << what << ": logits of token " << t << " differ in bits";
+  }
+  EXPECT_EQ(plain.image_cache_bytes(), 0u);
+
+  BatchEngineOptions tiny = with_vision(m.vision.get());
+  tiny.image_cache_bytes = 64;  // smaller than any image's features
+  BatchEngine small(*m.text, tiny);
+  run(small, first);
+  EXPECT_EQ(run(small, again).c.cached_images, 0);
+  EXPECT_EQ(small.image_cache_bytes(), 0u);
+}
+
+// With the prefix cache on, an image request (which reuses no rows) takes the least recently
+// used free slot, so the text prefix used last survives it.
+TEST(VisionEnginePrefix, ImageRequestsSpareTheFreshestTextPrefix) {
+  Models m = load("llava-clip", 2);
+  ASSERT_TRUE(m.text && m.vision);
+  BatchEngine e(*m.text, with_vision(m.vision.get()));
+  std::vector<std::string> sink;
+  auto run = [&](const Spec& s) {
+    auto id = e.submit(make_request(s, &sink));
+    EXPECT_TRUE(id.ok()) << id.status().to_string();
+    EXPECT_TRUE(e.run_until_idle().ok());
+    return e.take_completion(*id).value();
+  };
+  const std::vector<int64_t> t1 = text_prompt(20, 1), t2 = text_prompt(18, 2);
+  auto extend = [](std::vector<int64_t> p, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) p.push_back((i * 13 + 5) % 290);
+    return p;
+  };
+  run({t1, {}, 2});                                    // slot 0 holds t1
+  run({t2, {}, 2});                                    // slot 1 (least recently used) holds t2
+  EXPECT_EQ(run({extend(t1, 4), {}, 2}).cached_tokens, 20);  // back in slot 0: slot 1 is now the LRU one
+  const mm::Image im = picture(30, 30, 1);
+  EXPECT_EQ(run({image_prompt(6, 3, *m.vision, {1}, {im}), {im}, 2}).finish, Finish::kLength);
+  EXPECT_EQ(run({extend(t1, 9), {}, 2}).cached_tokens, 24) << "the image request took slot 0";
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "llava-siglip", "gemma3-vlm", "qwen3-vl"),

