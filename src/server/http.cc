@@ -10,15 +10,12 @@
 #include <cerrno>
 #include <cstring>
 
+#include "core/clock.h"
+
 namespace hlx::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-int ms_left(Clock::time_point deadline) {
-  auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-  return left <= 0 ? 0 : int(left);
-}
 
 bool is_tchar(char c) {  // RFC 9110 token characters
   if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
