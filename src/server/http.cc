@@ -231,7 +231,12 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
     if (f == Fill::kClosed) return ReadResult::kClosed;
     if (f == Fill::kTimeout) {
       if (in_.empty()) return ReadResult::kClosed;
-      return timeout("headers");
+      // No body was refused, so nothing is drained before closing: a slow client gains nothing
+      // from it, and a probe connection draining for 2 s held its slot, so under a flood of
+      // idle connections every probe slot could be draining and /health was refused.
+      const ReadResult r = timeout("headers");
+      unread_body_ = false;
+      return r;
     }
   }
   if (head_end > limits_.max_header_bytes)

@@ -180,6 +180,9 @@ void Server::serve() {
     }
     // Ordinary connections up to max_connections, at most max_connections_per_client from one
     // address; past either, a few probe connections that may only ask for /health or /metrics.
+    // Connections that ended since the poll are reaped first: counted, a probe that just timed
+    // out could neither be evicted nor make room, and a /health probe would be refused.
+    reap_connections(false);
     std::string client = peer_address(addr);
     const int mine = per_client_.count(client) ? per_client_[client] : 0;
     const bool client_full = opts_.max_connections_per_client > 0 && mine >= opts_.max_connections_per_client;
