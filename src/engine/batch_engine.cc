@@ -473,7 +473,8 @@ void BatchEngine::prefill_one() {
 
 bool BatchEngine::prepare_image_rows(Active& a) {
   // Cached images take no encode call: their features are the tensors an earlier encode returned.
-  while (image_cache_ && a.features.size() < a.prepared.size() && a.features.size() < a.image_keys.size()) {
+  // (With the cache on, submit() gave every prepared image its key.)
+  while (image_cache_ && a.features.size() < a.prepared.size()) {
     std::optional<EncodedImage> hit = image_cache_->find(a.image_keys[a.features.size()]);
     if (!hit) break;
     a.prepared[a.features.size()].pixels = Tensor();
@@ -490,7 +491,7 @@ bool BatchEngine::prepare_image_rows(Active& a) {
       return true;
     }
     a.prepared[i].pixels = Tensor();  // encoded: the pixels are not needed any more
-    if (image_cache_ && i < a.image_keys.size()) image_cache_->put(a.image_keys[i], *f);
+    if (image_cache_) image_cache_->put(a.image_keys[i], *f);
     a.features.push_back(std::move(*f));
     return true;
   }

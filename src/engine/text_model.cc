@@ -400,12 +400,16 @@ Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* adm
   } else {
     HLX_ASSIGN_OR_RETURN(slot, pool_.acquire());
   }
-  history_[size_t(slot)].clear();
+  start_slot(slot, {}, 0);
+  return slot;
+}
+
+void TextModel::start_slot(int64_t slot, std::vector<int32_t> history, int64_t prefilled) {
+  history_[size_t(slot)] = std::move(history);
   embedded_end_[size_t(slot)] = 0;
   rope_delta_[size_t(slot)] = 0;
-  prefilled_end_[size_t(slot)] = 0;
+  prefilled_end_[size_t(slot)] = prefilled;
   retained_[size_t(slot)].clear();
-  return slot;
 }
 
 std::span<const int32_t> TextModel::reusable_prefix(int64_t slot) const {
@@ -445,11 +449,7 @@ Result<int64_t> TextModel::admit_reusing(std::span<const int64_t> prompt, int64_
       std::memcpy(base + size_t(slot) * slot_bytes, base + size_t(source) * slot_bytes, size_t(keep) * row);
     }
   }
-  history_[size_t(slot)] = std::move(hist);
-  embedded_end_[size_t(slot)] = 0;
-  rope_delta_[size_t(slot)] = 0;
-  prefilled_end_[size_t(slot)] = keep;
-  retained_[size_t(slot)].clear();
+  start_slot(slot, std::move(hist), keep);
   return slot;
 }
 

@@ -259,6 +259,9 @@ class TextModel {
   Status compile(Entry& e);
   Result<std::vector<Tensor>> run(Entry& e, std::vector<Tensor> inputs);
   Status check_slot(int64_t slot) const;
+  // A newly admitted slot's bookkeeping: its history (the reused rows' tokens), of which the first
+  // `prefilled` rows count as token-prefilled; nothing embedded, no rope delta, nothing retained.
+  void start_slot(int64_t slot, std::vector<int32_t> history, int64_t prefilled);
   Status check_plain_rope(int64_t slot, const char* what) const;
   int64_t deepstack_rows(int64_t bucket) const;  // EntryRequest::visual_rows of a deepstack bucket
   // prefill_embeddings, _masked and _mrope: checks, then chunk by chunk. `masked` and
