@@ -9,6 +9,7 @@ DEBIAN_PACKAGES=(
   libcli11-dev           # command-line parsing
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev  # libFuzzer, sanitizer and OpenMP runtimes for the clang build
+  clang-format           # .clang-format: make format / make format-check
   python3-numpy          # independent numpy references (/usr/bin/python3)
   python3-jinja2         # chat-template reference
   libutf8proc-dev        # Unicode normalisation and categories for tokenizers
