@@ -17,8 +17,9 @@ Tasks (each a user message; the assistant answers with a number and <|end|>):
 with 1- or 2-digit operands for the sums, 1 to 3 digits for the others. A problem is held out (never trained on) when crc32 of its question
 is 0 mod 16; `held_out_problems` draws test problems from that set only.
 
-Run under Debian's /usr/bin/python3 (python3-torch); about 4 minutes on 2 cores:
-  /usr/bin/python3 scripts/train/qwen3_add.py --out assets/models/qwen3-add
+Run under Debian's /usr/bin/python3 (python3-torch). One run of the defaults took 15 minutes on
+2 busy shared cores; the committed checkpoint took three stages (--init), listed with their
+figures in assets/models/README.md. Exits 1 when the held-out accuracy is below 98 %.
 """
 import argparse
 import json
@@ -146,10 +147,10 @@ def operand(rng, digits):
     return rng.randrange(0 if d == 1 else 10 ** (d - 1), 10 ** d)
 
 
-def sample(rng, held_out):
+def sample(rng, held_out, weights=None):
     """A (question, answer) pair from the training split (held_out=False) or the held-out one."""
     while True:
-        form = rng.choice(FORMS)
+        form = rng.choices(FORMS, weights)[0] if weights else rng.choice(FORMS)
         # Sums of two 3-digit numbers written most significant digit first did not reach 98 %
         # within the CPU budget (27 % after 750 steps); 2-digit operands do.
         digits = 2 if form in ("sum", "plus") else 3
@@ -380,11 +381,11 @@ def save(model, tok, out):
 # ---------------------------------------------------------------------------------------------
 # Training
 
-def batch(tok, rng, n):
+def batch(tok, rng, n, weights=None):
     """Right-padded chat sequences; the loss covers the answer and its <|end|> only."""
     seqs, starts = [], []
     for _ in range(n):
-        q, a = sample(rng, False)
+        q, a = sample(rng, False, weights)
         p = tok.encode(tok.chat_prompt(q))
         seqs.append(p + tok.encode(a) + [tok.eos])
         starts.append(len(p))
@@ -397,12 +398,21 @@ def batch(tok, rng, n):
     return x, y
 
 
+def form_of(q):
+    return ("sum" if q.endswith("=") else "plus" if " plus " in q else
+            "larger" if q.startswith("Which") else "after")
+
+
 def accuracy(model, tok, problems):
-    good = 0
+    """Exact-answer rate overall, and per form."""
+    good, per = 0, {}
     for q, a in problems:
         ids = greedy(model, tok.encode(tok.chat_prompt(q)), 8, tok.eos)
-        good += tok.decode([t for t in ids if t != tok.eos]) == a and ids[-1] == tok.eos
-    return good / len(problems)
+        ok = tok.decode([t for t in ids if t != tok.eos]) == a and ids[-1] == tok.eos
+        good += ok
+        n, k = per.get(form_of(q), (0, 0))
+        per[form_of(q)] = (n + 1, k + ok)
+    return good / len(problems), " ".join(f"{f} {k}/{n}" for f, (n, k) in sorted(per.items()))
 
 
 def main():
@@ -418,6 +428,9 @@ def main():
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--lr", type=float, default=3e-3)
+    ap.add_argument("--init", help="start from this checkpoint instead of random weights")
+    ap.add_argument("--form-weights", default="1,1,1,1",
+                    help="sampling weights of the forms " + ",".join(FORMS) + " in training batches")
     # One thread: on 2 cores shared with compilers, two OpenMP threads measured 3x slower per step.
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
@@ -425,10 +438,14 @@ def main():
     torch.manual_seed(args.seed)
     rng = random.Random(args.seed)
     tok = Tokenizer()
-    model = Qwen3ForCausalLM(config(tok))
-    for name, p in model.named_parameters():
-        if p.dim() == 2:
-            nn.init.normal_(p, std=0.02 if "embed" in name or "lm_head" in name else 1 / math.sqrt(p.shape[1]))
+    weights = [float(w) for w in args.form_weights.split(",")]
+    if args.init:  # a second stage: continue from a checkpoint this script wrote
+        model = load(args.init).train()
+    else:
+        model = Qwen3ForCausalLM(config(tok))
+        for name, p in model.named_parameters():
+            if p.dim() == 2:
+                nn.init.normal_(p, std=0.02 if "embed" in name or "lm_head" in name else 1 / math.sqrt(p.shape[1]))
     opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01, betas=(0.9, 0.98))
     warm = 100
     sched = torch.optim.lr_scheduler.LambdaLR(
@@ -436,7 +453,7 @@ def main():
     dev = held_out_problems(200, args.seed + 1)
     t0 = time.time()
     for step in range(1, args.steps + 1):
-        x, y = batch(tok, rng, args.batch)
+        x, y = batch(tok, rng, args.batch, weights)
         loss = F.cross_entropy(model(x).flatten(0, 1), y.flatten(), ignore_index=-100)
         opt.zero_grad()
         loss.backward()
@@ -445,15 +462,16 @@ def main():
         sched.step()
         if step % 400 == 0 or step == args.steps:
             model.eval()
-            acc = accuracy(model, tok, dev)
+            acc, per = accuracy(model, tok, dev)
             model.train()
-            print(f"step {step} loss {loss.item():.4f} dev acc {acc:.3f} ({time.time() - t0:.0f} s)", flush=True)
+            print(f"step {step} loss {loss.item():.4f} dev acc {acc:.3f} ({per}; {time.time() - t0:.0f} s)",
+                  flush=True)
             if acc == 1.0:  # deterministic for a seed: the dev set is fixed
                 break
     model.eval()
     test = held_out_problems(400, args.seed + 2)
-    acc = accuracy(model, tok, test)
-    print(f"final: held-out exact-answer accuracy {acc:.4f} on {len(test)} problems, "
+    acc, per = accuracy(model, tok, test)
+    print(f"final: held-out exact-answer accuracy {acc:.4f} on {len(test)} problems ({per}), "
           f"{sum(p.numel() for p in model.parameters())} parameters, {time.time() - t0:.0f} s")
     save(model, tok, args.out)
     return 0 if acc >= 0.98 else 1
