@@ -5,7 +5,8 @@ The checkpoint is a tiny Qwen3 trained in PyTorch by scripts/train/qwen3_add.py.
   - 200 held-out problems (never trained on) through `hlx generate --chat`: hlx's greedy ids equal
     PyTorch's greedy ids token for token, and >= 98 % of the answers are exactly right;
   - the prompt the reference feeds PyTorch is what jinja2 renders from tokenizer_config.json's chat
-    template, so hlx's template engine and tokenizer are both on the path being checked;
+    template, and its ids are what HF's Rust tokenizers (node) make of it with tokenizer.json, so
+    hlx's template engine and tokenizer are both on the path being checked;
   - a handful through `hlx serve` (/v1/chat/completions, concurrent, greedy) give the same answers.
 Skips (77) when Debian's python3-torch is not installed.
 """
@@ -102,6 +103,16 @@ def main():
     for q, _ in problems[:20]:
         r = tmpl.render(messages=[{"role": "user", "content": q}], add_generation_prompt=True)
         check(r == tok.chat_prompt(q), f"jinja2 renders {r!r}, reference prompt {tok.chat_prompt(q)!r}")
+
+    # HF's tokenizers encode those prompts to the ids the reference feeds PyTorch.
+    reqs = "".join(json.dumps({"t": tok.chat_prompt(q), "a": False}) + "\n" for q, _ in problems)
+    hf = subprocess.run(["node", os.path.join(REPO, "tests", "tokenizer", "hf_reference.js"),
+                         os.path.join(args.model, "tokenizer.json")], input=reqs.encode(), cwd=REPO,
+                        capture_output=True, timeout=300)
+    check(hf.returncode == 0, f"hf_reference.js failed: {hf.stderr.decode(errors='replace')[-500:]}")
+    hf_ids = [json.loads(line).get("ids") for line in hf.stdout.decode().splitlines()]
+    bad = [q for (q, _), ids in zip(problems, hf_ids) if ids != tok.encode(tok.chat_prompt(q))]
+    check(len(hf_ids) == len(problems) and not bad, f"HF tokenizers disagree with the reference on {bad[:3]}")
 
     # PyTorch greedy (f32, full recompute per step), then hlx, two processes at a time.
     want = [ref.greedy(model, tok.encode(tok.chat_prompt(q)), 8, tok.eos) for q, _ in problems]
