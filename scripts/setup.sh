@@ -16,6 +16,8 @@ DEBIAN_PACKAGES=(
   libpng-dev libjpeg62-turbo-dev  # image decoding for vision-language prompts
   python3-pil            # image preprocessing reference
   nginx-light            # tests/server/test_nginx_replicas.py: replicas behind deploy/nginx.conf
+  python3-torch          # reference for the trained models' tests (scripts/train/, tests/models/)
+  libopenblas0-pthread   # BLAS for torch/numpy: the default reference BLAS made training 3x slower
 )
 
 missing=()
