@@ -4,7 +4,9 @@
 // taken, a DRAM read probe on the same threads and the decode roofline it implies, prefill
 // throughput and time to first token, decode at batch 1 and aggregate at 4 and 8 slots (in rounds that
 // alternate the batches, each after its own short probe), decode
-// at a short context under a small and a large capacity (alternating runs), load/plan/emit times and peak RSS.
+// at a short context under a small and a large capacity (alternating runs), load/plan/emit times and peak RSS;
+// with --long-context (or --long-context-only) also long contexts: decode b1/b8 at 8k and 32k with
+// roofline fractions and the prefill of the whole context against prefill-512 (issue 27).
 // docs/PERFORMANCE.md records its output for the Qwen3-0.6B-shaped fixture.
 #include <algorithm>
 #include <chrono>
@@ -21,6 +23,7 @@
 #include "core/clock.h"
 #include "engine/sampling.h"
 #include "engine/text_model.h"
+#include "io/hf_config.h"
 #include "models/text_spec.h"
 #include "runtime/kernels/cpu.h"
 #include "runtime/kernels/matmul.h"
@@ -45,7 +48,24 @@ struct BenchArgs {
   int reps = 3;                // repetitions of every prefill and decode measurement (best reported)
   std::vector<int64_t> prefill_lengths{128, 512};
   std::vector<int64_t> batches{1, 4, 8};
+  // Long-context section (issue 27), off by default: an 8k prefill takes about a minute, 32k ten.
+  bool long_context = false;
+  bool long_only = false;  // skip every other section after the DRAM probe
+  int64_t long_capacity = 32768;
+  std::vector<int64_t> long_contexts{8192, 32768};
+  std::vector<int64_t> long_batches{1, 8};
 };
+
+// MemAvailable of /proc/meminfo in bytes (0 if unreadable).
+size_t mem_available() {
+  std::ifstream in("/proc/meminfo");
+  std::string line;
+  while (std::getline(in, line)) {
+    size_t kb = 0;
+    if (std::sscanf(line.c_str(), "MemAvailable: %zu kB", &kb) == 1) return kb * 1024;
+  }
+  return 0;
+}
 
 // Peak resident set (VmHWM) and current RSS of this process in bytes, from /proc/self/status.
 void read_rss(size_t* hwm, size_t* rss) {
@@ -199,6 +219,142 @@ std::string gb(double bytes) {
   return os.str();
 }
 
+Status write_record(const BenchArgs& a, json& rec);
+
+// ---- long context (issue 27): per decode batch a model whose capacity is --long-capacity (a
+// batch whose KV would not fit in memory at that capacity gets the smallest capacity that holds
+// its contexts, rounded up to 1024: attention cost follows the context, not the capacity; the
+// record says which). Per context: one prefill of the whole context into slot 0 (timed: the
+// prefill figure, on the batch-1 model), the other rows of the batch copied from it by prefix
+// reuse (a memcpy of K/V rows, then one token of prefill), then decode steps over all rows after
+// a short DRAM probe. Rooflines count the weights and the K/V actually read.
+Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base, int threads, double bw, json& rec) {
+  json out = json::array();
+  double prefill512 = 0;
+  const int64_t max_ctx = *std::max_element(a.long_contexts.begin(), a.long_contexts.end());
+  for (int64_t batch : a.long_batches) {
+    engine::TextModelOptions o = base;
+    o.slots = batch;
+    o.context_capacity = a.long_capacity;
+    // K/V bytes per context row for the memory check (f32 KV for f32 checkpoints, else bf16:
+    // conservative when the option is unset); the roofline uses the loaded model's own.
+    HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
+    HLX_ASSIGN_OR_RETURN(models::TextModelSpec spec, models::text_spec_from_config(config));
+    const DType kv_guess = base.kv_dtype ? *base.kv_dtype : spec.weight_dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
+    size_t kv_row = kv_bytes_per_token(spec, kv_guess, 1);
+    const double budget = 0.6 * double(mem_available());
+    if (double(kv_row) * double(batch) * double(o.context_capacity) > budget)
+      o.context_capacity = std::min(a.long_capacity, (max_ctx + a.decode_tokens + 1023) / 1024 * 1024);
+    std::vector<int64_t> contexts;
+    for (int64_t c : a.long_contexts)
+      if (c + a.decode_tokens <= o.context_capacity) contexts.push_back(c);
+    if (contexts.empty() || double(kv_row) * double(batch) * double(o.context_capacity) > budget) {
+      std::printf("long context, batch %lld: skipped (KV of %lld rows x capacity %lld = %s exceeds 60%% of the %s "
+                  "available)\n",
+                  static_cast<long long>(batch), static_cast<long long>(batch),
+                  static_cast<long long>(o.context_capacity),
+                  gb(double(kv_row) * double(batch) * double(o.context_capacity)).c_str(),
+                  gb(double(mem_available())).c_str());
+      out.push_back({{"batch", batch}, {"skipped", "KV does not fit in memory"}});
+      continue;
+    }
+    HLX_ASSIGN_OR_RETURN(auto m, engine::TextModel::load(a.model, o));
+    const int64_t ref_len = std::min<int64_t>(512, o.context_capacity - 1);  // 512 but on tiny test capacities
+    HLX_RETURN_IF_ERROR(m->warm_up(ref_len, false, batch));
+    kv_row = kv_bytes_per_token(m->spec(), m->shape().kv_dtype, 1);
+    const size_t wbytes = weight_bytes_per_token(m->spec(), o.weight_format);
+    if (prefill512 == 0) {
+      HLX_ASSIGN_OR_RETURN(PrefillRun r, run_prefill(*m, ref_len, a.reps));
+      prefill512 = r.tok_s;
+      rec["long_context_prefill_reference"] = {{"tokens", ref_len}, {"tok_s", prefill512}};
+      std::printf("long context: prefill %lld tokens %.1f tok/s (the reference rate)\n", static_cast<long long>(ref_len),
+                  prefill512);
+    }
+    const int64_t vocab = m->spec().vocab_size;
+    for (int64_t ctx : contexts) {
+      auto prompt = prompt_tokens(ctx, vocab, 7);
+      std::vector<int64_t> slots;
+      auto cleanup = [&] {
+        for (int64_t s : slots) (void)m->release(s);
+      };
+      json e = {{"batch", batch}, {"context", ctx}, {"capacity", o.context_capacity}};
+      HLX_ASSIGN_OR_RETURN(int64_t s0, m->admit(prompt, a.decode_tokens + 1));
+      slots.push_back(s0);
+      auto t0 = Clock::now();
+      auto logits = m->prefill(s0, prompt);
+      const double prefill_ms = ms_since(t0);
+      if (!logits.ok()) {
+        cleanup();
+        return logits.status();
+      }
+      std::vector<engine::DecodeRow> rows{{s0, argmax(logits->data<float>(), vocab), ctx}};
+      if (batch == 1) {
+        e["prefill_tok_s"] = double(ctx) / (prefill_ms / 1000.0);
+        e["prefill_over_prefill512"] = double(ctx) / (prefill_ms / 1000.0) / prefill512;
+      }
+      for (int64_t b = 1; b < batch; ++b) {
+        auto slot = m->admit_reusing(prompt, a.decode_tokens + 1, int64_t(b), ctx - 1, s0);
+        if (!slot.ok()) {
+          cleanup();
+          return slot.status();
+        }
+        slots.push_back(*slot);
+        auto l = m->prefill(*slot, std::span<const int64_t>(prompt).subspan(size_t(ctx - 1)));
+        if (!l.ok()) {
+          cleanup();
+          return l.status();
+        }
+        rows.push_back({*slot, argmax(l->data<float>(), vocab), ctx});
+      }
+      double round_bw = 0;
+      {
+        kernels::ThreadLimit limit(threads);
+        round_bw = kernels::probe_dram_read(size_t(1) << 28, 3).best_gbps * 1e9;
+      }
+      t0 = Clock::now();
+      for (int64_t step = 0; step < a.decode_tokens; ++step) {
+        auto l = m->decode(rows);
+        if (!l.ok()) {
+          cleanup();
+          return l.status();
+        }
+        for (int64_t b = 0; b < batch; ++b) {
+          rows[size_t(b)].token = argmax(l->data<float>() + b * vocab, vocab);
+          ++rows[size_t(b)].position;
+        }
+      }
+      const double ms = ms_since(t0);
+      cleanup();
+      const int64_t mid = ctx + a.decode_tokens / 2;
+      const double per_step = double(wbytes) + double(batch) * double(kv_row) * double(mid);
+      const double tok_s = double(batch * a.decode_tokens) / (ms / 1000.0);
+      const double roof = double(batch) * bw / per_step, roof_round = double(batch) * round_bw / per_step;
+      e["decode_tok_s"] = tok_s;
+      e["decode_ms_per_step"] = ms / double(a.decode_tokens);
+      e["roofline_tok_s"] = roof;
+      e["fraction_of_roofline"] = tok_s / roof;
+      e["round_probe_gbps"] = round_bw / 1e9;
+      e["fraction_of_round_probe_roofline"] = tok_s / roof_round;
+      e["bytes_per_step"] = per_step;
+      e["loadavg"] = loadavg();
+      std::printf("long context %lld (capacity %lld), batch %lld: decode %.2f tok/s (%.1f ms/step), roofline %.1f "
+                  "(%s weights + %lld x %s KV per step) -> %.0f%%; vs the probe before it (%.1f GB/s) %.0f%%",
+                  static_cast<long long>(ctx), static_cast<long long>(o.context_capacity),
+                  static_cast<long long>(batch), tok_s, ms / double(a.decode_tokens), roof, gb(double(wbytes)).c_str(),
+                  static_cast<long long>(batch), gb(double(kv_row) * double(mid)).c_str(), 100.0 * tok_s / roof,
+                  round_bw / 1e9, 100.0 * tok_s / roof_round);
+      if (batch == 1)
+        std::printf("; prefill %lld tokens %.1f tok/s = %.2fx prefill-%lld", static_cast<long long>(ctx),
+                    double(ctx) / (prefill_ms / 1000.0), double(ctx) / (prefill_ms / 1000.0) / prefill512,
+                    static_cast<long long>(ref_len));
+      std::printf("   (load %s)\n", loadavg().c_str());
+      out.push_back(e);
+    }
+  }
+  rec["long_context"] = out;
+  return ok_status();
+}
+
 Status run_bench(const BenchArgs& a) {
   json rec;
   const auto& cpu = kernels::cpu_features();
@@ -248,6 +404,10 @@ Status run_bench(const BenchArgs& a) {
   engine::TextModelOptions base;
   base.threads = a.threads;
   if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
+  if (a.long_only) {
+    HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
+    return write_record(a, rec);
+  }
 
   // ---- the main model: large capacity, slots for the largest batch (the probe's buffer is freed:
   // the peak that counts starts here)
@@ -431,9 +591,13 @@ Status run_bench(const BenchArgs& a) {
                 pair_ratio.empty() ? 0.0 : pair_ratio.front(), pair_ratio.empty() ? 0.0 : pair_ratio.back(),
                 loadavg().c_str());
   }
+  if (a.long_context) HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
+  return write_record(a, rec);
+}
+
+Status write_record(const BenchArgs& a, json& rec) {
   rec["loadavg_end"] = loadavg();
   std::printf("loadavg: %s\n", loadavg().c_str());
-
   if (!a.json_out.empty()) {
     std::ofstream out(a.json_out);
     if (!out) return make_error(ErrorKind::kInvalidArgument, "cannot write --json file '", a.json_out, "'");
@@ -461,6 +625,13 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_option("--reps", a->reps, "repetitions of each prefill measurement and rounds of decode runs (one per batch, after a short DRAM probe), best reported (default 3)")->check(CLI::Range(1, 1000));
   sub->add_option("--prefill", a->prefill_lengths, "prompt lengths to prefill (default 128 512)");
   sub->add_option("--batches", a->batches, "decode batches (default 1 4 8)");
+  sub->add_flag("--long-context", a->long_context,
+                "also run the long-context section: prefill of each --long-contexts and decode at it (minutes)");
+  sub->add_flag("--long-context-only", a->long_only, "only the DRAM probe and the long-context section");
+  sub->add_option("--long-capacity", a->long_capacity, "capacity of the long-context models (default 32768)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
+  sub->add_option("--long-contexts", a->long_contexts, "contexts of the long-context section (default 8192 32768)");
+  sub->add_option("--long-batches", a->long_batches, "decode batches of the long-context section (default 1 8)");
   return [a] {
     for (int64_t v : a->prefill_lengths)
       if (v < 1 || v > a->capacity)
@@ -471,6 +642,15 @@ CommandRun setup_bench(CLI::App& root) {
       return report(make_error(ErrorKind::kInvalidArgument, "--weights '", a->weights, "' (expected int8)"));
     if (a->batches.empty() || a->prefill_lengths.empty())
       return report(make_error(ErrorKind::kInvalidArgument, "--batches and --prefill need at least one value"));
+    if (a->long_only) a->long_context = true;
+    for (int64_t v : a->long_context ? a->long_contexts : std::vector<int64_t>{})
+      if (v < 2 || v + a->decode_tokens > a->long_capacity)
+        return report(make_error(ErrorKind::kInvalidArgument, "--long-contexts ", v, " + --decode-tokens ",
+                                 a->decode_tokens, " outside [2, --long-capacity ", a->long_capacity, "]"));
+    for (int64_t v : a->long_batches)
+      if (v < 1) return report(make_error(ErrorKind::kInvalidArgument, "--long-batches ", v, " must be >= 1"));
+    if (a->long_context && (a->long_contexts.empty() || a->long_batches.empty()))
+      return report(make_error(ErrorKind::kInvalidArgument, "--long-contexts and --long-batches need a value"));
     if (a->context + a->decode_tokens > std::min(a->capacity, a->small_capacity))
       return report(make_error(ErrorKind::kInvalidArgument, "--context ", a->context, " + --decode-tokens ",
                                a->decode_tokens, " exceed the smaller capacity ",

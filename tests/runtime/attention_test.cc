@@ -297,6 +297,58 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
         }
 }
 
+// Split-K decode (attention_decode_avx512.cc cuts a row's keys at multiples of 512 when they span
+// more than one such part and merges the parts' softmax sums): key counts around the cuts (one
+// key past a cut, one short of it, several parts, a window whose first key is not on a cut), GQA
+// 2 and 4, head_dim 64 and 128. Every row against the double reference (f32 tolerance) and against
+// the unsplit f32-cache kernel on the same values; each row's bits the same alone (from another
+// slot) as in the batch, on 1 and 2 threads.
+TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
+  uint32_t seed = 4000;
+  for (int64_t dh : {64, 128})
+    for (int64_t gqa : {2, 4})
+      for (int64_t window : {0, 700}) {
+        AttentionDesc d;
+        d.batch = 6; d.q_len = 1; d.kv_heads = 2; d.q_heads = 2 * gqa; d.head_dim = dh; d.num_slots = 7;
+        d.capacity = 2100;
+        d.q_type = DType::kF32; d.kv_type = DType::kBF16; d.scale = 1.f / std::sqrt(float(dh)); d.causal = true;
+        d.sliding_window = window;
+        std::vector<int32_t> slot = {3, 0, 5, 1, 6, 2}, kv_len = {512, 513, 1023, 1537, 2100, 1025}, q_pos;
+        for (int32_t len : kv_len) q_pos.push_back(len - 1);
+        Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+        const std::string what = str_cat("split decode Dh=", dh, " gqa=", gqa, " window=", window);
+        run_and_compare(d, in, what);
+        const size_t row = size_t(d.q_heads * d.head_dim);
+        std::vector<float> whole(size_t(d.batch) * row), unsplit(whole.size());
+        ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                       in.kv_len.data(), nullptr, whole.data()).ok());
+        // The same (bf16-exact) values in an f32 cache take the unsplit kernel of attention_impl.h.
+        AttentionDesc f = d;
+        f.kv_type = DType::kF32;
+        std::vector<float> k32 = in.k, v32 = in.v;
+        ASSERT_TRUE(kernels::attention(f, in.qb.data(), k32.data(), v32.data(), in.slot.data(), in.q_pos.data(),
+                                       in.kv_len.data(), nullptr, unsplit.data()).ok());
+        for (size_t i = 0; i < whole.size(); ++i)
+          ASSERT_NEAR(whole[i], unsplit[i], 2e-5) << what << " element " << i;
+        const size_t slot_bytes = size_t(d.capacity * d.kv_heads * d.head_dim) * 2;
+        for (int threads : {1, 2})
+          for (int64_t b = 0; b < d.batch; ++b) {
+            kernels::ThreadLimit limit(threads);
+            std::vector<uint8_t> kc = in.kb, vc = in.vb;
+            std::memcpy(&kc[4 * slot_bytes], &in.kb[size_t(slot[size_t(b)]) * slot_bytes], slot_bytes);
+            std::memcpy(&vc[4 * slot_bytes], &in.vb[size_t(slot[size_t(b)]) * slot_bytes], slot_bytes);
+            AttentionDesc e = d;
+            e.batch = 1;
+            const int32_t s4 = 4;
+            std::vector<float> one(row);
+            ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
+                                           &q_pos[size_t(b)], &kv_len[size_t(b)], nullptr, one.data()).ok());
+            ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
+                << what << " threads=" << threads << " row " << b;
+          }
+      }
+}
+
 // head_dim 256 (Gemma): two 128-column passes of the prefill kernel's P.V; 16 and 48: one
 // partial pass; both cache types, causal with and without a window.
 TEST(Attention, PrefillWideAndNarrowHeads) {

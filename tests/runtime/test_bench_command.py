@@ -109,6 +109,41 @@ def main():
         check(mem["peak_rss_bytes"] >= mem["rss_bytes"] > 0, "peak RSS >= RSS")
         check(rec["times_ms"]["modules_emitted"] >= 1 and rec["times_ms"]["entries_compiled"] >= 1, "load stats")
 
+        # Long-context section alone (issue 27): per batch and context, decode against the roofline of
+        # weights + the K/V actually read, prefill of the whole context against the reference prefill.
+        out_long = os.path.join(tmp, "long.json")
+        r = subprocess.run([args.hlx, "bench", "-m", model, "--json", out_long, "--threads", "2",
+                            "--long-context-only", "--long-capacity", "256", "--long-contexts", "40", "200",
+                            "--long-batches", "1", "3", "--decode-tokens", "4", "--reps", "1"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"hlx bench --long-context-only exit {r.returncode}: {r.stderr}")
+        if r.returncode == 0:
+            lrec = json.load(open(out_long))
+            lbw = lrec["dram_read_gbps"]["best"]
+            check("decode" not in lrec and "prefill" not in lrec, "--long-context-only skips the other sections")
+            ref = lrec["long_context_prefill_reference"]
+            check(ref["tokens"] == 255 and ref["tok_s"] > 0, "reference prefill min(512, capacity - 1)")
+            lc = lrec["long_context"]
+            check([(e["batch"], e["context"]) for e in lc] == [(1, 40), (1, 200), (3, 40), (3, 200)],
+                  "long-context batches x contexts")
+            for e in lc:
+                b, mid = e["batch"], e["context"] + 4 // 2
+                kv = cfg["num_hidden_layers"] * 2 * mid * cfg["num_key_value_heads"] * head_dim * 2
+                check(e["bytes_per_step"] == want_w + b * kv, f"long {b}/{e['context']} bytes per step")
+                roof = b * lbw * 1e9 / (want_w + b * kv)
+                check(abs(e["roofline_tok_s"] - roof) <= 1e-6 * roof, f"long {b}/{e['context']} roofline")
+                check(abs(e["fraction_of_roofline"] - e["decode_tok_s"] / roof) <= 1e-6, "long fraction")
+                check(abs(e["decode_tok_s"] - b * 1000.0 / e["decode_ms_per_step"]) <= 1e-6 * e["decode_tok_s"],
+                      "long tok/s vs ms/step")
+                check(e["capacity"] == 256, "long capacity")
+                check(("prefill_tok_s" in e) == (b == 1), "prefill figure on the batch-1 model only")
+                if b == 1:
+                    check(abs(e["prefill_over_prefill512"] - e["prefill_tok_s"] / ref["tok_s"]) <= 1e-9,
+                          "long prefill ratio")
+        bad = subprocess.run([args.hlx, "bench", "-m", model, "--long-context", "--long-contexts", "300",
+                              "--long-capacity", "256"], capture_output=True, text=True)
+        check(bad.returncode != 0 and "300" in bad.stderr, "long context beyond the long capacity is rejected")
+
         bad = subprocess.run([args.hlx, "bench", "-m", model, "--prefill", "999", "--capacity", "256"],
                              capture_output=True, text=True)
         check(bad.returncode != 0 and "999" in bad.stderr, "prefill longer than capacity is rejected")

@@ -19,10 +19,16 @@
 // All arithmetic is f32 on the exact values (no rounding of Q or P: a bf16 dot-product version,
 // Q and P as hi + lo bf16, flipped a greedy token of the llama bf16 fixture of
 // tests/models/test_text_families.py at a top-2 gap of 0.023, and cost about the same).
+// Split-K (flash-decoding, issue 27): a row whose visible keys cross a multiple of kSplitKeys is
+// cut there into parts, each a work item over whole cache rows (all kv heads: one sequential
+// stream) with its own softmax max and sum, merged after by exact log-sum-exp weights. Before it
+// a batch-1 step at 8k context read each head's 256-byte pieces of 2 KiB rows, one strided stream
+// per item (BM_AttentionDecodeCold 1/8192: ~2-4 GB/s of KV on a loaded host).
 // A row's bits depend only on its own query, visible key range and K/V rows: each score is one
 // accumulator reduced by the same tree whatever its position among the 16, the pairing of query
-// heads never mixes rows, and keys are summed in order from the row's first visible key. So
-// batch, slot, thread count and work split never change a row.
+// heads never mixes rows, keys are summed in order from the part's first key, and the cuts and
+// the merge order follow the row's key range alone. So batch, slot, thread count and work split
+// never change a row.
 #include <immintrin.h>
 
 #include <algorithm>
@@ -185,8 +191,8 @@ void finish_row(const float* acc, int64_t Dh, float inv, float* out) {
 }
 
 // Softmax weights of one row's scores, in place: s[0, n) = e^(s - max) (0 for -inf scores);
-// returns their f32 sum, or 0 when every score is -inf.
-float softmax_in_place(float* s, int64_t n) {
+// returns their f32 sum, or 0 when every score is -inf; *max_out = the max.
+float softmax_in_place(float* s, int64_t n, float* max_out) {
   const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
   __m512 mx = ninf;
   for (int64_t i = 0; i < n; i += 16) {
@@ -194,6 +200,7 @@ float softmax_in_place(float* s, int64_t n) {
     mx = _mm512_max_ps(mx, _mm512_mask_loadu_ps(ninf, m, s + i));
   }
   const float smax = _mm512_reduce_max_ps(mx);
+  *max_out = smax;
   if (smax == -std::numeric_limits<float>::infinity()) return 0.f;
   const __m512 mv = _mm512_set1_ps(smax);
   __m512 sum = _mm512_setzero_ps();
@@ -208,6 +215,43 @@ float softmax_in_place(float* s, int64_t n) {
   return _mm512_reduce_add_ps(sum);
 }
 
+// Keys per split-K part. At Qwen3-0.6B shapes (8 kv heads, head_dim 128) a part is 512 whole
+// cache rows (1 MiB of K, then of V): long enough to stream, short enough that batch 1 at 8k
+// context gives 16 items for the threads.
+constexpr int64_t kSplitKeys = 512;
+
+// A row's keys [lo, hi), one item's share of them; split: one of several parts of its row
+// (results to the partial buffer at the part's index), else written straight to the output.
+struct Part {
+  int64_t b, lo, hi;
+  bool split;
+};
+// A row cut into parts [first, first + count) of the part list.
+struct SplitRow {
+  int64_t b, first, count;
+};
+std::vector<Part>& part_list() {
+  thread_local std::vector<Part> v;  // the calling thread's, kept across calls
+  return v;
+}
+std::vector<SplitRow>& split_list() {
+  thread_local std::vector<SplitRow> v;
+  return v;
+}
+std::vector<float>& partial_buffer() {
+  thread_local std::vector<float> v;
+  return v;
+}
+
+// The keys a decode row at position pos with kv_len keys may see (causal, sliding window).
+void visible_range(const AttentionDesc& d, int64_t pos, int64_t len, int64_t* lo, int64_t* hi) {
+  int64_t h = len, l = 0;
+  if (d.causal) h = std::min<int64_t>(h, std::max<int64_t>(pos + 1, 0));
+  if (d.sliding_window > 0) l = std::max<int64_t>(0, pos - d.sliding_window + 1);
+  *lo = l;
+  *hi = std::max(h, l);
+}
+
 }  // namespace
 
 void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
@@ -217,26 +261,52 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
   const int64_t chunks = (Dh + 31) / 32;
   const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
-  // A work item is a batch row and a run of hg adjacent kv heads: its K/V reads are hg * Dh
-  // contiguous elements per cache row (all heads: whole rows, one sequential stream the hardware
-  // prefetchers follow), instead of Dh-element pieces Hkv * Dh apart, each a separate stream that
-  // started cold from DRAM. Heads are split while that leaves fewer than 4 items per thread.
+  // Split-K: a row's visible keys [lo, hi) are cut at multiples of kSplitKeys into parts (only
+  // when they span more than one), each part its own work item with its own softmax max and sum;
+  // the parts are then merged exactly (log-sum-exp weights, in part order). The cut depends only
+  // on the row's own key range, never on the batch or the thread count, so a row's bits are the
+  // same alone and in any batch; a row within one part takes the unsplit path (same bits as
+  // before the split existed).
+  std::vector<Part>& parts = part_list();
+  std::vector<SplitRow>& splits = split_list();
+  parts.clear();
+  splits.clear();
+  for (int64_t b = 0; b < d.batch; ++b) {
+    int64_t lo = 0, hi = 0;
+    visible_range(d, q_pos[b], kv_len[b], &lo, &hi);
+    const int64_t first = lo / kSplitKeys, last = hi > lo ? (hi - 1) / kSplitKeys : first;
+    if (first == last) {
+      parts.push_back({b, lo, hi, false});
+      continue;
+    }
+    splits.push_back({b, int64_t(parts.size()), last - first + 1});
+    for (int64_t c = first; c <= last; ++c)
+      parts.push_back({b, std::max(lo, c * kSplitKeys), std::min(hi, (c + 1) * kSplitKeys), true});
+  }
+  // Partial results of split parts: per (part, query head) the max, the sum and the
+  // unnormalised P.V accumulator (chunk layout: 16 even, 16 odd columns).
+  const int64_t n_parts = int64_t(parts.size());
+  const int64_t acc_len = chunks * 32, rec_len = acc_len + 2;
+  std::vector<float>& partial = partial_buffer();
+  if (!splits.empty() && int64_t(partial.size()) < n_parts * Hq * rec_len) partial.resize(size_t(n_parts * Hq * rec_len));
+  // A work item is a part of a batch row and a run of hg adjacent kv heads: its K/V reads are
+  // hg * Dh contiguous elements per cache row (all heads: whole rows, one sequential stream the
+  // hardware prefetchers follow), instead of Dh-element pieces Hkv * Dh apart, each a separate
+  // stream that started cold from DRAM. Heads are split while that leaves fewer than 4 items per
+  // thread (a row's bits do not depend on hg).
   int64_t hg = Hkv;
-  while (hg % 2 == 0 && d.batch * (Hkv / hg) < 4 * int64_t(max_threads())) hg /= 2;
+  while (hg % 2 == 0 && n_parts * (Hkv / hg) < 4 * int64_t(max_threads())) hg /= 2;
   const int64_t groups = Hkv / hg;
-  parallel_for(d.batch * groups, 1, [&](int64_t item_begin, int64_t item_end) {
+  parallel_for(n_parts * groups, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
-    thread_local std::vector<float> qp, sc, acc, invs;
+    thread_local std::vector<float> qp, sc, acc, invs, maxs;
     for (int64_t item = item_begin; item < item_end; ++item) {
-      const int64_t b = item / groups, h0 = (item % groups) * hg;
-      const int64_t len = kv_len[b], pos = q_pos[b];
-      int64_t hi = len, lo = 0;
-      if (d.causal) hi = std::min<int64_t>(hi, std::max<int64_t>(pos + 1, 0));
-      if (d.sliding_window > 0) lo = std::max<int64_t>(0, pos - d.sliding_window + 1);
-      hi = std::max(hi, lo);
+      const int64_t part_index = item / groups;
+      const Part& part = parts[size_t(part_index)];
+      const int64_t b = part.b, h0 = (item % groups) * hg, lo = part.lo, hi = part.hi;
       const int64_t n = hi - lo, rows = hg * G, ld = n + 16;  // query heads of the item; score row length
       float* o0 = out + (b * Hq + h0 * G) * Dh;  // the item's query heads are adjacent in the output
-      if (n == 0) {  // no visible key: zeros
+      if (n == 0) {  // no visible key: zeros (never a split part: parts are not empty)
         std::fill(o0, o0 + rows * Dh, 0.f);
         continue;
       }
@@ -294,6 +364,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
         }
       }
       if (int64_t(invs.size()) < rows) invs.resize(size_t(rows));
+      if (int64_t(maxs.size()) < rows) maxs.resize(size_t(rows));
       for (int64_t i = 0; i < rows; ++i) {
         float* sr = sc.data() + i * ld;
         const __m512 scale = _mm512_set1_ps(d.scale);
@@ -305,9 +376,9 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           for (int64_t x = 0; x < n; ++x) sr[x] = d.logit_softcap * std::tanh(sr[x] / d.logit_softcap);
         if (bias)
           for (int64_t x = 0; x < n; ++x) sr[x] += bias[b * S + lo + x];
-        const float l = softmax_in_place(sr, n);  // all -inf: zero weights (l = 0), zero output
+        const float l = softmax_in_place(sr, n, &maxs[size_t(i)]);  // all -inf: zero weights, zero output
         if (l == 0.f) std::fill(sr, sr + n, 0.f);
-        invs[size_t(i)] = l > 0.f ? 1.f / l : 0.f;
+        invs[size_t(i)] = part.split ? l : (l > 0.f ? 1.f / l : 0.f);  // a part keeps its sum
       }
       // P.V in chunks of kVChunk keys, every head of the item per chunk, the next chunk's V rows
       // prefetched (the first rows of the first chunk were prefetched by the score pass).
@@ -328,7 +399,48 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           }
         }
       }
-      for (int64_t i = 0; i < rows; ++i) finish_row(acc.data() + i * chunks * 32, Dh, invs[size_t(i)], o0 + i * Dh);
+      if (!part.split) {
+        for (int64_t i = 0; i < rows; ++i) finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh);
+        continue;
+      }
+      for (int64_t i = 0; i < rows; ++i) {
+        float* rec = partial.data() + (part_index * Hq + h0 * G + i) * rec_len;
+        rec[0] = maxs[size_t(i)];
+        rec[1] = invs[size_t(i)];
+        std::memcpy(rec + 2, acc.data() + i * acc_len, size_t(acc_len) * sizeof(float));
+      }
+    }
+  });
+  if (splits.empty()) return;
+  // Merge: per split row and query head, weights e^(m_p - M) over the parts in order.
+  parallel_for(int64_t(splits.size()) * Hq, 1, [&](int64_t begin, int64_t end) {
+    internal::FtzDazScope ftz_daz;
+    thread_local std::vector<float> merged;
+    if (int64_t(merged.size()) < acc_len) merged.resize(size_t(acc_len));
+    for (int64_t r = begin; r < end; ++r) {
+      const SplitRow& row = splits[size_t(r / Hq)];
+      const int64_t h = r % Hq, np = row.count;
+      auto rec = [&](int64_t p) { return partial.data() + ((row.first + p) * Hq + h) * rec_len; };
+      float mx = -std::numeric_limits<float>::infinity();
+      for (int64_t p = 0; p < np; ++p) mx = std::max(mx, rec(p)[0]);
+      float* o = out + (row.b * Hq + h) * Dh;
+      if (mx == -std::numeric_limits<float>::infinity()) {  // every score -inf: zeros, as unsplit
+        std::fill(o, o + Dh, 0.f);
+        continue;
+      }
+      float l = 0.f;
+      std::fill(merged.begin(), merged.begin() + acc_len, 0.f);
+      for (int64_t p = 0; p < np; ++p) {
+        const float* x = rec(p);
+        if (x[0] == -std::numeric_limits<float>::infinity()) continue;  // no weight in this part
+        const float w = std::exp(x[0] - mx);
+        l += w * x[1];
+        const __m512 wv = _mm512_set1_ps(w);
+        for (int64_t c = 0; c < acc_len; c += 16)
+          _mm512_storeu_ps(merged.data() + c,
+                           _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 + c), _mm512_loadu_ps(merged.data() + c)));
+      }
+      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o);
     }
   });
 }
