@@ -280,5 +280,60 @@ TEST(PackedWeightInt4, ProgramOptionQuantizesBoundWeights) {
   EXPECT_GT(max_diff_from_exact, 1e-3);  // int4, not the as-stored product
 }
 
+// A weight the loader packed itself (a checkpoint stored 4-bit): its placeholder, bound under the
+// weight's name, makes the dot use the packed weight; any other use of it is refused (its bytes
+// are never backed), and so is binding it after the registration is gone.
+TEST(PackedWeightInt4, PackedPlaceholderBindsToMatmulsOnly) {
+  using namespace hlx::testing;
+  const int64_t m = 2, k = 64, n = 16;
+  auto module_with = [&](bool extra_use) {
+    IrBuilder b;
+    b.fn.name = "main";
+    auto x = b.arg(tt(DType::kF32, {m, k}));
+    auto wv = b.arg(tt(DType::kF32, {n, k}));
+    b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
+    auto& d = b.op("stablehlo.dot_general", {x, wv}, {tt(DType::kF32, {m, n})});
+    d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                                               {"rhs_contracting_dimensions", ints({1})}})});
+    std::vector<shlo::ValueId> results{d.results[0]};
+    if (extra_use) results.push_back(b.op("stablehlo.negate", {wv}, {tt(DType::kF32, {n, k})}).results[0]);
+    for (auto v : results) b.fn.result_types.push_back(b.fn.type_of(v));
+    b.fn.result_attrs.resize(results.size());
+    b.op("func.return", results, {});
+    auto module = std::make_shared<shlo::Module>();
+    module->functions = {b.fn};
+    return module;
+  };
+  const Q4 w = random_q4(k, n, 32, 77);
+  auto packed = kernels::pack_int4(w.source());
+  ASSERT_TRUE(packed.ok());
+  std::vector<float> a = rand_vec(m * k, 78);
+  std::vector<float> want(size_t(m * n));
+  ASSERT_TRUE((*packed)->multiply(m, DType::kF32, a.data(), DType::kF32, want.data()).ok());
+  auto placeholder = rt::packed_placeholder(DType::kF32, {n, k});
+  ASSERT_TRUE(placeholder.ok()) << placeholder.status().to_string();
+  auto handle = rt::register_packed_weight(*placeholder, std::move(*packed));
+  EXPECT_TRUE(rt::is_packed_placeholder(*placeholder));
+  Tensor xt = Tensor::zeros(DType::kF32, {m, k});
+  std::memcpy(xt.raw(), a.data(), a.size() * 4);
+  {
+    auto p = rt::Program::compile(module_with(false));
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_TRUE((*p)->bind_weight("proj.weight", *placeholder).ok());
+    auto out = (*p)->run("main", {xt});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    for (int64_t i = 0; i < m * n; ++i) EXPECT_EQ((*out)[0].data<float>()[i], want[size_t(i)]) << i;
+  }
+  {
+    auto p = rt::Program::compile(module_with(true));
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Status st = (*p)->bind_weight("proj.weight", *placeholder);
+    EXPECT_EQ(st.kind(), ErrorKind::kUnsupported) << st.to_string();
+    EXPECT_NE(st.to_string().find("proj.weight"), std::string::npos) << st.to_string();
+  }
+  handle.reset();
+  EXPECT_FALSE(rt::is_packed_placeholder(*placeholder));
+}
+
 }  // namespace
 }  // namespace hlx
