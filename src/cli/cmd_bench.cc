@@ -103,7 +103,7 @@ int64_t argmax(const float* row, int64_t n) {
 }
 
 // Bytes one decode step streams from the checkpoint: every tensor except an untied embedding table
-// (only one row of it is gathered). With int8 weights, each matmul weight (rank 2) counts its
+// (only one row of it is gathered). With int8 / int4 weights, each matmul weight (rank 2) counts its
 // packed int8 values and f32 scales.
 size_t weight_bytes_per_token(const models::TextModelSpec& spec, kernels::WeightFormat format) {
   const std::string embed = spec.weight_prefix + "embed_tokens.weight";
@@ -116,6 +116,10 @@ size_t weight_bytes_per_token(const models::TextModelSpec& spec, kernels::Weight
     }
     if (format == kernels::WeightFormat::kInt8 && t.shape.size() == 2) {  // [N, K]
       total += kernels::int8_packed_bytes(t.shape[1], t.shape[0]);
+      continue;
+    }
+    if (format == kernels::WeightFormat::kInt4 && t.shape.size() == 2) {
+      total += kernels::int4_packed_bytes(t.shape[1], t.shape[0]);
       continue;
     }
     total += size_t(num_elements(t.shape)) * elt;
@@ -404,6 +408,7 @@ Status run_bench(const BenchArgs& a) {
   engine::TextModelOptions base;
   base.threads = a.threads;
   if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
+  if (a.weights == "int4") base.weight_format = kernels::WeightFormat::kInt4;
   if (a.long_only) {
     HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
     return write_record(a, rec);
@@ -613,7 +618,7 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_option("-m,--model", a->model, "checkpoint directory (config.json + safetensors)")->required();
   sub->add_option("--json", a->json_out, "also write the record as JSON to this file");
   sub->add_option("--threads", a->threads, "runtime threads (default: all cores)")->check(CLI::Range(0, 1024));
-  sub->add_option("--weights", a->weights, "int8: matmul weights quantized at load (default: the checkpoint's type)");
+  sub->add_option("--weights", a->weights, "int8 | int4: matmul weights quantized at load (default: the checkpoint's type)");
   sub->add_option("--capacity", a->capacity, "context capacity of the main model (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--small-capacity", a->small_capacity, "capacity of the comparison model (default 512)")
@@ -638,8 +643,8 @@ CommandRun setup_bench(CLI::App& root) {
         return report(make_error(ErrorKind::kInvalidArgument, "--prefill ", v, " outside [1, capacity ", a->capacity, "]"));
     for (int64_t v : a->batches)
       if (v < 1) return report(make_error(ErrorKind::kInvalidArgument, "--batches ", v, " must be >= 1"));
-    if (!a->weights.empty() && a->weights != "int8")
-      return report(make_error(ErrorKind::kInvalidArgument, "--weights '", a->weights, "' (expected int8)"));
+    if (!a->weights.empty() && a->weights != "int8" && a->weights != "int4")
+      return report(make_error(ErrorKind::kInvalidArgument, "--weights '", a->weights, "' (expected int8 or int4)"));
     if (a->batches.empty() || a->prefill_lengths.empty())
       return report(make_error(ErrorKind::kInvalidArgument, "--batches and --prefill need at least one value"));
     if (a->long_only) a->long_context = true;

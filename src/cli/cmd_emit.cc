@@ -16,6 +16,7 @@
 #include "cli/command.h"
 #include "io/checkpoint.h"
 #include "io/hf_config.h"
+#include "io/quantized.h"
 #include "models/qwen3_vl.h"
 #include "models/text_entries.h"
 #include "models/vision_spec.h"
@@ -25,7 +26,7 @@ namespace hlx::cli {
 namespace {
 
 struct EmitArgs {
-  std::string model, entry, out, kv_dtype = "bf16", vision_stage = "features", grid;
+  std::string model, entry, out, kv_dtype = "bf16", weights, vision_stage = "features", grid;
   int64_t capacity = 0, slots = 1, rows = 0, visual_rows = 0;
 };
 
@@ -95,6 +96,8 @@ Status run_emit(const EmitArgs& a) {
   } else {
     return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16 or f32)");
   }
+  if (!a.weights.empty() && a.weights != "int8" && a.weights != "int4")
+    return make_error(ErrorKind::kInvalidArgument, "--weights '", a.weights, "' (expected int8 or int4)");
   if (a.capacity <= 0) return make_error(ErrorKind::kInvalidArgument, "--capacity ", a.capacity, " must be positive");
   if (a.slots <= 0) return make_error(ErrorKind::kInvalidArgument, "--slots ", a.slots, " must be positive");
   models::EntryRequest req;
@@ -111,6 +114,8 @@ Status run_emit(const EmitArgs& a) {
   } else {
     HLX_ASSIGN_OR_RETURN(spec, models::text_spec_from_config(config));
   }
+  HLX_ASSIGN_OR_RETURN(QuantConfig quant, quant_config(config));
+  spec.weight_format = weight_format_tag(quant, a.weights);
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_text_entry(spec, shape, req));
   return write_text(shlo::print_module(module), a.out);
 }
@@ -132,6 +137,8 @@ CommandRun setup_emit(CLI::App& root) {
                   "Prefill rows (a bucket; default the largest, = capacity) or decode batch B (default N)");
   sub->add_option("--visual-rows", args->visual_rows, "prefill_embeddings_deepstack: static max Nv (default rows)");
   sub->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: bf16 (default) or f32");
+  sub->add_option("--weights", args->weights,
+                  "int8 | int4: the module is for matmul weights quantized at load (part of its identity)");
   sub->add_option("-o,--out", args->out, "Output .mlir file (default stdout)");
   return [args]() -> int { return report(run_emit(*args)); };
 }

@@ -32,6 +32,8 @@ struct FixtureArgs {
   std::string tokenizer_from;
   bool no_tokenizer = false;
   int64_t vocab_size = 0;
+  std::string quant;       // awq | gptq: linear layers stored 4-bit (text families)
+  int64_t quant_group = 0;
 };
 
 bool has_tokenizer_files(const fs::path& dir) {
@@ -71,6 +73,8 @@ Status run_fixture(const FixtureArgs& a) {
   o.preset = a.preset;
   o.seed = a.seed;
   o.vocab_size = a.vocab_size;
+  o.quant = a.quant;
+  o.quant_group = a.quant_group;
   if (a.vocab_size < 0) return make_error(ErrorKind::kInvalidArgument, "--vocab-size ", a.vocab_size, " is negative");
   std::string dtype = a.dtype.empty() ? (a.preset == "tiny" ? "f32" : "bf16") : a.dtype;
   if (dtype == "f32") o.dtype = DType::kF32;
@@ -97,6 +101,8 @@ Status run_fixture(const FixtureArgs& a) {
              "wrote the fixture without tokenizer files\n";
   }
   if (models::is_vlm_fixture_family(a.family) || models::is_qwen3_vl_fixture_family(a.family)) {
+    if (!a.quant.empty())
+      return make_error(ErrorKind::kUnsupported, "--quant ", a.quant, " is for text families, not ", a.family);
     // LLaVA, Gemma3 VLM: llava_fixture.cc; Qwen3-VL: qwen3_vl_fixture.cc
     HLX_RETURN_IF_ERROR(models::is_qwen3_vl_fixture_family(a.family) ? models::write_qwen3_vl_fixture(a.out, o)
                                                                       : models::write_vlm_fixture(a.out, o));
@@ -106,7 +112,10 @@ Status run_fixture(const FixtureArgs& a) {
     std::cerr << note;
     return ok_status();
   }
-  HLX_RETURN_IF_ERROR(models::write_text_fixture(a.out, o));
+  if (!a.quant.empty() && a.quant != "awq" && a.quant != "gptq")
+    return make_error(ErrorKind::kInvalidArgument, "--quant '", a.quant, "' (expected awq or gptq)");
+  if (a.quant.empty()) HLX_RETURN_IF_ERROR(models::write_text_fixture(a.out, o));
+  else HLX_RETURN_IF_ERROR(models::write_quantized_text_fixture(a.out, o));
   HLX_ASSIGN_OR_RETURN(models::TextModelSpec spec, models::fixture_spec(o));
   std::cout << "wrote " << a.family << " fixture (" << a.preset << ", " << dtype << ", seed " << a.seed
             << ", vocab " << spec.vocab_size << ") to " << a.out << "\n";
@@ -130,6 +139,10 @@ CommandRun setup_fixture(CLI::App& root) {
   sub->add_flag("--no-tokenizer", args->no_tokenizer, "write no tokenizer files (small vocabulary, as before)");
   sub->add_option("--vocab-size", args->vocab_size,
                   "embedding rows (default: the real model's with a tokenizer, else 320 for tiny)");
+  sub->add_option("--quant", args->quant,
+                  "awq | gptq: decoder linear layers stored as that method's 4-bit tensors, every code, zero "
+                  "point and scale random (text families)");
+  sub->add_option("--quant-group", args->quant_group, "group size of --quant (default 32 for tiny, 128 otherwise)");
   return [args] { return report(run_fixture(*args)); };
 }
 HLX_REGISTER_COMMAND(setup_fixture);

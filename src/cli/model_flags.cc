@@ -8,7 +8,8 @@ void ModelFlags::add_to(CLI::App* sub) {
   sub->add_option("--kv-dtype", kv_dtype, "auto (default: f32 for an f32 checkpoint, else bf16) | bf16 | f32");
   sub->add_option("--threads", threads, "runtime threads (default: all cores)");
   sub->add_option("--weights", weights,
-                  "matmul weights: int8 (per-channel, quantized at load) | the checkpoint's own type (default)");
+                  "matmul weights: int8 (per-channel) | int4 (groups of 128, f32 scale + min) quantized at load | the "
+                  "checkpoint's own type (default)");
   sub->add_option("--prefill-buckets", prefill_buckets,
                   "prefill chunk sizes, ascending, comma-separated (default: powers of two up to the capacity)")
       ->delimiter(',');
@@ -31,10 +32,12 @@ Result<engine::TextModelOptions> ModelFlags::options() const {
   o.prefill_buckets = prefill_buckets;  // validated by TextModel::load against the capacity
   if (weights == "int8") {
     o.weight_format = kernels::WeightFormat::kInt8;
+  } else if (weights == "int4") {
+    o.weight_format = kernels::WeightFormat::kInt4;
   } else if (!weights.empty()) {
     auto w = dtype_from_name(weights);
     if (!w || (*w != DType::kBF16 && *w != DType::kF32 && *w != DType::kF16))
-      return make_error(ErrorKind::kInvalidArgument, "--weights '", weights, "' (expected int8, bf16, f16 or f32)");
+      return make_error(ErrorKind::kInvalidArgument, "--weights '", weights, "' (expected int8, int4, bf16, f16 or f32)");
     o.stored_weight_dtype = *w;
   }
   return o;

@@ -7,8 +7,10 @@
 
 #include "core/clock.h"
 #include "engine/prefill_plan.h"
+#include "engine/quantized_weight.h"
 #include "core/sha256.h"
 #include "io/hf_config.h"
+#include "io/quantized.h"
 #include "models/qwen3_vl.h"
 #include "models/vision_spec.h"
 #include "runtime/program.h"
@@ -233,7 +235,24 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   if (options.deepstack_visual_rows < 0)
     return make_error(ErrorKind::kInvalidArgument, "deepstack_visual_rows ", options.deepstack_visual_rows,
                       " must be >= 0");
+  // A checkpoint stored 4-bit (quantization_config): each linear layer with `<base>.qweight` is
+  // packed from its stored tensors here and bound as a placeholder (runtime/program.h).
+  HLX_ASSIGN_OR_RETURN(QuantConfig quant, quant_config(config));
   for (const auto& info : models::text_checkpoint_layout(spec)) {
+    const std::string suffix = ".weight";
+    const bool linear = info.shape.size() == 2 && info.name.size() > suffix.size() &&
+                        info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    const std::string base = linear ? info.name.substr(0, info.name.size() - suffix.size()) : "";
+    if (quant.method != QuantMethod::kNone && linear && m->checkpoint_->has(base + ".qweight")) {
+      HLX_ASSIGN_OR_RETURN(Int4Linear l, Int4Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
+      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_quantized_linear(l);
+      if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", base));
+      m->stats_.weight_bytes += (*packed)->packed_bytes();
+      HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
+      m->packed_weights_.push_back(rt::register_packed_weight(t, std::move(*packed)));
+      m->weights_.emplace_back(info.name, std::move(t));
+      continue;
+    }
     HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
     m->stats_.weight_bytes += t.nbytes();
     m->weights_.emplace_back(info.name, std::move(t));
@@ -248,6 +267,10 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     options.kv_dtype = !m->weights_.empty() && m->weights_.front().second.dtype() == DType::kF32 ? DType::kF32 : DType::kBF16;
   m->options_.kv_dtype = options.kv_dtype;
   m->shape_ = models::EngineShape{capacity, options.slots, *options.kv_dtype};
+  // Identity: the stored quantization method (its tensors are packed, not the module's weights)
+  // and the format the runtime quantizes the remaining matmul weights to.
+  m->spec_.weight_format = weight_format_tag(
+      quant, options.weight_format == kernels::WeightFormat::kAsStored ? "" : kernels::weight_format_name(options.weight_format));
 
   // Every module is emitted (or read and checked) now, so identity and capacity mismatches fail
   // here; only compilation may be deferred.

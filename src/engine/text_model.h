@@ -278,6 +278,7 @@ class TextModel {
   TextModelOptions options_;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::vector<std::pair<std::string, Tensor>> weights_;  // layout order, mmap-borrowed
+  std::vector<std::shared_ptr<void>> packed_weights_;   // registrations of weights stored 4-bit
   std::map<std::pair<int, int64_t>, Entry> entries_;     // (entry kind, rows)
   std::vector<Tensor> caches_;
   SlotPool pool_;

@@ -33,6 +33,9 @@ struct FixtureOptions {
   // 0: the preset's vocabulary (with a tokenizer: the real model's). Otherwise this many rows; with
   // a tokenizer it must cover every token id (kInvalidArgument otherwise).
   int64_t vocab_size = 0;
+  // write_quantized_text_fixture: "awq" or "gptq", and the group size (0: 32 for tiny, 128 otherwise).
+  std::string quant;
+  int64_t quant_group = 0;
 };
 
 // "qwen3" or "gemma3": whose tokenizer a family's fixture ships (empty for an unknown family).
@@ -107,5 +110,11 @@ Status write_qwen3_vl_fixture(const std::string& dir, const FixtureOptions& opti
 // chunks of 1M values (temporary file, then rename), so peak memory is a few MiB whatever the
 // checkpoint size (a Qwen3-0.6B-shaped bf16 fixture is 1.2 GB on disk).
 Status write_text_fixture(const std::string& dir, const FixtureOptions& options);
+
+// write_text_fixture with every decoder linear layer (q/k/v/o, gate/up/down) stored as
+// options.quant's 4-bit tensors (io/quantized.h: AWQ gemm, or GPTQ with a shuffled act-order g_idx)
+// and config.json's quantization_config; codes, zero points and f16 scales random. Other tensors
+// as write_text_fixture stores them. Built in memory (fine up to Qwen3-0.6B shapes).
+Status write_quantized_text_fixture(const std::string& dir, const FixtureOptions& options);
 
 }  // namespace hlx::models

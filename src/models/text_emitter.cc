@@ -189,6 +189,7 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
   for (size_t i = 0; i < s.eos_token_ids.size(); ++i) d += str_cat(i ? "," : "", s.eos_token_ids[i]);
   d += str_cat("\nactivation_dtype=f32\ncontext_capacity=", shape.context_capacity, "\nslots=", shape.slots,
                "\nkv_dtype=", dtype_name(shape.kv_dtype), "\n");
+  if (!s.weight_format.empty()) d += str_cat("weight_format=", s.weight_format, "\n");
   d += str_cat("entry=", entry_name(req.entry), "\nrows=", req.rows, "\n");
   if (req.entry == TextEntry::kPrefillEmbeddingsDeepstack) d += str_cat("visual_rows=", visual_rows(req), "\n");
   if (!req.variant.empty()) d += str_cat("variant=", req.variant, "\n");

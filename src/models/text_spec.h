@@ -57,6 +57,10 @@ struct TextModelSpec {
   // deepstack_layers[k] at the visual rows (upstream: layers 0 .. K-1, K = number of vision taps).
   std::vector<int64_t> deepstack_layers;
   DType weight_dtype = DType::kBF16;  // torch_dtype of the checkpoint
+  // Matmul weights not multiplied as stored: a checkpoint stored 4-bit ("awq-int4-g128") and/or
+  // the format the runtime quantizes to at load ("int8", "int4"). Part of identity (the entry's
+  // math changes); empty otherwise, so those identities are unchanged. Set by the loader / emit.
+  std::string weight_format;
   std::vector<int64_t> eos_token_ids;
 };
 

@@ -29,6 +29,10 @@
 #include "runtime/program_internal.h"
 
 namespace hlx::rt {
+
+// native.cc: whether `kernel` multiplies by the packed weight `weight` bound as its input `index`.
+bool multiplies_by_packed(const OpKernel* kernel, int index, const Tensor& weight);
+
 namespace prog {
 
 std::string type_str(const shlo::TensorType& t) {
@@ -87,15 +91,19 @@ class ProgramImpl : public Program {
     if (!found) return make_error(ErrorKind::kNotFound, "no entry argument is marked hlx.weight = \"", name, "\"");
     kernels::ThreadLimit thread_limit(options_.threads);  // weight packing runs on oneDNN's threads
     kernels::WeightFormatScope weight_format(options_.weight_format);
+    const bool packed = is_packed_placeholder(tensor);
     for (auto& p : plans_)
       for (size_t k = 0; k < p->weight_name.size(); ++k) {
         if (p->weight_name[k] != name) continue;
         p->weights[k] = tensor;
         for (auto [s, i] : p->arg_uses[k]) {
           Step& st = p->steps[size_t(s)];
-          if (!st.kernel) continue;
-          Status status = st.kernel->set_constant_input(i, tensor);
+          if (!st.kernel && !packed) continue;
+          Status status = st.kernel ? st.kernel->set_constant_input(i, tensor) : ok_status();
           if (!status.ok()) return status.with_context(str_cat("weight '", name, "' in @", p->name, " (", st.label, ")"));
+          if (packed && !multiplies_by_packed(st.kernel.get(), i, tensor))
+            return make_error(ErrorKind::kUnsupported, "weight '", name, "' is stored packed (a quantized checkpoint) "
+                              "but @", p->name, " (", st.label, ") does not multiply by it as a matmul weight");
         }
       }
     return ok_status();

@@ -76,4 +76,13 @@ class Program {
   virtual Result<std::string> dump_plan(std::string_view entry) const = 0;
 };
 
+// Checkpoints stored quantized: the loader packs such a weight itself (kernels::pack_int4) and binds
+// a placeholder under its name. packed_placeholder() makes a tensor of the declared type whose bytes
+// are address space only (never backed, never read); register_packed_weight() makes every matmul
+// that multiplies by it (as a Linear's [N, K] weight) use `packed`, for as long as the returned
+// handle lives. bind_weight() refuses a placeholder that reaches anything but such a matmul.
+Result<Tensor> packed_placeholder(DType dtype, const Shape& shape);
+std::shared_ptr<void> register_packed_weight(const Tensor& placeholder, std::unique_ptr<kernels::PackedWeight> packed);
+bool is_packed_placeholder(const Tensor& t);
+
 }  // namespace hlx::rt

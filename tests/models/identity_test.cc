@@ -107,3 +107,26 @@ TEST(Identity, ChangesWithEveryInput) {
 
 }  // namespace
 }  // namespace hlx::models
+
+namespace hlx::models {
+namespace {
+
+// The matmul weight format the runtime quantizes to at load is part of identity: a module emitted
+// for as-stored weights does not load for int4 (or int8), and as-stored descriptions carry no line.
+TEST(Identity, CoversTheWeightFormat) {
+  const TextModelSpec plain = gemma_spec();
+  const EntryRequest req{TextEntry::kDecode, 2};
+  const EngineShape shape{1000, 2, DType::kBF16};
+  TextModelSpec i8 = plain, i4 = plain, awq = plain;
+  i8.weight_format = "int8";
+  i4.weight_format = "int4";
+  awq.weight_format = "awq-int4-g128";
+  EXPECT_EQ(text_entry_description(plain, shape, req).find("weight_format="), std::string::npos);
+  EXPECT_NE(text_entry_description(i4, shape, req).find("weight_format=int4\n"), std::string::npos);
+  const std::set<std::string> ids{identity_of(plain, shape, req), identity_of(i8, shape, req),
+                                  identity_of(i4, shape, req), identity_of(awq, shape, req)};
+  EXPECT_EQ(ids.size(), 4u);
+}
+
+}  // namespace
+}  // namespace hlx::models

@@ -559,6 +559,7 @@ Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, 
   if (k <= 0 || n <= 0)
     return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: k=", k, " n=", n, " must be positive");
   if (format == WeightFormat::kInt8) return pack_int8(type, k, n, transposed, data);
+  if (format == WeightFormat::kInt4) return pack_int4(type, k, n, transposed, data);
   if (format != WeightFormat::kAsStored)
     return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: unknown weight format ", int(format));
   // f16 weights are converted to bf16 once here: oneDNN 2.6 has no f16 matmul on CPUs without
@@ -590,6 +591,9 @@ Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
     Result<bool> int8 = multiply_grouped_int8(m, a_type, a, c_type, products);
     if (!int8.ok()) return int8.status();
     if (*int8) return ok_status();
+    Result<bool> int4 = multiply_grouped_int4(m, a_type, a, c_type, products);
+    if (!int4.ok()) return int4.status();
+    if (*int4) return ok_status();
   }
   // One job only when every product would take the same kernel on its own: the streaming kernel
   // (M <= stream_max_m()) or, for larger M, the own GEMM (one packing of A, one tail).

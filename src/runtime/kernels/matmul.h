@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -44,8 +45,11 @@ MatmulPaths matmul_paths();
 // How a packed weight is stored. kAsStored keeps the checkpoint's type (bf16/f32; f16 becomes
 // bf16). kInt8 quantizes per output column n: scale[n] = max_k |w[k, n]| / 127, q = round-half-even
 // (w / scale) in [-127, 127]; each product quantizes its activations per row to int16 and sums
-// integer products exactly in chunks (the contract is in matmul_int8.h).
-enum class WeightFormat { kAsStored = 0, kInt8 = 1 };
+// integer products exactly in chunks (the contract is in matmul_int8.h). kInt4 quantizes groups of
+// kInt4LoadGroup k per output column to 4 bits with an f32 scale and min (|error| <= (max - min) /
+// 30 of the group; layout and arithmetic in matmul_int4.h); products take bf16 activations.
+enum class WeightFormat { kAsStored = 0, kInt8 = 1, kInt4 = 2 };
+constexpr int64_t kInt4LoadGroup = 128;
 const char* weight_format_name(WeightFormat f);
 
 // The format bound weights are packed in by matmuls compiled on this thread (DotKernel reads it in
@@ -104,6 +108,28 @@ Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n
 // multiply_grouped over int8 weights (matmul_int8.cc): false (nothing done) unless every product's
 // weight is int8 with the same K; else A is quantized once and all products run as one pool job.
 Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType c_type,
+                                   const std::vector<GroupedProduct>& products);
+
+// A 4-bit weight described per output column, for packing (matmul_int4.h): column(n, q, s, m)
+// fills q[k'] (k' < K, codes 0..15, in packed k order) and s[g], m[g] for the ceil(K / group)
+// groups so that w(k', n) = s[g] * q[k'] + m[g] with g = k' / group; it is called concurrently for
+// different n. perm (empty, or a permutation of 0..K-1): packed k' multiplies activation perm[k'].
+struct Int4Source {
+  int64_t k = 0, n = 0, group = 0;
+  std::function<Status(int64_t n, uint8_t* q, float* s, float* m)> column;
+  std::vector<int32_t> perm;
+};
+Result<std::unique_ptr<PackedWeight>> pack_int4(const Int4Source& source);
+// Quantizes a [K, N] (or [N, K] when transposed) f32/bf16/f16 weight to 4 bits in groups of
+// `group` k (the WeightFormat::kInt4 rule above); kInvalidArgument names a non-finite value.
+Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n, bool transposed, const void* data,
+                                                int64_t group = kInt4LoadGroup);
+// Bytes of a [K, N] weight packed as int4 with `group` (4-bit codes plus f32 scale and offset per
+// group and column), for rooflines.
+size_t int4_packed_bytes(int64_t k, int64_t n, int64_t group = kInt4LoadGroup);
+// multiply_grouped over int4 weights: false unless every weight is int4 with the same K, group and
+// permutation; else A is prepared once and all products run as one pool job.
+Result<bool> multiply_grouped_int4(int64_t m, DType a_type, const void* a, DType c_type,
                                    const std::vector<GroupedProduct>& products);
 
 }  // namespace hlx::kernels

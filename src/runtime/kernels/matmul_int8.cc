@@ -27,6 +27,7 @@ const char* weight_format_name(WeightFormat f) {
   switch (f) {
     case WeightFormat::kAsStored: return "as-stored";
     case WeightFormat::kInt8: return "int8";
+    case WeightFormat::kInt4: return "int4";
   }
   return "unknown";
 }

@@ -56,7 +56,7 @@ bool is_prefix_iota(const std::vector<int64_t>& v) {
 // reused while the entry lives.
 struct SharedPacked {
   Tensor source;
-  std::unique_ptr<kernels::PackedWeight> packed;
+  std::shared_ptr<const kernels::PackedWeight> packed;
 };
 using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int, int>;  // ..., dtype, WeightFormat
 std::mutex g_pack_mu;
@@ -87,10 +87,23 @@ void release_mapped_source(const void* data, size_t bytes) {
   }
 }
 
+// Weights a loader packed itself (checkpoints stored quantized): placeholder address -> packed.
+std::map<const void*, std::weak_ptr<SharedPacked>> g_prepacked;
+
 Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, int64_t n, bool transposed,
                                                   kernels::WeightFormat format) {
   PackKey key{t.raw(), k, n, transposed, int(t.dtype()), int(format)};
   std::lock_guard<std::mutex> lock(g_pack_mu);
+  if (auto pre = g_prepacked.find(t.raw()); pre != g_prepacked.end())
+    if (auto sp = pre->second.lock()) {
+      // Packed as W[k, n] from a Linear's [N, K]: only a product contracting the placeholder's
+      // last dimension (transposed) multiplies by it.
+      if (!transposed || sp->packed->k() != k || sp->packed->n() != n)
+        return make_error(ErrorKind::kUnsupported, "a weight stored packed (", sp->packed->n(), "x",
+                          sp->packed->k(), " Linear) is used as a ", transposed ? "transposed " : "", k, "x", n,
+                          " matmul operand");
+      return sp;
+    }
   auto it = g_pack_cache.find(key);
   if (it != g_pack_cache.end())
     if (auto sp = it->second.lock()) return sp;
@@ -200,6 +213,44 @@ Result<std::unique_ptr<OpKernel>> make_dot(const shlo::Op& op, const shlo::Funct
 }
 
 }  // namespace
+
+Result<Tensor> packed_placeholder(DType dtype, const Shape& shape) {
+  HLX_ASSIGN_OR_RETURN(int64_t count, checked_num_elements(shape));
+  const size_t bytes = std::max<size_t>(1, size_t(count) * dtype_size(dtype));
+  // Address space only: PROT_NONE pages are never backed, and a stray read faults loudly.
+  void* p = mmap(nullptr, bytes, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) return make_error(ErrorKind::kIo, "packed_placeholder: mmap of ", bytes, " bytes");
+  std::shared_ptr<void> keep(p, [bytes](void* q) { munmap(q, bytes); });
+  return Tensor::borrow(dtype, shape, p, std::move(keep));
+}
+
+std::shared_ptr<void> register_packed_weight(const Tensor& placeholder,
+                                             std::unique_ptr<kernels::PackedWeight> packed) {
+  auto sp = std::make_shared<SharedPacked>(SharedPacked{placeholder, std::move(packed)});
+  std::lock_guard<std::mutex> lock(g_pack_mu);
+  g_prepacked[placeholder.raw()] = sp;
+  const void* key = placeholder.raw();
+  // The handle keeps the packed weight; dropping it unregisters the placeholder.
+  return std::shared_ptr<void>(new std::shared_ptr<SharedPacked>(sp), [key](void* h) {
+    {
+      std::lock_guard<std::mutex> l(g_pack_mu);
+      g_prepacked.erase(key);
+    }
+    delete static_cast<std::shared_ptr<SharedPacked>*>(h);
+  });
+}
+
+bool is_packed_placeholder(const Tensor& t) {
+  std::lock_guard<std::mutex> lock(g_pack_mu);
+  return g_prepacked.count(t.raw()) != 0;
+}
+
+bool multiplies_by_packed(const OpKernel* kernel, int index, const Tensor& weight) {
+  if (const auto* d = dynamic_cast<const DotKernel*>(kernel)) return index == 1 && d->packed_for(weight);
+  if (const auto* g = dynamic_cast<const GroupedDotKernel*>(kernel))
+    return index >= 1 && size_t(index) <= g->members.size() && g->members[size_t(index) - 1]->packed_for(weight);
+  return false;
+}
 
 Result<std::unique_ptr<OpKernel>> compile_grouped_dot(const std::vector<const shlo::Op*>& ops,
                                                      const shlo::Function& fn) {

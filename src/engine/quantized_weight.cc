@@ -1,0 +1,40 @@
+#include "engine/quantized_weight.h"
+
+#include <algorithm>
+#include <numeric>
+#include <vector>
+
+namespace hlx::engine {
+
+Result<std::unique_ptr<kernels::PackedWeight>> pack_quantized_linear(const Int4Linear& l) {
+  const int64_t k = l.k(), group = l.group_size(), groups = l.groups();
+  kernels::Int4Source src;
+  src.k = k;
+  src.n = l.n();
+  src.group = group;
+  std::vector<int32_t> order(static_cast<size_t>(k));
+  std::iota(order.begin(), order.end(), 0);
+  if (l.has_g_idx()) {
+    std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l.group_of(a) < l.group_of(b); });
+    for (int64_t i = 0; i < k; ++i)
+      if (l.group_of(order[size_t(i)]) != i / group)
+        return make_error(ErrorKind::kUnsupported, "g_idx: group ", i / group, " does not hold ", group,
+                          " inputs (packed position ", i, " is input ", order[size_t(i)], " of group ",
+                          l.group_of(order[size_t(i)]), "); only equal-size groups are supported");
+    bool identity = true;
+    for (int64_t i = 0; i < k && identity; ++i) identity = order[size_t(i)] == i;
+    if (!identity) src.perm = order;
+  }
+  // Codes in packed order (q[k'] = code(n, order[k'])); m = -s * z per group.
+  src.column = [&l, k, groups, order](int64_t n, uint8_t* q, float* s, float* m) -> Status {
+    for (int64_t i = 0; i < k; ++i) q[i] = l.code(n, order[size_t(i)]);
+    for (int64_t g = 0; g < groups; ++g) {
+      s[g] = l.scale(g, n);
+      m[g] = -(s[g] * float(l.zero(g, n)));
+    }
+    return ok_status();
+  };
+  return kernels::pack_int4(src);
+}
+
+}  // namespace hlx::engine

@@ -1,0 +1,307 @@
+// Group-wise 4-bit weights (WeightFormat::kInt4 and checkpoints stored as 4-bit): packing, the
+// portable kernel and the products. Decode streams the weight bytes once per token, so 4 bits plus
+// two f32 per group of 128 is 3.6x fewer bytes than bf16. Layout and arithmetic: matmul_int4.h.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "core/tensor.h"
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/internal.h"
+#include "runtime/kernels/matmul.h"
+#include "runtime/kernels/matmul_int4.h"
+#include "runtime/kernels/parallel.h"
+
+namespace hlx::kernels {
+namespace int4 {
+namespace {
+
+bool avx512_bf16() {
+  static const bool ok = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512bf16;
+  return ok;
+}
+
+thread_local internal::ScratchBuffer tl_act, tl_tile;
+
+// Portable product: rows [r0, r1) x block b, scalar f32 in the contract's order.
+void rows_portable(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b, DType c_type, void* c) {
+  const int64_t pairs = w.group / 2, gb = group_bytes(w.group);
+  const uint8_t* blk = w.data + b * w.block_stride();
+  const int64_t n0 = b * kBlock, cols = std::min(kBlock, w.n - n0);
+  for (int64_t r = r0; r < r1; ++r) {
+    float sum[kBlock] = {};
+    for (int64_t g = 0; g < w.groups; ++g) {
+      const uint8_t* grp = blk + g * gb;
+      const uint16_t* a = x.a + r * x.kp + g * w.group;
+      float acc[kBlock] = {};
+      for (int64_t p = 0; p < pairs; ++p) {
+        const uint8_t* line = grp + p * kLine;
+        const float a0 = bf16_to_f32(bf16{a[2 * p]}), a1 = bf16_to_f32(bf16{a[2 * p + 1]});
+        for (int64_t j = 0; j < kBlock; ++j) {
+          const int64_t u = j / 32, jj = j % 16, hi = (j / 16) % 2;
+          const uint8_t b0 = line[32 * u + 2 * jj], b1 = line[32 * u + 2 * jj + 1];
+          const int q0 = hi ? b0 >> 4 : b0 & 15, q1 = hi ? b1 >> 4 : b1 & 15;
+          acc[j] = acc[j] + a0 * float(128 + q0) + a1 * float(128 + q1);
+        }
+      }
+      const float* s = reinterpret_cast<const float*>(grp + pairs * kLine);
+      const float asum = x.asum[r * x.groups + g];
+      for (int64_t j = 0; j < kBlock; ++j) sum[j] = std::fma(s[kBlock + j], asum, std::fma(s[j], acc[j], sum[j]));
+    }
+    for (int64_t j = 0; j < cols; ++j) {
+      if (c_type == DType::kF32) static_cast<float*>(c)[r * w.n + n0 + j] = sum[j];
+      else static_cast<bf16*>(c)[r * w.n + n0 + j] = f32_to_bf16(sum[j]);
+    }
+  }
+}
+
+}  // namespace
+
+// Group sums of a prepared row (matmul_int4.h): lane j of 16 adds elements j, j + 16, ... of the
+// group in order, then the lanes are added 0..15 in order (what group_sums_avx512 does).
+void group_sums(const uint16_t* row, int64_t kp, int64_t group, float* asum) {
+  for (int64_t g = 0; g < kp / group; ++g) {
+    float lane[16] = {};
+    for (int64_t i = 0; i < group; ++i) lane[i % 16] += bf16_to_f32(bf16{row[g * group + i]});
+    float s = 0.f;
+    for (float v : lane) s += v;
+    asum[g] = s;
+  }
+}
+
+namespace {
+
+// Row r of A as bf16 in packed k order (perm), zero-padded to kp, and its group sums.
+void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_t* perm, int64_t kp, int64_t group,
+                 uint16_t* dst, float* asum) {
+  if (!perm && avx512_bf16()) {
+    prepare_row_avx512(a_type, a, r, k, kp, group, dst, asum);
+    return;
+  }
+  for (int64_t i = 0; i < kp; ++i) {
+    float v = 0.f;
+    if (i < k) v = internal::load_f32(a_type, a, r * k + (perm ? perm[i] : i));
+    dst[i] = f32_to_bf16(v).bits;
+  }
+  group_sums(dst, kp, group, asum);
+}
+
+class Int4PackedWeight final : public PackedWeight {
+ public:
+  static Result<std::unique_ptr<PackedWeight>> create(const Int4Source& src) {
+    const int64_t k = src.k, n = src.n, group = src.group;
+    if (k <= 0 || n <= 0)
+      return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): k=", k, " n=", n, " must be positive");
+    if (group < 32 || group > 128 || group % 2 != 0)
+      return make_error(ErrorKind::kUnsupported, "PackedWeight::pack(int4): group size ", group,
+                        " (supported: even sizes 32..128)");
+    if (!src.column)
+      return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): no column source");
+    if (!src.perm.empty()) {
+      if (int64_t(src.perm.size()) != k)
+        return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): permutation of ", src.perm.size(),
+                          " entries for k=", k);
+      std::vector<char> seen(size_t(k), 0);
+      for (int32_t v : src.perm) {
+        if (v < 0 || v >= k || seen[size_t(v)])
+          return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): permutation entry ", v,
+                            " out of range or repeated (k=", k, ")");
+        seen[size_t(v)] = 1;
+      }
+    }
+    std::unique_ptr<Int4PackedWeight> w(new Int4PackedWeight());
+    w->k_ = k;
+    w->n_ = n;
+    w->p_.n = n;
+    w->p_.group = group;
+    w->p_.groups = (k + group - 1) / group;
+    w->nblocks_ = (n + kBlock - 1) / kBlock;
+    w->perm_ = src.perm;
+    const int64_t kp = w->p_.groups * group, gb = group_bytes(group), pairs = group / 2;
+    w->bytes_ = size_t(w->nblocks_ * w->p_.block_stride());
+    w->data_ = allocate_aligned(w->bytes_);
+    uint8_t* data = static_cast<uint8_t*>(w->data_.get());
+    std::memset(data, 0, w->bytes_);
+    std::atomic<int64_t> bad_col{-1};
+    std::mutex err_mu;
+    Status err = ok_status();
+    parallel_for(w->nblocks_, 1, [&](int64_t b0, int64_t b1) {
+      std::vector<uint8_t> q(static_cast<size_t>(kp));
+      std::vector<float> s(size_t(w->p_.groups)), m(size_t(w->p_.groups));
+      for (int64_t b = b0; b < b1; ++b) {
+        uint8_t* blk = data + b * w->p_.block_stride();
+        for (int64_t j = 0; j < std::min(kBlock, n - b * kBlock); ++j) {
+          std::fill(q.begin(), q.end(), uint8_t(0));
+          Status st = src.column(b * kBlock + j, q.data(), s.data(), m.data());
+          if (!st.ok()) {
+            std::lock_guard<std::mutex> lock(err_mu);
+            if (err.ok()) err = std::move(st);
+            return;
+          }
+          const int64_t u = j / 32, jj = j % 16, shift = (j / 16) % 2 ? 4 : 0;
+          for (int64_t g = 0; g < w->p_.groups; ++g) {
+            if (!std::isfinite(s[size_t(g)]) || !std::isfinite(m[size_t(g)])) bad_col.store(b * kBlock + j);
+            uint8_t* grp = blk + g * gb;
+            for (int64_t p = 0; p < pairs; ++p)
+              for (int64_t i = 0; i < 2; ++i)
+                grp[p * kLine + 32 * u + 2 * jj + i] |= uint8_t((q[size_t(g * group + 2 * p + i)] & 15) << shift);
+            float* so = reinterpret_cast<float*>(grp + pairs * kLine);
+            so[j] = s[size_t(g)];
+            so[kBlock + j] = m[size_t(g)] - 128.f * s[size_t(g)];
+          }
+        }
+      }
+    });
+    HLX_RETURN_IF_ERROR(err);
+    if (bad_col.load() >= 0)
+      return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): column ", bad_col.load(), " of a ", k,
+                        "x", n, " weight has a non-finite scale or min");
+    return std::unique_ptr<PackedWeight>(std::move(w));
+  }
+
+  Status multiply(int64_t m, DType a_type, const void* a, DType c_type, void* c) const override {
+    const Int4PackedWeight* self = this;
+    return run(m, a_type, a, c_type, &self, &c, 1);
+  }
+
+  // C_i = A · W_i for `count` weights with the same K, group and permutation: A prepared once,
+  // one parallel_for over the work items of all products. Each output is what multiply() gives.
+  static Status run(int64_t m, DType a_type, const void* a, DType c_type, const Int4PackedWeight* const* w,
+                    void* const* c, int count) {
+    if ((a_type != DType::kF32 && a_type != DType::kBF16 && a_type != DType::kF16) ||
+        (c_type != DType::kF32 && c_type != DType::kBF16))
+      return make_error(ErrorKind::kUnsupported, "PackedWeight::multiply(int4): a=", dtype_name(a_type),
+                        " c=", dtype_name(c_type), " (a f32/bf16/f16, c f32/bf16)");
+    if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
+    if (m == 0 || count == 0) return ok_status();
+    const Int4PackedWeight& w0 = *w[0];
+    const int64_t k = w0.k_, group = w0.p_.group, groups = w0.p_.groups, kp = groups * group;
+    const int32_t* perm = w0.perm_.empty() ? nullptr : w0.perm_.data();
+    char* buf = static_cast<char*>(tl_act.get(size_t(m * kp) * 2 + size_t(m * groups) * 4 + 64));
+    Acts x;
+    x.a = reinterpret_cast<uint16_t*>(buf);
+    x.asum = reinterpret_cast<float*>(buf + size_t(m * kp) * 2);
+    x.kp = kp;
+    x.groups = groups;
+    auto prep = [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r)
+        prepare_row(a_type, a, r, k, perm, kp, group, const_cast<uint16_t*>(x.a) + r * kp,
+                    const_cast<float*>(x.asum) + r * groups);
+    };
+    const bool avx = avx512_bf16();
+    const bool stream = m <= kStreamMaxM;
+    const int64_t ib = stream_item_blocks(m);
+    const int64_t row_groups = stream ? 1 : (m + kItemTiles * kTileRows - 1) / (kItemTiles * kTileRows);
+    const int64_t group_rows = stream ? m : ((m + row_groups - 1) / row_groups + kTileRows - 1) / kTileRows * kTileRows;
+    std::vector<int64_t> first(size_t(count) + 1, 0);
+    for (int i = 0; i < count; ++i) {
+      const int64_t nb = w[i]->nblocks_;
+      first[size_t(i) + 1] = first[size_t(i)] + (stream ? (nb + ib - 1) / ib : row_groups * nb);
+    }
+    if (stream) prep(0, m);
+    else parallel_for(m, 16, prep);
+    parallel_for(first[size_t(count)], 1, [&](int64_t i0, int64_t i1) {
+      internal::FtzDazScope ftz;
+      for (int64_t item = i0; item < i1; ++item) {
+        const int p = internal::part_of(first, item);
+        const Int4PackedWeight& wp = *w[p];
+        Packed pk = wp.p_;
+        pk.data = static_cast<const uint8_t*>(wp.data_.get());
+        const int64_t j = item - first[size_t(p)];
+        if (stream) {
+          const int64_t b0 = ib * j, b1 = std::min(ib * (j + 1), wp.nblocks_);
+          if (avx) stream_avx512(m, x, pk, b0, b1, c_type, c[p]);
+          else
+            for (int64_t b = b0; b < b1; ++b) rows_portable(0, m, x, pk, b, c_type, c[p]);
+        } else {
+          const int64_t g = j / wp.nblocks_, b = j % wp.nblocks_;
+          const int64_t r0 = g * group_rows, r1 = std::min(m, r0 + group_rows);
+          if (r0 >= r1) continue;
+          if (avx) tile_avx512(r0, r1, x, pk, b, tl_tile.get(size_t(tile_scratch_bytes(group))), c_type, c[p]);
+          else rows_portable(r0, r1, x, pk, b, c_type, c[p]);
+        }
+      }
+    });
+    return ok_status();
+  }
+
+  size_t packed_bytes() const override { return bytes_; }
+  int64_t group() const { return p_.group; }
+  const std::vector<int32_t>& perm() const { return perm_; }
+
+ private:
+  Packed p_;
+  int64_t nblocks_ = 0;
+  size_t bytes_ = 0;
+  std::shared_ptr<void> data_;
+  std::vector<int32_t> perm_;
+};
+
+}  // namespace
+}  // namespace int4
+
+size_t int4_packed_bytes(int64_t k, int64_t n, int64_t group) {
+  const int64_t blocks = (n + int4::kBlock - 1) / int4::kBlock, groups = (k + group - 1) / group;
+  return size_t(blocks * groups * int4::group_bytes(group));
+}
+
+Result<std::unique_ptr<PackedWeight>> pack_int4(const Int4Source& source) {
+  return int4::Int4PackedWeight::create(source);
+}
+
+// Quantization at load: per group of `group` k and column n, m = min, s = (max - min) / 15,
+// q = round((w - m) / s) clamped to [0, 15] (q = 0 where max == min: then w == m exactly).
+Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n, bool transposed, const void* data,
+                                                int64_t group) {
+  Int4Source src;
+  src.k = k;
+  src.n = n;
+  src.group = group;
+  src.column = [=](int64_t col, uint8_t* q, float* s, float* m) -> Status {
+    std::vector<float> v(static_cast<size_t>(k));
+    if (transposed) internal::to_f32(type, static_cast<const char*>(data) + size_t(col * k) * dtype_size(type), k, v.data());
+    else
+      for (int64_t kk = 0; kk < k; ++kk) v[size_t(kk)] = internal::load_f32(type, data, kk * n + col);
+    for (int64_t g0 = 0; g0 < k; g0 += group) {
+      const int64_t g1 = std::min(k, g0 + group);
+      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+      for (int64_t kk = g0; kk < g1; ++kk) {
+        const float x = v[size_t(kk)];
+        if (!std::isfinite(x))
+          return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): column ", col, " of a ", k, "x",
+                            n, " weight has a non-finite value at k=", kk);
+        lo = std::min(lo, x);
+        hi = std::max(hi, x);
+      }
+      const float sc = (hi - lo) / 15.f;
+      s[g0 / group] = sc;
+      m[g0 / group] = lo;
+      for (int64_t kk = g0; kk < g1; ++kk)
+        q[kk] = sc > 0.f ? uint8_t(std::clamp(std::nearbyint((v[size_t(kk)] - lo) / sc), 0.f, 15.f)) : uint8_t(0);
+    }
+    return ok_status();
+  };
+  return pack_int4(src);
+}
+
+Result<bool> multiply_grouped_int4(int64_t m, DType a_type, const void* a, DType c_type,
+                                   const std::vector<GroupedProduct>& products) {
+  std::vector<const int4::Int4PackedWeight*> w;
+  std::vector<void*> c;
+  for (const GroupedProduct& p : products) {
+    const auto* q = dynamic_cast<const int4::Int4PackedWeight*>(p.weight);
+    if (!q || q->k() != products[0].weight->k()) return false;
+    if (!w.empty() && (q->group() != w[0]->group() || q->perm() != w[0]->perm())) return false;
+    w.push_back(q);
+    c.push_back(p.c);
+  }
+  HLX_RETURN_IF_ERROR(int4::Int4PackedWeight::run(m, a_type, a, c_type, w.data(), c.data(), int(w.size())));
+  return true;
+}
+
+}  // namespace hlx::kernels

@@ -1,0 +1,339 @@
+// Group-wise 4-bit weights (matmul_int4.h) against double-precision references written here from
+// the format's definition: w(k, n) = s(g, n) * q(k, n) + m(g, n), activations rounded to bf16, and
+// for quantization at load the documented bound |w - decoded| <= (max - min) / 30 per group.
+// The suite name starts with PackedWeight so cpu_test.cc also runs it under HLX_CPU=baseline
+// (the portable kernel).
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "matmul_test_util.h"
+#include "runtime/kernels/matmul.h"
+#include "runtime/kernels/parallel.h"
+#include "runtime/program.h"
+#include "structured_test_util.h"
+
+namespace hlx {
+namespace {
+
+using kernels::PackedWeight;
+using kernels::WeightFormat;
+using matmul_test::load;
+using matmul_test::rand_vec;
+using matmul_test::store;
+
+// A 4-bit weight as codes, scales and mins, [K, N] codes and [groups, N] scales / mins.
+struct Q4 {
+  int64_t k = 0, n = 0, group = 0;
+  std::vector<uint8_t> q;
+  std::vector<float> s, m;
+  std::vector<int32_t> perm;
+  double w(int64_t kk, int64_t j) const {  // packed k order
+    const size_t g = size_t((kk / group) * n + j);
+    return double(s[g]) * q[size_t(kk * n + j)] + double(m[g]);
+  }
+  kernels::Int4Source source() const {
+    kernels::Int4Source src;
+    src.k = k;
+    src.n = n;
+    src.group = group;
+    src.perm = perm;
+    src.column = [this](int64_t j, uint8_t* qc, float* sc, float* mc) -> Status {
+      for (int64_t kk = 0; kk < k; ++kk) qc[kk] = q[size_t(kk * n + j)];
+      for (int64_t g = 0; g < (k + group - 1) / group; ++g) {
+        sc[g] = s[size_t(g * n + j)];
+        mc[g] = m[size_t(g * n + j)];
+      }
+      return ok_status();
+    };
+    return src;
+  }
+};
+
+Q4 random_q4(int64_t k, int64_t n, int64_t group, uint32_t seed, bool shuffle = false) {
+  Q4 w;
+  w.k = k;
+  w.n = n;
+  w.group = group;
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> code(0, 15);
+  std::uniform_real_distribution<float> sd(0.001f, 0.05f), md(-0.4f, 0.1f);
+  w.q.resize(size_t(k * n));
+  for (auto& v : w.q) v = uint8_t(code(rng));
+  const int64_t groups = (k + group - 1) / group;
+  w.s.resize(size_t(groups * n));
+  w.m.resize(size_t(groups * n));
+  for (auto& v : w.s) v = sd(rng);
+  for (auto& v : w.m) v = md(rng);
+  if (shuffle) {
+    w.perm.resize(size_t(k));
+    std::iota(w.perm.begin(), w.perm.end(), 0);
+    std::shuffle(w.perm.begin(), w.perm.end(), rng);
+  }
+  return w;
+}
+
+// C = bf16(A) · W in double, and the magnitude sum (|a| * (|s| * 143 + |m - 128 s|)) the f32
+// arithmetic's rounding scales with.
+void reference(const Q4& w, const std::vector<float>& a, int64_t m, std::vector<double>& c, std::vector<double>& mag) {
+  c.assign(size_t(m * w.n), 0);
+  mag.assign(size_t(m * w.n), 0);
+  for (int64_t r = 0; r < m; ++r)
+    for (int64_t j = 0; j < w.n; ++j) {
+      double sum = 0, mg = 0;
+      for (int64_t kk = 0; kk < w.k; ++kk) {
+        const int64_t src = w.perm.empty() ? kk : w.perm[size_t(kk)];
+        const double x = bf16_to_f32(f32_to_bf16(a[size_t(r * w.k + src)]));
+        const size_t g = size_t((kk / w.group) * w.n + j);
+        sum += x * w.w(kk, j);
+        mg += std::fabs(x) * (143.0 * w.s[g] + std::fabs(double(w.m[g]) - 128.0 * w.s[g]));
+      }
+      c[size_t(r * w.n + j)] = sum;
+      mag[size_t(r * w.n + j)] = mg;
+    }
+}
+
+std::vector<uint8_t> run(const PackedWeight& p, int64_t m, DType at, const std::vector<uint8_t>& a, DType ct) {
+  std::vector<uint8_t> c(size_t(m * p.n()) * dtype_size(ct), 0xcd);
+  Status s = p.multiply(m, at, a.data(), ct, c.data());
+  EXPECT_TRUE(s.ok()) << s.to_string();
+  return c;
+}
+
+TEST(PackedWeightInt4, ProductMatchesReferenceEveryShapeAndType) {
+  struct Case { int64_t k, n, group; bool shuffle; };
+  for (const Case cs : {Case{256, 192, 128, false}, Case{200, 100, 64, false}, Case{96, 130, 32, true},
+                        Case{1024, 64, 128, true}}) {
+    const Q4 wp = random_q4(cs.k, cs.n, cs.group, uint32_t(cs.k + cs.n), cs.shuffle);
+    auto packed = kernels::pack_int4(wp.source());
+    ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+    EXPECT_EQ((*packed)->packed_bytes(), kernels::int4_packed_bytes(cs.k, cs.n, cs.group));
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 20, 100}) {
+      std::vector<float> a = rand_vec(m * cs.k, uint32_t(m * 7 + 1), -2.f, 2.f);
+      std::vector<double> ref, mag;
+      reference(wp, a, m, ref, mag);
+      for (DType at : {DType::kF32, DType::kBF16}) {
+        std::vector<float> ar = a;
+        const std::vector<uint8_t> ab = store(at, ar);
+        if (at == DType::kBF16) reference(wp, ar, m, ref, mag);
+        for (DType ct : {DType::kF32, DType::kBF16}) {
+          const std::vector<uint8_t> c = run(**packed, m, at, ab, ct);
+          for (int64_t i = 0; i < m * cs.n; ++i) {
+            const double tol = 4e-6 * mag[size_t(i)] + (ct == DType::kBF16 ? std::fabs(ref[size_t(i)]) / 256 : 0);
+            ASSERT_NEAR(load(ct, c, size_t(i)), ref[size_t(i)], tol)
+                << "k=" << cs.k << " n=" << cs.n << " G=" << cs.group << " m=" << m << " i=" << i;
+          }
+        }
+      }
+    }
+  }
+}
+
+// A row's bits do not depend on M (streaming vs tiled kernel), on the thread count, or on whether
+// the product runs grouped with siblings.
+TEST(PackedWeightInt4, RowBitsIndependentOfBatchThreadsAndGrouping) {
+  const int64_t k = 384, n = 320;
+  const Q4 w = random_q4(k, n, 128, 5), w2 = random_q4(k, 70, 128, 6);
+  auto p = kernels::pack_int4(w.source());
+  auto p2 = kernels::pack_int4(w2.source());
+  ASSERT_TRUE(p.ok() && p2.ok());
+  const int64_t m = 30;
+  std::vector<float> a = rand_vec(m * k, 9);
+  std::vector<float> c_all(size_t(m * n));
+  ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c_all.data()).ok());
+  for (int64_t r : {0, 7, 29}) {
+    for (int threads : {1, 2}) {
+      kernels::ThreadLimit limit(threads);
+      std::vector<float> c1(static_cast<size_t>(n));
+      ASSERT_TRUE((*p)->multiply(1, DType::kF32, a.data() + r * k, DType::kF32, c1.data()).ok());
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(c1[size_t(j)], c_all[size_t(r * n + j)]) << r << "," << j;
+    }
+  }
+  for (int64_t mm : {1, 4, 8, 30}) {
+    std::vector<float> ca(size_t(mm * n)), cb(size_t(mm * 70)), sa(size_t(mm * n)), sb(size_t(mm * 70));
+    ASSERT_TRUE(kernels::multiply_grouped(mm, DType::kF32, a.data(), DType::kF32,
+                                          {{p->get(), ca.data()}, {p2->get(), cb.data()}}).ok());
+    ASSERT_TRUE((*p)->multiply(mm, DType::kF32, a.data(), DType::kF32, sa.data()).ok());
+    ASSERT_TRUE((*p2)->multiply(mm, DType::kF32, a.data(), DType::kF32, sb.data()).ok());
+    EXPECT_EQ(ca, sa);
+    EXPECT_EQ(cb, sb);
+  }
+}
+
+// WeightFormat::kInt4 (quantization at load): the product stays within the documented bound of
+// the unquantized one, sum_k |a_k| * (max - min of k's group) / 30, and uses that error budget.
+TEST(PackedWeightInt4, LoadQuantizationWithinDocumentedBound) {
+  for (bool transposed : {true, false}) {
+    const int64_t k = 300, n = 96, m = 4;
+    std::vector<float> w = rand_vec(k * n, 21, -0.5f, 0.5f);
+    for (int64_t j = 0; j < n; ++j) w[size_t(j)] = 0.25f;  // a constant group somewhere (k = 0..)
+    const std::vector<uint8_t> wb = store(DType::kBF16, w);
+    auto p = PackedWeight::pack(DType::kBF16, k, n, transposed, wb.data(), WeightFormat::kInt4);
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    EXPECT_EQ((*p)->packed_bytes(), kernels::int4_packed_bytes(k, n));
+    std::vector<float> a = rand_vec(m * k, 22);
+    for (auto& x : a) x = bf16_to_f32(f32_to_bf16(x));
+    std::vector<float> c(size_t(m * n));
+    ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c.data()).ok());
+    auto at = [&](int64_t kk, int64_t j) { return double(w[size_t(transposed ? j * k + kk : kk * n + j)]); };
+    double worst = 0;
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        double exact = 0, bound = 0;
+        for (int64_t g0 = 0; g0 < k; g0 += kernels::kInt4LoadGroup) {
+          double lo = 1e30, hi = -1e30;
+          for (int64_t kk = g0; kk < std::min(k, g0 + kernels::kInt4LoadGroup); ++kk) {
+            lo = std::min(lo, at(kk, j));
+            hi = std::max(hi, at(kk, j));
+          }
+          for (int64_t kk = g0; kk < std::min(k, g0 + kernels::kInt4LoadGroup); ++kk) {
+            exact += a[size_t(r * k + kk)] * at(kk, j);
+            bound += std::fabs(a[size_t(r * k + kk)]) * (hi - lo) / 30 * (1 + 1e-5) + 1e-6 * std::fabs(a[size_t(r * k + kk)]);
+          }
+        }
+        const double err = std::fabs(c[size_t(r * n + j)] - exact);
+        EXPECT_LE(err, bound) << "(" << r << "," << j << ")";
+        worst = std::max(worst, err / bound);
+      }
+    EXPECT_GT(worst, 0.01);  // quantization is visible: the test can tell int4 from as-stored
+  }
+}
+
+TEST(PackedWeightInt4, BadInputsAreTypedErrors) {
+  Q4 w = random_q4(64, 64, 32, 1);
+  for (int64_t g : {16, 130, 33, 256}) {
+    Q4 bad = w;
+    bad.group = g;
+    auto p = kernels::pack_int4(bad.source());
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.status().kind(), ErrorKind::kUnsupported) << g;
+    EXPECT_NE(p.status().to_string().find(std::to_string(g)), std::string::npos) << p.status().to_string();
+  }
+  Q4 perm = w;
+  perm.perm.assign(64, 0);
+  EXPECT_EQ(kernels::pack_int4(perm.source()).status().kind(), ErrorKind::kInvalidArgument);
+  Q4 nan = w;
+  nan.s[5] = std::numeric_limits<float>::quiet_NaN();
+  auto pn = kernels::pack_int4(nan.source());
+  ASSERT_FALSE(pn.ok());
+  EXPECT_NE(pn.status().to_string().find("column 5"), std::string::npos) << pn.status().to_string();
+  std::vector<float> f(64 * 64, 0.5f);
+  f[100] = std::numeric_limits<float>::infinity();
+  auto pf = PackedWeight::pack(DType::kF32, 64, 64, true, f.data(), WeightFormat::kInt4);
+  ASSERT_FALSE(pf.ok());
+  EXPECT_EQ(pf.status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_NE(pf.status().to_string().find("column 1"), std::string::npos) << pf.status().to_string();
+  auto ok = kernels::pack_int4(w.source());
+  ASSERT_TRUE(ok.ok());
+  std::vector<float> a(64), c(64);
+  EXPECT_EQ((*ok)->multiply(1, DType::kI32, a.data(), DType::kF32, c.data()).kind(), ErrorKind::kUnsupported);
+  EXPECT_EQ((*ok)->multiply(-1, DType::kF32, a.data(), DType::kF32, c.data()).kind(), ErrorKind::kInvalidArgument);
+}
+
+// ProgramOptions::weight_format = kInt4 reaches the dot_general of a bound weight.
+TEST(PackedWeightInt4, ProgramOptionQuantizesBoundWeights) {
+  using namespace hlx::testing;
+  const int64_t m = 3, k = 128, n = 24;
+  IrBuilder b;
+  b.fn.name = "main";
+  auto x = b.arg(tt(DType::kF32, {m, k}));
+  auto wv = b.arg(tt(DType::kF32, {n, k}));
+  b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
+  auto& d = b.op("stablehlo.dot_general", {x, wv}, {tt(DType::kF32, {m, n})});
+  d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                                             {"rhs_contracting_dimensions", ints({1})}})});
+  b.fn.result_types.push_back(b.fn.type_of(d.results[0]));
+  b.fn.result_attrs.resize(1);
+  b.op("func.return", {d.results[0]}, {});
+  auto module = std::make_shared<shlo::Module>();
+  module->functions = {b.fn};
+  std::vector<float> w = rand_vec(n * k, 3);
+  Tensor wt = Tensor::zeros(DType::kF32, {n, k});
+  std::memcpy(wt.raw(), w.data(), w.size() * 4);
+  std::vector<float> a = rand_vec(m * k, 4);
+  Tensor xt = Tensor::zeros(DType::kF32, {m, k});
+  std::memcpy(xt.raw(), a.data(), a.size() * 4);
+  auto direct = PackedWeight::pack(DType::kF32, k, n, true, w.data(), WeightFormat::kInt4);
+  ASSERT_TRUE(direct.ok());
+  std::vector<float> want(size_t(m * n));
+  ASSERT_TRUE((*direct)->multiply(m, DType::kF32, a.data(), DType::kF32, want.data()).ok());
+  rt::ProgramOptions o;
+  o.weight_format = WeightFormat::kInt4;
+  auto p = rt::Program::compile(module, o);
+  ASSERT_TRUE(p.ok()) << p.status().to_string();
+  ASSERT_TRUE((*p)->bind_weight("proj.weight", wt).ok());
+  auto out = (*p)->run("main", {xt});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  double max_diff_from_exact = 0;
+  for (int64_t i = 0; i < m * n; ++i) {
+    EXPECT_EQ((*out)[0].data<float>()[i], want[size_t(i)]) << i;
+    double exact = 0;
+    for (int64_t kk = 0; kk < k; ++kk) exact += double(a[size_t((i / n) * k + kk)]) * w[size_t((i % n) * k + kk)];
+    max_diff_from_exact = std::max(max_diff_from_exact, std::fabs(exact - want[size_t(i)]));
+  }
+  EXPECT_GT(max_diff_from_exact, 1e-3);  // int4, not the as-stored product
+}
+
+// A weight the loader packed itself (a checkpoint stored 4-bit): its placeholder, bound under the
+// weight's name, makes the dot use the packed weight; any other use of it is refused (its bytes
+// are never backed), and so is binding it after the registration is gone.
+TEST(PackedWeightInt4, PackedPlaceholderBindsToMatmulsOnly) {
+  using namespace hlx::testing;
+  const int64_t m = 2, k = 64, n = 16;
+  auto module_with = [&](bool extra_use) {
+    IrBuilder b;
+    b.fn.name = "main";
+    auto x = b.arg(tt(DType::kF32, {m, k}));
+    auto wv = b.arg(tt(DType::kF32, {n, k}));
+    b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
+    auto& d = b.op("stablehlo.dot_general", {x, wv}, {tt(DType::kF32, {m, n})});
+    d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                                               {"rhs_contracting_dimensions", ints({1})}})});
+    std::vector<shlo::ValueId> results{d.results[0]};
+    if (extra_use) results.push_back(b.op("stablehlo.negate", {wv}, {tt(DType::kF32, {n, k})}).results[0]);
+    for (auto v : results) b.fn.result_types.push_back(b.fn.type_of(v));
+    b.fn.result_attrs.resize(results.size());
+    b.op("func.return", results, {});
+    auto module = std::make_shared<shlo::Module>();
+    module->functions = {b.fn};
+    return module;
+  };
+  const Q4 w = random_q4(k, n, 32, 77);
+  auto packed = kernels::pack_int4(w.source());
+  ASSERT_TRUE(packed.ok());
+  std::vector<float> a = rand_vec(m * k, 78);
+  std::vector<float> want(size_t(m * n));
+  ASSERT_TRUE((*packed)->multiply(m, DType::kF32, a.data(), DType::kF32, want.data()).ok());
+  auto placeholder = rt::packed_placeholder(DType::kF32, {n, k});
+  ASSERT_TRUE(placeholder.ok()) << placeholder.status().to_string();
+  auto handle = rt::register_packed_weight(*placeholder, std::move(*packed));
+  EXPECT_TRUE(rt::is_packed_placeholder(*placeholder));
+  Tensor xt = Tensor::zeros(DType::kF32, {m, k});
+  std::memcpy(xt.raw(), a.data(), a.size() * 4);
+  {
+    auto p = rt::Program::compile(module_with(false));
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    ASSERT_TRUE((*p)->bind_weight("proj.weight", *placeholder).ok());
+    auto out = (*p)->run("main", {xt});
+    ASSERT_TRUE(out.ok()) << out.status().to_string();
+    for (int64_t i = 0; i < m * n; ++i) EXPECT_EQ((*out)[0].data<float>()[i], want[size_t(i)]) << i;
+  }
+  {
+    auto p = rt::Program::compile(module_with(true));
+    ASSERT_TRUE(p.ok()) << p.status().to_string();
+    Status st = (*p)->bind_weight("proj.weight", *placeholder);
+    EXPECT_EQ(st.kind(), ErrorKind::kUnsupported) << st.to_string();
+    EXPECT_NE(st.to_string().find("proj.weight"), std::string::npos) << st.to_string();
+  }
+  handle.reset();
+  EXPECT_FALSE(rt::is_packed_placeholder(*placeholder));
+}
+
+}  // namespace
+}  // namespace hlx
