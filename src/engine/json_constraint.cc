@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <list>
+#include <mutex>
 #include <numeric>
 
 #include <nlohmann/json.hpp>
@@ -185,10 +187,19 @@ class Compiler {
     if (t.is_array()) {
       if (t.empty()) return make_error(ErrorKind::kInvalidArgument, "json_schema: ", path, ".type is an empty list");
       std::vector<int> branches;
+      // Each keyword applies to the branches of its type (JSON schema ignores it for the others)
+      // but must apply to one of them.
+      std::vector<std::string> names;
       for (const json& name : t) {
         if (!name.is_string())
           return make_error(ErrorKind::kInvalidArgument, "json_schema: ", path, ".type lists a non-string");
-        HLX_ASSIGN_OR_RETURN(int b, typed(s, name.get<std::string>(), path, depth));
+        names.push_back(name.get<std::string>());
+      }
+      for (const char* k : kTypedKeywords)
+        if (s.contains(k) && std::none_of(names.begin(), names.end(), [&](const std::string& n) { return applies(k, n); }))
+          return make_error(ErrorKind::kUnsupported, "json_schema: ", path, ": `", k, "` does not apply to any of its types");
+      for (const std::string& name : names) {
+        HLX_ASSIGN_OR_RETURN(int b, typed(s, name, path, depth, /*foreign_ok=*/true));
         branches.push_back(b);
       }
       return branches.size() == 1 ? Result<int>(branches[0]) : make_union(std::move(branches), path + ".type");
@@ -230,17 +241,29 @@ class Compiler {
     return v.get<int64_t>();
   }
 
-  Status only(const json& s, const std::string& type, const std::string& path, std::initializer_list<const char*> allowed) {
-    static const char* kTyped[] = {"properties", "required", "additionalProperties", "items", "minItems",
-                                   "maxItems",   "minLength", "maxLength",           "pattern"};
-    for (const char* k : kTyped)
-      if (s.contains(k) && std::find_if(allowed.begin(), allowed.end(), [&](const char* a) { return std::strcmp(a, k) == 0; }) ==
-                               allowed.end())
+  static constexpr const char* kTypedKeywords[] = {"properties", "required", "additionalProperties",
+                                                    "items",      "minItems", "maxItems",
+                                                    "minLength",  "maxLength", "pattern"};
+  static bool applies(const char* k, const std::string& type) {
+    const std::string key = k;
+    if (type == "object") return key == "properties" || key == "required" || key == "additionalProperties";
+    if (type == "array") return key == "items" || key == "minItems" || key == "maxItems";
+    if (type == "string") return key == "minLength" || key == "maxLength" || key == "pattern";
+    return false;
+  }
+
+  bool foreign_ok_ = false;  // typed() of one name of a type list: other types' keywords are fine
+
+  Status only(const json& s, const std::string& type, const std::string& path, std::initializer_list<const char*>) {
+    if (foreign_ok_) return ok_status();
+    for (const char* k : kTypedKeywords)
+      if (s.contains(k) && !applies(k, type))
         return make_error(ErrorKind::kUnsupported, "json_schema: ", path, ": `", k, "` does not apply to type ", type);
     return ok_status();
   }
 
-  Result<int> typed(const json& s, const std::string& type, const std::string& path, int depth) {
+  Result<int> typed(const json& s, const std::string& type, const std::string& path, int depth, bool foreign_ok = false) {
+    foreign_ok_ = foreign_ok;
     if (type == "object") {
       HLX_RETURN_IF_ERROR(only(s, type, path, {"properties", "required", "additionalProperties"}));
       if (s.contains("additionalProperties")) {
@@ -884,6 +907,24 @@ Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::compile(std::string_view
   Compiler c(*g);
   HLX_ASSIGN_OR_RETURN(g->root, c.compile(doc, "schema", 0));
   return std::shared_ptr<const JsonGrammar>(new JsonGrammar(std::move(g)));
+}
+
+Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::compile_cached(std::string_view schema) {
+  static std::mutex mu;
+  static std::list<std::pair<std::string, std::shared_ptr<const JsonGrammar>>> lru;  // newest first
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (auto it = lru.begin(); it != lru.end(); ++it)
+      if (it->first == schema) {
+        lru.splice(lru.begin(), lru, it);
+        return lru.front().second;
+      }
+  }
+  HLX_ASSIGN_OR_RETURN(auto g, compile(schema));
+  std::lock_guard<std::mutex> lock(mu);
+  lru.emplace_front(std::string(schema), g);
+  if (lru.size() > 64) lru.pop_back();
+  return g;
 }
 
 // --- token trie ---

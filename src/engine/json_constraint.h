@@ -47,6 +47,9 @@ class JsonGrammar {
   // `schema` is a JSON-schema document (text); kInvalidArgument for malformed JSON or wrong
   // value types, kUnsupported naming keywords outside the subset above.
   static Result<std::shared_ptr<const JsonGrammar>> compile(std::string_view schema);
+  // compile() through a process-wide cache of the last 64 schemas (keyed by their text), so that
+  // requests of one schema get one grammar and share its masks. Thread-safe.
+  static Result<std::shared_ptr<const JsonGrammar>> compile_cached(std::string_view schema);
   ~JsonGrammar();
   const JsonGrammarImpl& impl() const { return *impl_; }
 
