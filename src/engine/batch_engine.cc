@@ -162,8 +162,12 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
     if (!json_trie_) {
       HLX_ASSIGN_OR_RETURN(json_trie_, TokenTrie::build(*options_.tokenizer, vocab));
     }
+    // Drop the caches of grammars gone, and past 8 those of grammars no request uses (only
+    // compile_cached's list holds them): each cache may hold ~10 MB of masks.
     for (auto it = json_caches_.begin(); it != json_caches_.end();)
-      it = it->second.first.expired() ? json_caches_.erase(it) : std::next(it);
+      it = it->second.first.expired() || (json_caches_.size() > 8 && it->second.first.use_count() <= 1)
+               ? json_caches_.erase(it)
+               : std::next(it);
     auto& entry = json_caches_[request.json_grammar.get()];
     if (!entry.second) entry = {request.json_grammar, std::make_shared<JsonMaskCache>()};
     a->json.emplace(request.json_grammar, json_trie_, entry.second);

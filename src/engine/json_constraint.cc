@@ -895,9 +895,13 @@ JsonGrammar::JsonGrammar(std::unique_ptr<JsonGrammarImpl> impl) : impl_(std::mov
 JsonGrammar::~JsonGrammar() = default;
 
 std::shared_ptr<const JsonGrammar> JsonGrammar::any_object() {
-  auto g = std::make_unique<JsonGrammarImpl>(base_grammar());
-  g->root = kNodeAnyObject;
-  return std::shared_ptr<const JsonGrammar>(new JsonGrammar(std::move(g)));
+  // One instance, so that every json_object request shares one mask cache in the engine.
+  static const std::shared_ptr<const JsonGrammar> g = [] {
+    auto impl = std::make_unique<JsonGrammarImpl>(base_grammar());
+    impl->root = kNodeAnyObject;
+    return std::shared_ptr<const JsonGrammar>(new JsonGrammar(std::move(impl)));
+  }();
+  return g;
 }
 
 Result<std::shared_ptr<const JsonGrammar>> JsonGrammar::compile(std::string_view schema) {
@@ -1012,7 +1016,7 @@ const std::vector<uint64_t>& JsonConstraint::allowed() {
   auto& masks = cache_->masks;
   auto it = masks.find(key);
   if (it != masks.end()) return it->second;
-  if (masks.size() >= 4096) masks.clear();  // bound the memory (~19 KB a state at 152k)
+  if (masks.size() >= kJsonMaxCachedStates) masks.clear();  // bound the memory
   std::vector<uint64_t> mask(size_t((trie_->vocab() + 63) / 64), 0);
   const JsonGrammarImpl& g = grammar_->impl();
   const TokenTrie& t = *trie_;

@@ -42,7 +42,7 @@ struct JsonGrammarImpl;
 // A compiled schema. Immutable after compile; shared by requests.
 class JsonGrammar {
  public:
-  // Any JSON object (response_format json_object).
+  // Any JSON object (response_format json_object); always the same instance.
   static std::shared_ptr<const JsonGrammar> any_object();
   // `schema` is a JSON-schema document (text); kInvalidArgument for malformed JSON or wrong
   // value types, kUnsupported naming keywords outside the subset above.
@@ -98,7 +98,9 @@ struct JsonState {
 };
 
 // Allowed-token masks per automaton state of one grammar over one trie, shared by the requests
-// that use that grammar (engine thread only).
+// that use that grammar (engine thread only). At most kJsonMaxCachedStates masks (~19 KB each at
+// a 152k vocabulary: ~10 MB); when full it starts over.
+inline constexpr size_t kJsonMaxCachedStates = 512;
 class JsonMaskCache {
  public:
   size_t size() const { return masks.size(); }
