@@ -187,6 +187,8 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
   if (a.gen.logprobs < -1 || a.gen.logprobs > engine::kMaxTopLogprobs)
     return make_error(ErrorKind::kInvalidArgument, "--logprobs ", a.gen.logprobs, " is outside [0, ",
                       engine::kMaxTopLogprobs, "]");
+  if (a.gen.json && !a.gen.json_schema_file.empty())
+    return make_error(ErrorKind::kInvalidArgument, "give one of --json and --json-schema");
   if (!a.images.empty()) HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");

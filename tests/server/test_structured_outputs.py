@@ -244,6 +244,19 @@ def main():
                       and needle in err.get("message", ""),
                       f"response_format {json.dumps(rf)[:70]} -> {status} {err.get('param')} {err.get('code')}: "
                       f"{err.get('message', '')[:100]}")
+            # logprobs are those of the masked row: the first token of an object starts with '{',
+            # so every listed alternative does too, and their probabilities sum to at most 1.
+            status, body = post(port, "/v1/chat/completions",
+                                dict(chat, temperature=0, logprobs=True, top_logprobs=5,
+                                     response_format=js(SCHEMAS["person"])))
+            first = body["choices"][0]["logprobs"]["content"][0] if status == 200 else {}
+            tops = first.get("top_logprobs", [])
+            import math
+            listed = [t for t in tops if t["logprob"] > -9999.0]
+            check(status == 200 and listed and all(t["bytes"] and t["bytes"][0] == ord("{") for t in listed)
+                  and first["bytes"][0] == ord("{") and sum(math.exp(t["logprob"]) for t in listed) <= 1 + 1e-6,
+                  f"logprobs of the masked row: first token {first.get('token')!r}, top "
+                  f"{[(t['token'], round(t['logprob'], 3)) for t in tops]}")
             status, body = post(port, "/v1/chat/completions", dict(chat, response_format={"type": "text"}))
             check(status == 200, f"response_format text: {status}")
             status, body = post(port, "/v1/completions", {"prompt": "x", "max_tokens": 3, "temperature": 0,
