@@ -3,15 +3,17 @@ BUILD ?= build
 SAN_BUILD ?= build-san
 TSAN_BUILD ?= build-tsan
 CMAKE_FLAGS ?=
+# CI runs `make test WERROR=ON` (.ci/run): a compiler warning in project sources fails its build.
+WERROR ?= OFF
 PREFIX ?= /usr/local
 
-.PHONY: setup build test test-release test-sanitize test-tsan demo bench clean soak install
+.PHONY: setup build test test-release test-sanitize test-tsan demo bench clean soak install format format-check
 
 setup:
 	@bash scripts/setup.sh
 
 $(BUILD)/build.ninja:
-	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Release -DHLX_WERROR=$(WERROR) $(CMAKE_FLAGS)
 
 build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD)
@@ -25,7 +27,7 @@ test-release: build
 # full debug info (reports keep file:line) and no benchmark binary: the sanitizer trees are the
 # larger part of a fresh `make test`.
 $(SAN_BUILD)/build.ninja:
-	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHLX_SANITIZE=ON -DHLX_FUZZ=ON \
+	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHLX_SANITIZE=ON -DHLX_FUZZ=ON -DHLX_WERROR=$(WERROR) \
 	  -DHLX_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O0 -gline-tables-only" -DCMAKE_CXX_FLAGS_DEBUG="-O0 -gline-tables-only"
 
 test-sanitize: setup $(SAN_BUILD)/build.ninja
@@ -37,7 +39,7 @@ test-sanitize: setup $(SAN_BUILD)/build.ninja
 # binaries are built. halt_on_error makes any report fail the run.
 # -O1 with line tables compiles ~35 % faster than RelWithDebInfo's -O2 -g under TSan.
 $(TSAN_BUILD)/build.ninja:
-	CC=clang CXX=clang++ cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHLX_TSAN=ON \
+	CC=clang CXX=clang++ cmake -S . -B $(TSAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DHLX_TSAN=ON -DHLX_WERROR=$(WERROR) \
 	  -DHLX_BENCH=OFF -DCMAKE_C_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG" \
 	  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only -DNDEBUG"
 
@@ -48,6 +50,15 @@ test-tsan: setup $(TSAN_BUILD)/build.ninja
 	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_engine_tests --gtest_filter='*BatchEngine*:SessionCancel.*'
 
 test: test-release test-sanitize test-tsan
+
+# .clang-format over every C and C++ file git tracks: `format` rewrites them, `format-check` (part of
+# `make test`) fails naming the files it would change.
+FORMAT_FILES = $(shell git ls-files '*.cc' '*.h' '*.c')
+format: setup
+	clang-format -i $(FORMAT_FILES)
+format-check: setup
+	@files=$$(clang-format --dry-run $(FORMAT_FILES) 2>&1 | grep 'code should be clang-formatted' | cut -d: -f1 | sort -u); \
+	  if [ -n "$$files" ]; then echo "not formatted (run make format):" $$files; exit 1; fi
 
 # libhlx.so/.a, include/hlx/hlx.h, bin/hlx, hlx.pc and the CMake package (find_package(hlx)).
 install: build

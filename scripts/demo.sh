@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
-# make demo: the richest end-to-end job at this commit, on embedded default models that hlx
-# generates itself (tiny random-weight Qwen3 and LLaVA checkpoints in Hugging Face layout).
+# make demo: the richest end-to-end job at this commit. First a tiny trained checkpoint answers a
+# question correctly (assets/models/qwen3-add, trained in PyTorch by scripts/train/qwen3_add.py);
+# then embedded default models that hlx generates itself (tiny random-weight Qwen3 and LLaVA
+# checkpoints in Hugging Face layout) at larger shapes.
 set -euo pipefail
 HLX=${1:-build/bin/hlx}
 DIR=${HLX_DEMO_DIR:-build/demo}
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 mkdir -p "$DIR"
+
+echo "== 0. a trained tiny Qwen3 (assets/models/qwen3-add) answers in a chat: what is 29 plus 84? (a held-out question)"
+ANSWER=$("$HLX" generate -m "$ROOT/assets/models/qwen3-add" --chat -p "What is 29 plus 84?" -n 8 --capacity 64)
+echo "$ANSWER"
+if [ "$ANSWER" != "113" ]; then
+  echo "demo: the trained model answered '$ANSWER', expected 113" >&2; exit 1
+fi
 
 echo "== 1. a tiny Qwen3 checkpoint (random weights, real Hugging Face layout, real Qwen3 tokenizer)"
 "$HLX" fixture --family qwen3 --preset tiny --dtype bf16 --seed 7 --out "$DIR/qwen3-tiny"

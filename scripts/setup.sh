@@ -9,12 +9,15 @@ DEBIAN_PACKAGES=(
   libcli11-dev           # command-line parsing
   libgtest-dev libgmock-dev libbenchmark-dev
   clang libclang-rt-14-dev libomp-dev  # libFuzzer, sanitizer and OpenMP runtimes for the clang build
+  clang-format           # .clang-format: make format / make format-check
   python3-numpy          # independent numpy references (/usr/bin/python3)
   python3-jinja2         # chat-template reference
   libutf8proc-dev        # Unicode normalisation and categories for tokenizers
   libpng-dev libjpeg62-turbo-dev  # image decoding for vision-language prompts
   python3-pil            # image preprocessing reference
   nginx-light            # tests/server/test_nginx_replicas.py: replicas behind deploy/nginx.conf
+  python3-torch          # reference for the trained models' tests (scripts/train/, tests/models/)
+  libopenblas0-pthread   # BLAS for torch/numpy: the default reference BLAS made training 3x slower
 )
 
 missing=()

@@ -368,6 +368,12 @@ bool BatchEngine::push_token(Active& a, int64_t token) {
   return false;
 }
 
+bool BatchEngine::prefilling(RequestId id) const {
+  for (const auto& a : active_)
+    if (a->id == id) return !a->finished && a->pending < 0;
+  return false;
+}
+
 void BatchEngine::admit_waiting() {
   while (!waiting_.empty()) {
     Active& a = *waiting_.front();
@@ -381,6 +387,7 @@ void BatchEngine::admit_waiting() {
       continue;
     }
     if (model_.slot_pool().free_count() == 0) break;
+    if (a.req.prefill_after && prefilling(a.req.prefill_after)) break;
     std::unique_ptr<Active> p = std::move(waiting_.front());
     waiting_.pop_front();
     p->admitted = Clock::now();

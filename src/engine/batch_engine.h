@@ -141,6 +141,7 @@ class BatchEngine {
   void drain_inbox();                      // owning thread, takes the mutex
   void apply_cancel(RequestId id);         // owning thread
   void admit_waiting();
+  bool prefilling(RequestId id) const;     // a running request that has not sampled its first token
   // Prefix reuse: the free slot a text prompt goes to, how many leading rows it keeps, and the
   // slot they are copied from (== slot: already there).
   struct Placement {

@@ -58,6 +58,11 @@ struct GenerationRequest {
   // kLength (the text then incomplete) at max_new_tokens. Needs the engine's tokenizer.
   // Compile with JsonGrammar::compile_cached so requests of one schema share the mask cache.
   std::shared_ptr<const JsonGrammar> json_grammar;
+  // Several choices of one prompt (OpenAI's n): the id of the request that prefills the prompt.
+  // This request waits in the queue (FIFO: later requests wait behind it) until that one has
+  // finished its prefill (or ended), then, with the prefix cache on, copies its prompt rows and
+  // prefills only the last row. 0: no such wait. An id that is not running or queued is ignored.
+  RequestId prefill_after = 0;
   // Called on the engine thread (inside step()) for every event of this request, instead of
   // queueing it for BatchEngine::events(). Must not call back into the engine except cancel().
   std::function<void(const Event&)> on_event;

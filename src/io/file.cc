@@ -26,15 +26,26 @@ struct FdCloser {
   }
 };
 
+// A read-only descriptor of a regular file (not a directory, fifo or device), and its stat.
+Result<int> open_regular_file(const std::string& path, struct stat* st) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return errno_error("cannot open", path, errno);
+  Status error;
+  if (::fstat(fd, st) != 0)
+    error = errno_error("cannot stat", path, errno);
+  else if (!S_ISREG(st->st_mode))
+    error = make_error(ErrorKind::kIo, "'", path, "' is not a regular file");
+  if (error.ok()) return fd;
+  ::close(fd);
+  return error;
+}
+
 }  // namespace
 
 Result<std::shared_ptr<const MappedFile>> MappedFile::open(const std::string& path) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("cannot open", path, errno);
-  FdCloser closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) return errno_error("cannot stat", path, errno);
-  if (!S_ISREG(st.st_mode)) return make_error(ErrorKind::kIo, "'", path, "' is not a regular file");
+  HLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path, &st));
+  FdCloser closer{fd};
 
   std::shared_ptr<MappedFile> file(new MappedFile());
   file->path_ = path;
@@ -51,12 +62,9 @@ MappedFile::~MappedFile() {
 }
 
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
-  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return errno_error("cannot open", path, errno);
-  FdCloser closer{fd};
   struct stat st;
-  if (::fstat(fd, &st) != 0) return errno_error("cannot stat", path, errno);
-  if (!S_ISREG(st.st_mode)) return make_error(ErrorKind::kIo, "'", path, "' is not a regular file");
+  HLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path, &st));
+  FdCloser closer{fd};
   if (size_t(st.st_size) > max_bytes)
     return make_error(ErrorKind::kIo, "'", path, "' has ", st.st_size, " bytes, more than the limit of ", max_bytes);
   std::string bytes(size_t(st.st_size), '\0');

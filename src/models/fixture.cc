@@ -15,25 +15,21 @@
 #include "io/file.h"
 #include "io/hf_config.h"
 #include "io/safetensors.h"
+#include "models/fixture_arch.h"
+#include "models/text_family.h"
 
 namespace hlx::models {
+
+nlohmann::json fixture_eos_json(const std::vector<int64_t>& eos) {
+  if (eos.size() == 1) return eos[0];
+  return eos;
+}
+
 namespace {
 
 using ojson = nlohmann::ordered_json;
 
-// The numbers a preset chooses; everything else follows from the family.
-struct Arch {
-  std::string family;        // fixture family name
-  int64_t vocab = 320;       // 320, not 256: a dimension equal to a power of two hides transposes
-  int64_t hidden = 64, intermediate = 128, layers = 3, heads = 4, kv_heads = 2, head_dim = 16;
-  double rope_theta = 10000.0;
-  double rms_eps = 1e-6;
-  bool tied = false;
-  int64_t max_pos = 512;
-  std::vector<int64_t> eos;
-  int64_t bos = 1, pad = 0;
-  int64_t boi = -1, eoi = -1, image = -1;  // gemma3 image tokens; -1: vocab - 20, -19, -18
-};
+using Arch = FixtureArch;
 
 // What a fixture needs from the real tokenizer files: the largest id and special-token ids.
 struct TokenizerFacts {
@@ -87,44 +83,24 @@ int64_t real_vocab(const std::string& tokenizer) { return tokenizer == "gemma3" 
 
 bool is_gemma(const std::string& family) { return family == "gemma3_text" || family == "gemma3"; }
 
+// The text family a fixture family writes: its own model_type, or gemma3_text inside gemma3.
+const TextFamily* fixture_text_family(const std::string& family) {
+  const TextFamily* f = find_text_family(family == "gemma3" ? "gemma3_text" : family);
+  return f && f->fixture ? f : nullptr;
+}
+
 Result<Arch> preset_arch(const FixtureOptions& o) {
   Arch a;
   a.family = o.family;
   if (o.preset == "tiny") {
-    if (o.family == "llama") {
-      // Llama 3.x shape: GQA, llama3 rope scaling, untied head. head_dim 16 with theta 5e5 and
-      // original_max_position_embeddings 64 puts rotary pairs in all three llama3 bands
-      // (wavelengths 6.3 < 16 high-frequency, 32.5 in between, >= 168 > 64 low-frequency).
-      a.layers = 3;
-      a.rope_theta = 500000.0;
-      a.rms_eps = 1e-5;
-      a.eos = {2, 3};
-    } else if (o.family == "qwen2") {
-      a.layers = 2;
-      a.intermediate = 160;
-      a.rope_theta = 1000000.0;
-      a.eos = {2};
-    } else if (o.family == "qwen3") {
-      // head_dim * heads (96) != hidden (64), as in real Qwen3 (2048 vs 1024).
-      a.layers = 3;
-      a.head_dim = 24;
-      a.rope_theta = 1000000.0;
-      a.tied = true;
-      a.eos = {2, 3};
-    } else if (is_gemma(o.family)) {
-      // hidden 96: sqrt(96) = 9.798 rounds to 9.8125 in bf16, so the embedding-scale rounding shows;
-      // heads * head_dim (64) != hidden (96), as in real Gemma3.
-      a.hidden = 96;
-      a.intermediate = 192;
-      a.layers = 4;
-      a.rope_theta = 1000000.0;
-      a.tied = true;
-      a.eos = {1, 106};
-      a.bos = 2;
-    } else {
-      return make_error(ErrorKind::kInvalidArgument, "fixture: unknown family '", o.family,
-                        "' (expected llama, qwen2, qwen3, gemma3_text or gemma3)");
+    const TextFamily* family = fixture_text_family(o.family);
+    if (!family) {
+      std::string names;
+      const std::vector<std::string> all = fixture_families();
+      for (size_t i = 0; i < all.size(); ++i) names += str_cat(i ? (i + 1 < all.size() ? ", " : " or ") : "", all[i]);
+      return make_error(ErrorKind::kInvalidArgument, "fixture: unknown family '", o.family, "' (expected ", names, ")");
     }
+    family->fixture->tiny(a);
   } else if (o.preset == "qwen3-0.6b") {
     if (o.family != "qwen3")
       return make_error(ErrorKind::kInvalidArgument, "fixture: preset 'qwen3-0.6b' is a qwen3 model, not family '",
@@ -192,144 +168,28 @@ Result<Arch> fixture_arch(const FixtureOptions& o) {
 
 const char* torch_dtype(DType t) { return t == DType::kBF16 ? "bfloat16" : "float32"; }
 
-// Gemma3 tiny: 4 layers, sliding pattern 3 -> sliding, sliding, full, sliding. A window of 4 is
-// crossed within the first few decode steps of a 32-token generation.
-constexpr int64_t kGemmaSlidingWindow = 4;
-constexpr int64_t kGemmaSlidingPattern = 3;
-
-std::vector<std::string> gemma_layer_types(int64_t layers) {
-  std::vector<std::string> types;
-  for (int64_t i = 0; i < layers; ++i)
-    types.push_back((i + 1) % kGemmaSlidingPattern ? "sliding_attention" : "full_attention");
-  return types;
-}
-
-ojson eos_json(const std::vector<int64_t>& eos) {
-  if (eos.size() == 1) return eos[0];
-  return eos;
-}
-
 ojson text_config(const Arch& a, DType dtype) {
-  ojson c = ojson::object();
-  if (a.family == "llama") {
-    c["architectures"] = {"LlamaForCausalLM"};
-    c["attention_bias"] = false;
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = a.bos;
-    c["eos_token_id"] = eos_json(a.eos);
-    c["head_dim"] = a.head_dim;
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = a.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = a.intermediate;
-    c["max_position_embeddings"] = a.max_pos;
-    c["mlp_bias"] = false;
-    c["model_type"] = "llama";
-    c["num_attention_heads"] = a.heads;
-    c["num_hidden_layers"] = a.layers;
-    c["num_key_value_heads"] = a.kv_heads;
-    c["pretraining_tp"] = 1;
-    c["rms_norm_eps"] = a.rms_eps;
-    c["rope_scaling"] = {{"factor", 8.0},
-                         {"high_freq_factor", 4.0},
-                         {"low_freq_factor", 1.0},
-                         {"original_max_position_embeddings", 64},
-                         {"rope_type", "llama3"}};
-    c["rope_theta"] = a.rope_theta;
-    c["tie_word_embeddings"] = a.tied;
-    c["torch_dtype"] = torch_dtype(dtype);
-    c["use_cache"] = true;
-    c["vocab_size"] = a.vocab;
-  } else if (a.family == "qwen2") {
-    // Qwen2 has no attention_bias field: q/k/v always carry biases. sliding_window is set but
-    // disabled by use_sliding_window=false, exactly as in the released Qwen2.5 configs.
-    c["architectures"] = {"Qwen2ForCausalLM"};
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = a.bos;
-    c["eos_token_id"] = eos_json(a.eos);
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = a.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = a.intermediate;
-    c["max_position_embeddings"] = a.max_pos;
-    c["max_window_layers"] = a.layers;
-    c["model_type"] = "qwen2";
-    c["num_attention_heads"] = a.heads;
-    c["num_hidden_layers"] = a.layers;
-    c["num_key_value_heads"] = a.kv_heads;
-    c["rms_norm_eps"] = a.rms_eps;
-    c["rope_scaling"] = nullptr;
-    c["rope_theta"] = a.rope_theta;
-    c["sliding_window"] = 4096;
-    c["tie_word_embeddings"] = a.tied;
-    c["torch_dtype"] = torch_dtype(dtype);
-    c["use_cache"] = true;
-    c["use_sliding_window"] = false;
-    c["vocab_size"] = a.vocab;
-  } else if (a.family == "qwen3") {
-    c["architectures"] = {"Qwen3ForCausalLM"};
-    c["attention_bias"] = false;
-    c["attention_dropout"] = 0.0;
-    c["bos_token_id"] = a.bos;
-    c["eos_token_id"] = a.eos[0];
-    c["head_dim"] = a.head_dim;
-    c["hidden_act"] = "silu";
-    c["hidden_size"] = a.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = a.intermediate;
-    c["max_position_embeddings"] = a.max_pos;
-    c["max_window_layers"] = a.layers;
-    c["model_type"] = "qwen3";
-    c["num_attention_heads"] = a.heads;
-    c["num_hidden_layers"] = a.layers;
-    c["num_key_value_heads"] = a.kv_heads;
-    c["rms_norm_eps"] = a.rms_eps;
-    c["rope_scaling"] = nullptr;
-    c["rope_theta"] = a.rope_theta;
-    c["sliding_window"] = nullptr;
-    c["tie_word_embeddings"] = a.tied;
-    c["torch_dtype"] = torch_dtype(dtype);
-    c["use_cache"] = true;
-    c["use_sliding_window"] = false;
-    c["vocab_size"] = a.vocab;
-  } else {  // gemma3_text (also the text_config of gemma3)
-    c["architectures"] = {"Gemma3ForCausalLM"};
-    c["attention_bias"] = false;
-    c["attention_dropout"] = 0.0;
-    // Gemma3's attention ignores attn_logit_softcapping (only Gemma2 applies it); leave it null.
-    c["attn_logit_softcapping"] = nullptr;
-    c["bos_token_id"] = a.bos;
-    c["cache_implementation"] = "hybrid";
-    c["eos_token_id"] = eos_json(a.eos);
-    // Small enough that tanh visibly bends the tiny model's logits (raw max ~16 becomes ~10.5).
-    c["final_logit_softcapping"] = 12.0;
-    c["head_dim"] = a.head_dim;
-    c["hidden_activation"] = "gelu_pytorch_tanh";
-    c["hidden_size"] = a.hidden;
-    c["initializer_range"] = 0.02;
-    c["intermediate_size"] = a.intermediate;
-    c["layer_types"] = gemma_layer_types(a.layers);
-    c["max_position_embeddings"] = a.max_pos;
-    c["model_type"] = "gemma3_text";
-    c["num_attention_heads"] = a.heads;
-    c["num_hidden_layers"] = a.layers;
-    c["num_key_value_heads"] = a.kv_heads;
-    c["pad_token_id"] = a.pad;
-    // != head_dim (16), so using 1/sqrt(head_dim) instead would show.
-    c["query_pre_attn_scalar"] = 24;
-    c["rms_norm_eps"] = a.rms_eps;
-    c["rope_local_base_freq"] = 10000.0;
-    // Global (full-attention) layers only, as in gemma-3-4b and larger (which use factor 8).
-    c["rope_scaling"] = {{"factor", 2.0}, {"rope_type", "linear"}};
-    c["rope_theta"] = a.rope_theta;
-    c["sliding_window"] = kGemmaSlidingWindow;
-    c["sliding_window_pattern"] = kGemmaSlidingPattern;
-    c["tie_word_embeddings"] = a.tied;
-    c["torch_dtype"] = torch_dtype(dtype);
-    c["use_cache"] = true;
-    c["vocab_size"] = a.vocab;
-  }
-  return c;
+  // The keys every family writes; the family adds its own (and may override one, e.g. Qwen3's eos).
+  nlohmann::json c = {{"attention_dropout", 0.0},
+                      {"bos_token_id", a.bos},
+                      {"eos_token_id", fixture_eos_json(a.eos)},
+                      {"hidden_size", a.hidden},
+                      {"initializer_range", 0.02},
+                      {"intermediate_size", a.intermediate},
+                      {"max_position_embeddings", a.max_pos},
+                      {"num_attention_heads", a.heads},
+                      {"num_hidden_layers", a.layers},
+                      {"num_key_value_heads", a.kv_heads},
+                      {"rms_norm_eps", a.rms_eps},
+                      {"rope_theta", a.rope_theta},
+                      {"tie_word_embeddings", a.tied},
+                      {"torch_dtype", torch_dtype(dtype)},
+                      {"use_cache", true},
+                      {"vocab_size", a.vocab}};
+  const TextFamily* family = fixture_text_family(a.family);
+  c["model_type"] = family->model_type;
+  family->fixture->config(a, c);
+  return ojson::parse(c.dump());  // sorted keys, as transformers writes config.json
 }
 
 ojson root_config(const Arch& a, DType dtype) {
@@ -343,7 +203,7 @@ ojson root_config(const Arch& a, DType dtype) {
   c["architectures"] = {"Gemma3ForConditionalGeneration"};
   c["boi_token_index"] = a.boi >= 0 ? a.boi : a.vocab - 20;
   c["eoi_token_index"] = a.eoi >= 0 ? a.eoi : a.vocab - 19;
-  c["eos_token_id"] = eos_json(a.eos);
+  c["eos_token_id"] = fixture_eos_json(a.eos);
   c["image_token_index"] = a.image >= 0 ? a.image : a.vocab - 18;
   c["initializer_range"] = 0.02;
   c["mm_tokens_per_image"] = 4;
@@ -361,7 +221,7 @@ ojson root_config(const Arch& a, DType dtype) {
 ojson generation_config(const Arch& a) {
   ojson g = ojson::object();
   g["bos_token_id"] = a.bos;
-  g["eos_token_id"] = eos_json(a.eos);
+  g["eos_token_id"] = fixture_eos_json(a.eos);
   g["pad_token_id"] = a.pad;
   g["do_sample"] = false;
   return g;
@@ -530,7 +390,13 @@ FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& i
 }
 
 
-std::vector<std::string> fixture_families() { return {"llama", "qwen2", "qwen3", "gemma3_text", "gemma3"}; }
+std::vector<std::string> fixture_families() {
+  std::vector<std::string> out;
+  for (const TextFamily* f : text_families())
+    if (f->fixture) out.push_back(f->model_type);
+  out.push_back("gemma3");  // Gemma3ForConditionalGeneration's layout around gemma3_text
+  return out;
+}
 std::vector<std::string> fixture_presets() { return {"tiny", "qwen3-0.6b"}; }
 
 std::string fixture_tokenizer_name(const std::string& family) {

@@ -5,7 +5,10 @@
 // The embedding scale and the final logit softcap are spec fields applied by the shared entry code.
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "models/decoder_common.h"
+#include "models/fixture_arch.h"
 #include "models/text_family.h"
 
 namespace hlx::models {
@@ -80,6 +83,49 @@ Status parse_gemma3_keys(const HfConfig& config, TextModelSpec& s) {
   return ok_status();
 }
 
+// hidden 96: sqrt(96) = 9.798 rounds to 9.8125 in bf16, so the embedding-scale rounding shows;
+// heads * head_dim (64) != hidden (96), as in real Gemma3.
+void gemma3_fixture_tiny(FixtureArch& a) {
+  a.hidden = 96;
+  a.intermediate = 192;
+  a.layers = 4;
+  a.rope_theta = 1000000.0;
+  a.tied = true;
+  a.eos = {1, 106};
+  a.bos = 2;
+}
+
+// Tiny: 4 layers, sliding pattern 3 -> sliding, sliding, full, sliding. A window of 4 is crossed
+// within the first few decode steps of a 32-token generation.
+constexpr int64_t kFixtureSlidingWindow = 4;
+constexpr int64_t kFixtureSlidingPattern = 3;
+
+void gemma3_fixture_config(const FixtureArch& a, nlohmann::json& c) {
+  c["architectures"] = {"Gemma3ForCausalLM"};
+  c["attention_bias"] = false;
+  // Gemma3's attention ignores attn_logit_softcapping (only Gemma2 applies it); leave it null.
+  c["attn_logit_softcapping"] = nullptr;
+  c["cache_implementation"] = "hybrid";
+  // Small enough that tanh visibly bends the tiny model's logits (raw max ~16 becomes ~10.5).
+  c["final_logit_softcapping"] = 12.0;
+  c["head_dim"] = a.head_dim;
+  c["hidden_activation"] = "gelu_pytorch_tanh";
+  std::vector<std::string> types;
+  for (int64_t i = 0; i < a.layers; ++i)
+    types.push_back((i + 1) % kFixtureSlidingPattern ? "sliding_attention" : "full_attention");
+  c["layer_types"] = types;
+  c["pad_token_id"] = a.pad;
+  // != head_dim (16), so using 1/sqrt(head_dim) instead would show.
+  c["query_pre_attn_scalar"] = 24;
+  c["rope_local_base_freq"] = 10000.0;
+  // Global (full-attention) layers only, as in gemma-3-4b and larger (which use factor 8).
+  c["rope_scaling"] = {{"factor", 2.0}, {"rope_type", "linear"}};
+  c["sliding_window"] = kFixtureSlidingWindow;
+  c["sliding_window_pattern"] = kFixtureSlidingPattern;
+}
+
+const TextFixture kGemma3Fixture{gemma3_fixture_tiny, gemma3_fixture_config};
+
 }  // namespace
 
 // Gemma3TextConfig: 262208/2304/9216/26/8 (kv 4, head_dim 256), 131072, rope_theta 1e6, tied.
@@ -87,6 +133,7 @@ const TextFamily kGemma3TextFamily{"gemma3_text",
                                    Family::kGemma3,
                                    {262208, 2304, 9216, 26, 8, 4, 256, 131072, 1000000.0, true},
                                    parse_gemma3_keys,
-                                   gemma3_layer};
+                                   gemma3_layer,
+                                   &kGemma3Fixture};
 
 }  // namespace hlx::models

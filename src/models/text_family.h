@@ -20,6 +20,7 @@ class Value;
 namespace hlx::models {
 
 struct DecoderContext;
+struct TextFixture;
 // One decoder layer: x [T, hidden] f32 residual stream in, the same out (decoder_common.h).
 using LayerFn = shlo::Value (*)(DecoderContext& c, int64_t layer, const shlo::Value& x);
 
@@ -41,6 +42,8 @@ struct TextFamily {
   // scale, embedding scale, sliding window. `config` gives the root too (wrappers' side keys).
   Status (*parse_own_keys)(const HfConfig& config, TextModelSpec& s);
   LayerFn layer;
+  // `hlx fixture --family <model_type>` (fixture_arch.h); nullptr: no text fixture of its own.
+  const TextFixture* fixture = nullptr;
 };
 
 // Every family hlx runs, in the order error messages list them.

@@ -134,8 +134,9 @@ void EngineWorker::on_event(const std::shared_ptr<RequestChannel>& ch, Clock::ti
   ch->push(e);
 }
 
-Result<EngineWorker::Submitted> EngineWorker::submit(engine::GenerationRequest request, engine::Admission* admission) {
-  auto ch = std::make_shared<RequestChannel>();
+Result<EngineWorker::Submitted> EngineWorker::submit(engine::GenerationRequest request, engine::Admission* admission,
+                                                     std::shared_ptr<RequestChannel> channel) {
+  auto ch = channel ? std::move(channel) : std::make_shared<RequestChannel>();
   if (!ch->valid()) return make_error(ErrorKind::kIo, "eventfd: out of file descriptors");
   auto first_seen = std::make_shared<bool>(false);
   // The engine thread is the only one touching first_seen (inside on_event).

@@ -55,11 +55,13 @@ class EngineWorker {
     engine::RequestId id = 0;
     std::shared_ptr<RequestChannel> channel;
   };
-  // Thread-safe. The request's on_event is replaced by the channel. Errors: the engine's
+  // Thread-safe. The request's on_event is replaced by the channel: `channel`, or a new one when
+  // null (several requests may share one; their events carry their ids). Errors: the engine's
   // rejection (admission, sampling), kUnsupported after stop(), kIo when no eventfd is available.
   // Runs BatchEngine::submit (image preprocessing included) on the calling thread without
   // blocking the engine thread.
-  Result<Submitted> submit(engine::GenerationRequest request, engine::Admission* admission);
+  Result<Submitted> submit(engine::GenerationRequest request, engine::Admission* admission,
+                           std::shared_ptr<RequestChannel> channel = nullptr);
   void cancel(engine::RequestId id);  // thread-safe; no-op for finished ids
 
   // Refuses further submissions, lets queued and running requests finish, joins the thread.

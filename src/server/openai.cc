@@ -190,7 +190,9 @@ ApiError parse_common(const json& body, GenerationParams& p) {
     p.sampling.seed = std::random_device{}() ^ (uint64_t(std::random_device{}()) << 32);
   }
   if (!(e = integer(body, "n", n)).ok()) return e;
-  if (n && *n != 1) return bad_request("'n' = " + std::to_string(*n) + " is not supported (only 1)", "n", "unsupported");
+  if (n && (*n < 1 || *n > kMaxChoices))
+    return out_of_range("n", std::to_string(*n), ("an integer from 1 to " + std::to_string(kMaxChoices)).c_str());
+  p.n = n ? *n : 1;
   if (!(e = integer(body, "best_of", best_of)).ok()) return e;
   if (best_of && *best_of != 1)
     return bad_request("'best_of' = " + std::to_string(*best_of) + " is not supported (only 1)", "best_of", "unsupported");
@@ -542,40 +544,47 @@ json completion_logprobs_json(std::span<const engine::TokenLogprobs> lps, const 
   return json{{"tokens", tokens}, {"token_logprobs", values}, {"top_logprobs", tops}, {"text_offset", offsets}};
 }
 
-json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage, const json& logprobs) {
+json chat_completion_json(const std::string& id, int64_t created, const std::string& model,
+                          std::span<const ChoiceResult> choices, const Usage& usage) {
   json r = choice_envelope(id, "chat.completion", created, model);
-  r["choices"] = json::array({json{{"index", 0},
-                                   {"message", {{"role", "assistant"}, {"content", text}}},
-                                   {"logprobs", logprobs},
-                                   {"finish_reason", finish_value(finish_reason)}}});
+  r["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    r["choices"].push_back(json{{"index", i},
+                                {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                                {"logprobs", choices[i].logprobs},
+                                {"finish_reason", finish_value(choices[i].finish_reason)}});
   r["usage"] = usage.to_json();
   return r;
 }
 
-json text_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage, const json& logprobs) {
+json text_completion_json(const std::string& id, int64_t created, const std::string& model,
+                          std::span<const ChoiceResult> choices, const Usage& usage) {
   json r = choice_envelope(id, "text_completion", created, model);
-  r["choices"] = json::array(
-      {json{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
+  r["choices"] = json::array();
+  for (size_t i = 0; i < choices.size(); ++i)
+    r["choices"].push_back(json{{"index", i},
+                                {"text", choices[i].text},
+                                {"logprobs", choices[i].logprobs},
+                                {"finish_reason", finish_value(choices[i].finish_reason)}});
   r["usage"] = usage.to_json();
   return r;
 }
 
-json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const json& delta,
-                     const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
+json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
+                     const json& delta, const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
   json r = choice_envelope(id, "chat.completion.chunk", created, model);
   r["choices"] = json::array(
-      {json{{"index", 0}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
+      {json{{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
   if (with_usage_null) r["usage"] = nullptr;
   return r;
 }
 
-json text_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                     const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
+json text_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
+                     const std::string& text, const std::string& finish_reason, bool with_usage_null,
+                     const json& logprobs) {
   json r = choice_envelope(id, "text_completion", created, model);
   r["choices"] = json::array(
-      {json{{"index", 0}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
+      {json{{"index", index}, {"text", text}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
   if (with_usage_null) r["usage"] = nullptr;
   return r;
 }

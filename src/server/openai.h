@@ -4,7 +4,8 @@
 // Request fields (both endpoints): model, max_tokens / max_completion_tokens (>= 1; the latter
 // wins), temperature [0, 2] (default 1, as OpenAI), top_p (0, 1], top_k (-1/0 = off), min_p
 // [0, 1], presence_penalty / frequency_penalty [-2, 2], repetition_penalty > 0, seed (any
-// integer; default: random), stop (string or list of up to 16 non-empty strings), n (1 only),
+// integer; default: random), stop (string or list of up to 16 non-empty strings), n (1 to
+// kMaxChoices choices of one prompt: choice i samples with seed + i, so choice 0 is the n = 1 answer),
 // stream, stream_options.include_usage, ignore_eos (vLLM extension). Chat adds messages and
 // chat_template_kwargs (object of template variables, e.g. {"enable_thinking": false}; see
 // kMaxTemplateKwargs); max_tokens above 2^31 - 1 is refused; completions
@@ -13,7 +14,7 @@
 // response_format: {"type":"text"}, {"type":"json_object"} or {"type":"json_schema","json_schema":
 // {"name", "schema", "strict", "description"}} (the schema subset of engine/json_constraint.h;
 // other keywords: 400 code unsupported naming them). Unsupported features that change the
-// output (tools, echo, suffix, best_of > 1, n > 1) are refused with 400 rather than ignored; other
+// output (tools, echo, suffix, best_of > 1) are refused with 400 rather than ignored; other
 // unknown fields are ignored. null means "not given" for every optional field.
 #pragma once
 
@@ -42,8 +43,11 @@ namespace hlx::server {
 
 using json = nlohmann::ordered_json;
 
+inline constexpr int64_t kMaxChoices = 16;
+
 struct GenerationParams {
   std::string model;
+  int64_t n = 1;  // choices
   std::optional<int64_t> max_tokens;
   engine::SamplingParams sampling;
   bool seed_given = false;
@@ -116,18 +120,24 @@ json chat_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::T
 json completion_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::Tokenizer* tokenizer,
                               size_t* offset);
 
-// Non-streamed responses; `logprobs` is choices[0].logprobs (null when not asked).
-json chat_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage, const json& logprobs = nullptr);
-json text_completion_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                          const std::string& finish_reason, const Usage& usage, const json& logprobs = nullptr);
-
-// One SSE chunk. `delta_text` null: no content field (the role-only first chat chunk); finish
-// empty: "finish_reason": null.
-json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, const json& delta,
-                     const std::string& finish_reason, bool with_usage_null, const json& logprobs = nullptr);
-json text_chunk_json(const std::string& id, int64_t created, const std::string& model, const std::string& text,
-                     const std::string& finish_reason, bool with_usage_null, const json& logprobs = nullptr);
+// One choice of a non-streamed response; `logprobs` null when not asked.
+struct ChoiceResult {
+  std::string text, finish_reason;
+  json logprobs;
+};
+// Non-streamed responses: choices[i] from choices[i] (index i).
+json chat_completion_json(const std::string& id, int64_t created, const std::string& model,
+                          std::span<const ChoiceResult> choices, const Usage& usage);
+json text_completion_json(const std::string& id, int64_t created, const std::string& model,
+                          std::span<const ChoiceResult> choices, const Usage& usage);
+// One SSE chunk of choice `index`. Chat's `delta` is {"role"} for the opening chunk, {"content"}
+// after, {} with the finish; finish empty: "finish_reason": null.
+json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
+                     const json& delta, const std::string& finish_reason, bool with_usage_null,
+                     const json& logprobs = nullptr);
+json text_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
+                     const std::string& text, const std::string& finish_reason, bool with_usage_null,
+                     const json& logprobs = nullptr);
 // The final usage chunk of stream_options.include_usage: "choices": [] and "usage".
 json usage_chunk_json(const std::string& id, int64_t created, const std::string& model, bool chat, const Usage& usage);
 

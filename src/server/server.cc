@@ -379,15 +379,15 @@ bool Server::authorized(const HttpRequest& req) const {
   return constant_time_equal(v, opts_.api_key);
 }
 
-bool Server::try_acquire_in_flight() {
+bool Server::try_acquire_in_flight(int64_t count) {
   const int64_t limit = worker_.slots() + opts_.max_queue;
   int64_t cur = in_flight_.load();
-  while (cur < limit)
-    if (in_flight_.compare_exchange_weak(cur, cur + 1)) return true;
+  while (cur + count <= limit)
+    if (in_flight_.compare_exchange_weak(cur, cur + count)) return true;
   return false;
 }
 
-void Server::release_in_flight() { --in_flight_; }
+void Server::release_in_flight(int64_t count) { in_flight_ -= count; }
 
 std::string Server::next_id(const char* prefix) {
   return std::string(prefix) + id_prefix_ + std::to_string(++id_counter_);
@@ -602,132 +602,174 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   if (params.ignore_eos) g.eos_token_ids = std::vector<int64_t>{};
   g.images = std::move(images);  // the engine checks their rows and admission
 
-  if (!try_acquire_in_flight())
+  const int64_t n = params.n;
+  if (n > 1 && !g.images.empty())
+    return respond_error(c, endpoint,
+                         bad_request("'n' > 1 with images is not supported (each choice would hold its own copy of "
+                                     "the decoded images); send the request n times",
+                                     "n", "unsupported"));
+  if (!try_acquire_in_flight(n))
     return respond_error(c, endpoint,
                          ApiError{429,
                                   "the request queue is full (" + std::to_string(worker_.slots()) + " slots and " +
-                                      std::to_string(opts_.max_queue) + " queued requests in flight); retry later",
+                                      std::to_string(opts_.max_queue) + " queued requests in flight" +
+                                      (n > 1 ? ", and this request asks for " + std::to_string(n) + " choices" : "") +
+                                      "); retry later",
                                   "", "", "queue_full"},
                          {"Retry-After: 1"});
   // Released on every way out of here, exceptions included.
   struct InFlight {
     Server* s;
+    int64_t n;
     bool held = true;
     void release() {
-      if (held) s->release_in_flight();
+      if (held) s->release_in_flight(n);
       held = false;
     }
     ~InFlight() { release(); }
-  } in_flight{this};
-  engine::Admission adm;
-  auto submitted = worker_.submit(std::move(g), &adm);
-  if (!submitted.ok()) {
-    in_flight.release();
-    if (adm.capacity_exceeded()) {
-      const int64_t total = adm.effective_prompt_len + adm.max_new_tokens;
-      return respond_error(
-          c, endpoint,
-          bad_request("This model's maximum context length is " + std::to_string(adm.context_capacity) +
-                          " tokens. However, you requested " + std::to_string(total) + " tokens (" +
-                          std::to_string(adm.effective_prompt_len) + " in the prompt, " +
-                          std::to_string(adm.max_new_tokens) +
-                          " in the completion). Please reduce the length of the prompt or the completion.",
-                      prompt_param, "context_length_exceeded"));
-    }
-    if (stopping_) return respond_error(c, endpoint, ApiError{503, "the server is shutting down", "", "", "shutting_down"});
-    // The engine's one check the request parser cannot make: logit_bias ids against the vocabulary.
-    const bool bias = submitted.status().message().rfind("logit_bias", 0) == 0;
-    return respond_error(c, endpoint, from_status(submitted.status(), bias ? "logit_bias" : prompt_param));
-  }
-  metrics_.add_prompt_tokens(adm.effective_prompt_len);
-  const engine::RequestId rid = submitted->id;
-  {
-    std::lock_guard<std::mutex> lock(live_mu_);
-    live_.insert(rid);
-  }
+  } in_flight{this, n};
   // Cancelled and forgotten on every way out of here, exceptions included.
   struct Live {
     Server* s;
-    engine::RequestId id;
+    std::vector<engine::RequestId> ids;
     bool ended = false;
     void end(bool finished) {
       if (ended) return;
       ended = true;
-      if (!finished) s->worker_.cancel(id);
+      if (!finished)
+        for (engine::RequestId id : ids) s->worker_.cancel(id);
       std::lock_guard<std::mutex> lock(s->live_mu_);
-      s->live_.erase(id);
+      for (engine::RequestId id : ids) s->live_.erase(id);
     }
     ~Live() { end(false); }
-  } live{this, rid};
-  if (fault == "throw_after_submit") throw std::runtime_error("injected fault (X-Hlx-Fault: throw_after_submit)");
-  const std::shared_ptr<RequestChannel> ch = submitted->channel;
+  } live{this, {}};
 
-  // Wait for the request's events together with the socket.
+  // Choice i is the prompt sampled with seed + i (choice 0: the n = 1 answer). Choices after the
+  // first wait for its prefill and copy its prompt rows (GenerationRequest::prefill_after), so
+  // the prompt is computed once; all share one event channel.
+  struct Choice {
+    engine::RequestId rid = 0;
+    std::string text;
+    int64_t tokens = 0;
+    engine::Finish finish = engine::Finish::kNone;
+    Status error;
+    int64_t cached_tokens = 0;
+    // Log-probabilities (sampling.logprobs): one per token event; streamed with that token's
+    // text, else collected for the response.
+    std::vector<engine::TokenLogprobs> lps;
+    size_t text_offset = 0;  // completions' streamed text_offset
+  };
+  std::vector<Choice> choices(static_cast<size_t>(n));
+  std::shared_ptr<RequestChannel> ch;
+  engine::Admission adm;
+  const uint64_t seed = g.sampling.seed;
+  for (int64_t i = 0; i < n; ++i) {
+    engine::GenerationRequest gi = i + 1 < n ? g : std::move(g);
+    gi.sampling.seed = seed + uint64_t(i);
+    if (i > 0) gi.prefill_after = choices[0].rid;
+    auto submitted = worker_.submit(std::move(gi), i == 0 ? &adm : nullptr, ch);
+    if (!submitted.ok()) {
+      live.end(/*finished=*/false);
+      in_flight.release();
+      if (adm.capacity_exceeded()) {
+        const int64_t total = adm.effective_prompt_len + adm.max_new_tokens;
+        return respond_error(
+            c, endpoint,
+            bad_request("This model's maximum context length is " + std::to_string(adm.context_capacity) +
+                            " tokens. However, you requested " + std::to_string(total) + " tokens (" +
+                            std::to_string(adm.effective_prompt_len) + " in the prompt, " +
+                            std::to_string(adm.max_new_tokens) +
+                            " in the completion). Please reduce the length of the prompt or the completion.",
+                        prompt_param, "context_length_exceeded"));
+      }
+      if (stopping_)
+        return respond_error(c, endpoint, ApiError{503, "the server is shutting down", "", "", "shutting_down"});
+      // The engine's one check the request parser cannot make: logit_bias ids against the vocabulary.
+      const bool bias = submitted.status().message().rfind("logit_bias", 0) == 0;
+      return respond_error(c, endpoint, from_status(submitted.status(), bias ? "logit_bias" : prompt_param));
+    }
+    choices[size_t(i)].rid = submitted->id;
+    ch = submitted->channel;
+    live.ids.push_back(submitted->id);
+    std::lock_guard<std::mutex> lock(live_mu_);
+    live_.insert(submitted->id);
+  }
+  metrics_.add_prompt_tokens(adm.effective_prompt_len);
+  if (fault == "throw_after_submit") throw std::runtime_error("injected fault (X-Hlx-Fault: throw_after_submit)");
+
+  // Wait for the requests' events together with the socket.
   const std::string id = next_id(chat ? "chatcmpl-" : "cmpl-");
   const int64_t created = int64_t(std::time(nullptr));
   const std::string& model = opts_.model_name;
-  Usage usage{adm.effective_prompt_len, 0};
-  std::string text;
-  engine::Finish finish = engine::Finish::kNone;
-  Status finish_error;
   enum class Why { kNone, kDisconnect, kTimeout } why = Why::kNone;
-  // Log-probabilities (sampling.logprobs): one per token event; streamed with that token's text,
-  // else collected for the response.
-  std::vector<engine::TokenLogprobs> lps;
   const tok::Tokenizer* tokenizer = model_.tokenizer.get();
-  size_t text_offset = 0;  // completions' streamed text_offset
-  auto send_text = [&](const std::string& piece, const engine::TokenLogprobs* lp = nullptr) {
+  auto send_text = [&](int64_t index, const std::string& piece, const engine::TokenLogprobs* lp = nullptr) {
     if ((piece.empty() && !lp) || !params.stream) return;
     json logprobs = nullptr;
     if (lp)
-      logprobs = chat ? chat_logprobs_json({lp, 1}, tokenizer) : completion_logprobs_json({lp, 1}, tokenizer, &text_offset);
-    json chunk = chat ? chat_chunk_json(id, created, model, json{{"content", piece}}, "", params.include_usage, logprobs)
-                      : text_chunk_json(id, created, model, piece, "", params.include_usage, logprobs);
+      logprobs = chat ? chat_logprobs_json({lp, 1}, tokenizer)
+                      : completion_logprobs_json({lp, 1}, tokenizer, &choices[size_t(index)].text_offset);
+    json chunk = chat ? chat_chunk_json(id, created, model, index, json{{"content", piece}}, "", params.include_usage,
+                                        logprobs)
+                      : text_chunk_json(id, created, model, index, piece, "", params.include_usage, logprobs);
     c.send_piece(sse_event(chunk));
   };
   if (params.stream) {
     c.begin_stream(200, "text/event-stream", {"Cache-Control: no-cache", "X-Accel-Buffering: no"});
-    if (chat) c.send_piece(sse_event(chat_chunk_json(id, created, model, json{{"role", "assistant"}, {"content", ""}}, "",
-                                                     params.include_usage)));
+    if (chat)
+      for (int64_t i = 0; i < n; ++i)
+        c.send_piece(sse_event(chat_chunk_json(id, created, model, i, json{{"role", "assistant"}, {"content", ""}}, "",
+                                               params.include_usage)));
   }
+  auto cancel_all = [&] {
+    for (const Choice& k : choices) worker_.cancel(k.rid);
+  };
+  int64_t open = n;
   bool cancelled = false;
-  while (finish == engine::Finish::kNone) {
+  while (open > 0) {
     if (cancelled) {
-      wait_readable(ch->fd());  // the kFinished event comes at the end of the engine's current step
+      wait_readable(ch->fd());  // the kFinished events come at the end of the engine's current step
     } else {
       int left = ms_left(deadline);
       Connection::Wait w = left == 0 ? Connection::Wait::kTimeout : c.wait(ch->fd(), left);
       if (w != Connection::Wait::kWake || c.broken()) {
         why = (w == Connection::Wait::kTimeout) ? Why::kTimeout : Why::kDisconnect;
-        worker_.cancel(rid);
+        cancel_all();
         cancelled = true;
         continue;
       }
     }
     for (engine::Event& e : ch->take()) {
+      size_t index = 0;
+      while (index + 1 < choices.size() && choices[index].rid != e.id) ++index;
+      Choice& k = choices[index];
+      k.text += e.text;
       if (e.kind == engine::Event::Kind::kToken) {
-        ++usage.completion_tokens;
-        text += e.text;
-        if (e.logprobs && !params.stream) lps.push_back(*e.logprobs);
-        send_text(e.text, e.logprobs ? &*e.logprobs : nullptr);
+        ++k.tokens;
+        if (e.logprobs && !params.stream) k.lps.push_back(*e.logprobs);
+        send_text(int64_t(index), e.text, e.logprobs ? &*e.logprobs : nullptr);
       } else {
-        text += e.text;
-        send_text(e.text);
-        finish = e.finish;
-        finish_error = e.error;
-        usage.cached_tokens = e.cached_tokens;
+        send_text(int64_t(index), e.text);
+        k.finish = e.finish;
+        k.error = e.error;
+        k.cached_tokens = e.cached_tokens;
+        --open;
       }
     }
     if (c.broken() && !cancelled) {  // a streamed write failed: the client is gone
       why = Why::kDisconnect;
-      worker_.cancel(rid);
+      cancel_all();
       cancelled = true;
     }
   }
   in_flight.release();
   live.end(/*finished=*/true);
 
-  const char* reason = finish == engine::Finish::kLength ? "length" : "stop";
+  // The prompt counts once (choices after the first reuse its rows), the completions all.
+  Usage usage{adm.effective_prompt_len, 0};
+  usage.cached_tokens = choices[0].cached_tokens;
+  for (const Choice& k : choices) usage.completion_tokens += k.tokens;
+  auto reason_of = [](const Choice& k) { return k.finish == engine::Finish::kLength ? "length" : "stop"; };
   auto log = [&](int status, const char* what) {
     if (opts_.log_requests)
       std::fprintf(stderr, "hlx serve: %s %d %s prompt=%lld completion=%lld %.1f ms\n", endpoint.c_str(), status, what,
@@ -740,12 +782,15 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   }
   ApiError fail;
   if (why == Why::kTimeout)
-    fail = ApiError{504, "the request exceeded the time limit of " + std::to_string(opts_.request_timeout_ms) + " ms", "", "",
-                    "request_timeout"};
-  else if (finish == engine::Finish::kCancelled)
-    fail = ApiError{503, "the server is shutting down; the request was cancelled", "", "", "shutting_down"};
-  else if (finish == engine::Finish::kError)
-    fail = ApiError{500, "generation failed: " + finish_error.to_string(), "", "", "generation_error"};
+    fail = ApiError{504, "the request exceeded the time limit of " + std::to_string(opts_.request_timeout_ms) + " ms",
+                    "", "", "request_timeout"};
+  for (const Choice& k : choices) {
+    if (!fail.ok()) break;
+    if (k.finish == engine::Finish::kCancelled)
+      fail = ApiError{503, "the server is shutting down; the request was cancelled", "", "", "shutting_down"};
+    else if (k.finish == engine::Finish::kError)
+      fail = ApiError{500, "generation failed: " + k.error.to_string(), "", "", "generation_error"};
+  }
   if (!fail.ok()) {
     log(fail.status, fail.message.c_str());
     if (!params.stream) return respond_error(c, endpoint, fail);
@@ -755,18 +800,25 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
     c.end_stream();
     return;
   }
-  log(200, reason);
+  log(200, reason_of(choices[0]));
   if (!params.stream) {
-    json logprobs = nullptr;
-    if (params.sampling.logprobs)
-      logprobs = chat ? chat_logprobs_json(lps, tokenizer) : completion_logprobs_json(lps, tokenizer, &text_offset);
-    json r = chat ? chat_completion_json(id, created, model, text, reason, usage, logprobs)
-                  : text_completion_json(id, created, model, text, reason, usage, logprobs);
+    std::vector<ChoiceResult> results;
+    for (Choice& k : choices) {
+      json logprobs = nullptr;
+      if (params.sampling.logprobs)
+        logprobs = chat ? chat_logprobs_json(k.lps, tokenizer) : completion_logprobs_json(k.lps, tokenizer, &k.text_offset);
+      results.push_back(ChoiceResult{std::move(k.text), reason_of(k), std::move(logprobs)});
+    }
+    json r = chat ? chat_completion_json(id, created, model, results, usage)
+                  : text_completion_json(id, created, model, results, usage);
     return respond_json(c, endpoint, 200, dump_json(r));
   }
-  json last = chat ? chat_chunk_json(id, created, model, json::object(), reason, params.include_usage)
-                   : text_chunk_json(id, created, model, "", reason, params.include_usage);
-  std::string tail = sse_event(last);
+  std::string tail;
+  for (int64_t i = 0; i < n; ++i) {
+    const char* reason = reason_of(choices[size_t(i)]);
+    tail += sse_event(chat ? chat_chunk_json(id, created, model, i, json::object(), reason, params.include_usage)
+                           : text_chunk_json(id, created, model, i, "", reason, params.include_usage));
+  }
   if (params.include_usage) tail += sse_event(usage_chunk_json(id, created, model, chat, usage));
   tail += "data: [DONE]\n\n";
   metrics_.count_request(endpoint, "ok");

@@ -125,8 +125,9 @@ class Server {
   size_t prompt_token_limit() const;  // tokens a prompt may take, image rows included
   ApiError prompt_error(ApiError e) const;
   ApiError prompt_tokens_error(const char* param, size_t limit) const;
-  bool try_acquire_in_flight();
-  void release_in_flight();
+  // Requests (choices) queued or running, against slots + max_queue.
+  bool try_acquire_in_flight(int64_t count = 1);
+  void release_in_flight(int64_t count = 1);
   void reap_connections(bool all);
   std::string next_id(const char* prefix);
 

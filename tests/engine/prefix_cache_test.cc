@@ -253,6 +253,33 @@ TEST_P(PrefixCache, SharedSystemPromptIsCopiedFromARunningSlot) {
   expect_same(ob, ref.run(pb, 6), "the request with copied rows");
 }
 
+// OpenAI's n: three choices of one prompt submitted at once. With prefill_after the second and third
+// wait for the first one's prefill and copy its rows (only the last row is computed); without it all
+// three prefill the whole prompt side by side. Either way each choice is the same bits as its seed alone.
+TEST_P(PrefixCache, ChoicesOfOnePromptPrefillItOnce) {
+  Reference ref(GetParam());
+  const std::vector<int64_t> p = tokens_of(29, ref.model().spec().vocab_size, 18);
+  for (bool after : {true, false}) {
+    auto m = load(GetParam(), 3);  // fresh slots: the model keeps finished prompts' rows
+    ASSERT_TRUE(m);
+    BatchEngine e(*m);
+    Outcome o[3];
+    RequestId ids[3];
+    for (int i = 0; i < 3; ++i) {
+      GenerationRequest r = request(p, 5, &o[i], /*seed=*/100 + uint64_t(i));
+      if (after && i > 0) r.prefill_after = ids[0];
+      ids[i] = e.submit(std::move(r)).value();
+    }
+    ASSERT_TRUE(e.run_until_idle().ok());
+    for (int i = 0; i < 3; ++i) {
+      o[i].c = *e.take_completion(ids[i]);
+      EXPECT_EQ(o[i].c.cached_tokens, after && i > 0 ? int64_t(p.size()) - 1 : 0) << "choice " << i;
+      expect_same(o[i], ref.run(p, 5, 100 + uint64_t(i)), str_cat("choice ", i, after ? " (prefill_after)" : ""));
+    }
+    EXPECT_NE(o[0].c.tokens, o[1].c.tokens) << "other seeds, other samples";
+  }
+}
+
 TEST_P(PrefixCache, OffReusesNothing) {
   auto m = load(GetParam(), 1);
   ASSERT_TRUE(m);

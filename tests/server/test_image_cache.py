@@ -11,57 +11,23 @@ Run: /usr/bin/python3 tests/server/test_image_cache.py --hlx build/bin/hlx
 """
 import argparse
 import base64
-import http.client
 import io
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 import tempfile
 import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import hlxtest  # noqa: E402
+from hlxtest import REPO, check, request, run  # noqa: E402
 
 try:
     from PIL import Image, PngImagePlugin
 except ImportError as e:
     print("skip:", e)
     sys.exit(77)
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def request(port, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request(method, path, json.dumps(body) if body is not None else None, {"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
-
-
-def serve(hlx, model, log, extra):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", str(port), "--slots", "1", "--threads", "1"] + extra,
-                            stdout=log, stderr=log)
-    for _ in range(600):
-        try:
-            if request(port, "GET", "/health")[0] == 200:
-                return proc, port
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit("hlx serve did not become healthy")
-
 
 def picture(w, h):
     return Image.frombytes("RGB", (w, h), bytes((x * 9 + y * 5 + c * 70) % 256 for y in range(h) for x in range(w)
@@ -119,35 +85,24 @@ def main():
     assert a0 != a9
     with tempfile.TemporaryDirectory(prefix="hlx_image_cache_") as tmp:
         model = os.path.join(tmp, "llava")
-        r = subprocess.run([hlx, "fixture", "--family", "llava-clip", "--out", model, "--dtype", "f32", "--seed", "3"],
-                           capture_output=True, text=True)
-        if r.returncode != 0:
-            raise SystemExit(r.stderr)
-        with open(os.path.join(tmp, "on.log"), "wb") as log_on, open(os.path.join(tmp, "off.log"), "wb") as log_off:
-            on, on_port = serve(hlx, model, log_on, [])
-            off, off_port = serve(hlx, model, log_off, ["--image-cache-mib", "0"])
-            try:
-                t1 = chat(on_port, a0)
-                t2 = chat(on_port, a9)
-                check(wait_metric(on_port, "hlx_image_cache_hits_total", 1) == 1,
-                      "the same pixels in other PNG bytes hit the cache")
-                check(t1 == t2, f"and give the same text ({t1!r} vs {t2!r})")
-                chat(on_port, png(changed, 6))
-                check(wait_metric(on_port, "hlx_image_cache_misses_total", 2) == 2, "one changed pixel misses")
-                check(metric(on_port, "hlx_image_cache_hits_total") == 1, "hits stay 1")
-                t_off = chat(off_port, a9)
-                check(t_off == t2, f"--image-cache-mib 0 gives the same text ({t_off!r})")
-                check(wait_metric(off_port, "hlx_image_cache_misses_total", 1) == 1 and
-                      metric(off_port, "hlx_image_cache_hits_total") == 0, "--image-cache-mib 0: no hits")
-            finally:
-                for p in (on, off):
-                    p.terminate()
-                    p.wait(timeout=30)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+        run([hlx, "fixture", "--family", "llava-clip", "--out", model, "--dtype", "f32", "--seed", "3"])
+        with hlxtest.Server(hlx, model, "--slots", "1", log=os.path.join(tmp, "on.log")) as on, \
+                hlxtest.Server(hlx, model, "--slots", "1", "--image-cache-mib", "0",
+                               log=os.path.join(tmp, "off.log")) as off:
+            on_port, off_port = on.port, off.port
+            t1 = chat(on_port, a0)
+            t2 = chat(on_port, a9)
+            check(wait_metric(on_port, "hlx_image_cache_hits_total", 1) == 1,
+                  "the same pixels in other PNG bytes hit the cache")
+            check(t1 == t2, f"and give the same text ({t1!r} vs {t2!r})")
+            chat(on_port, png(changed, 6))
+            check(wait_metric(on_port, "hlx_image_cache_misses_total", 2) == 2, "one changed pixel misses")
+            check(metric(on_port, "hlx_image_cache_hits_total") == 1, "hits stay 1")
+            t_off = chat(off_port, a9)
+            check(t_off == t2, f"--image-cache-mib 0 gives the same text ({t_off!r})")
+            check(wait_metric(off_port, "hlx_image_cache_misses_total", 1) == 1 and
+                  metric(off_port, "hlx_image_cache_hits_total") == 0, "--image-cache-mib 0: no hits")
+    return hlxtest.finish()
 
 
 if __name__ == "__main__":

@@ -12,15 +12,16 @@ from); numpy adds the biases and takes the argmax. On a tiny f32 qwen3 fixture, 
 Run: /usr/bin/python3 tests/server/test_logit_bias.py --hlx build/bin/hlx
 """
 import argparse
-import http.client
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import tempfile
-import time
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import hlxtest  # noqa: E402
+from hlxtest import REPO, check, run  # noqa: E402
 
 try:
     import numpy as np
@@ -28,31 +29,7 @@ except ImportError as e:
     print("skip:", e)
     sys.exit(77)
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMPT = [9707, 1879, 11, 419, 374, 264]
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def post(port, path, body):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
-    c.request("POST", path, json.dumps(body), {"Content-Type": "application/json"})
-    r = c.getresponse()
-    out = r.status, json.loads(r.read())
-    c.close()
-    return out
 
 
 def main():
@@ -82,24 +59,10 @@ def main():
         cases = [({fifth: round(gap + 0.25, 3)}, "lifts the 5th token 0.25 above the top"),
                  ({fifth: round(gap - 0.25, 3)}, "leaves the 5th token 0.25 short"),
                  ({top: -100.0}, "-100 on the top token")]
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        log = open(os.path.join(tmp, "serve.log"), "wb")
-        proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", str(port), "--threads", "1", "--slots", "2"],
-                                stdout=log, stderr=log)
-        try:
-            for _ in range(600):
-                try:
-                    c = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
-                    c.request("GET", "/health")
-                    if c.getresponse().status == 200:
-                        break
-                except OSError:
-                    time.sleep(0.1)
+        with hlxtest.Server(hlx, model, "--slots", "2", log=os.path.join(tmp, "serve.log")) as srv:
             for bias, what in cases:
                 want = expect(bias)
-                status, body = post(port, "/v1/completions", {
+                status, body = srv.post("/v1/completions", {
                     "prompt": PROMPT, "max_tokens": 1, "temperature": 0,
                     "logit_bias": {str(t): b for t, b in bias.items()}})
                 # The completion's text is the decoded token; compare ids through the CLI below and
@@ -116,15 +79,12 @@ def main():
                                ({"logit_bias": {"5": 150}}, "logit_bias.5"),
                                ({"logit_bias": {str(len(logits)): 1}}, "logit_bias"),
                                ({"logit_bias": [1, 2]}, "logit_bias")]:
-                status, body = post(port, "/v1/completions", dict(prompt=PROMPT, max_tokens=1, **bad))
+                status, body = srv.post("/v1/completions", dict(prompt=PROMPT, max_tokens=1, **bad))
                 err = body.get("error", {})
                 check(status == 400 and err.get("param") == param,
                       f"server: {json.dumps(bad)} -> {status} {err.get('param')}: {err.get('message', '')[:100]}")
-            status, _ = post(port, "/v1/completions", {"prompt": PROMPT, "max_tokens": 1})
+            status, _ = srv.post("/v1/completions", {"prompt": PROMPT, "max_tokens": 1})
             check(status == 200, "server still serves after the refusals")
-        finally:
-            proc.terminate()
-            proc.wait(timeout=30)
         # The CLI's --logit-bias with a text prompt: the bias forces the first generated token.
         text_ids = run([hlx, "tokenize", "-m", model, "-p", "Hello"]).stdout
         r = run([hlx, "generate", "-m", model, "-p", "Hello", "-n", "1", "--print-ids", "--logit-bias",
@@ -134,8 +94,7 @@ def main():
         r = subprocess.run([hlx, "generate", "-m", model, "-p", "Hi", "-n", "1", "--logit-bias", "x=1"],
                            capture_output=True, text=True)
         check(r.returncode != 0 and "--logit-bias 'x=1'" in r.stderr, f"cli: a malformed --logit-bias is refused")
-    print(f"{len(failures)} failure(s)")
-    return 1 if failures else 0
+    return hlxtest.finish()
 
 
 if __name__ == "__main__":

@@ -18,59 +18,14 @@ import http.client
 import json
 import os
 import re
-import socket
-import subprocess
 import sys
 import tempfile
 import threading
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what, flush=True)
-    if not cond:
-        failures.append(what)
-
-
-def run(cmd):
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
-    return r
-
-
-def request(port, method, path, body=None):
-    c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    c.request(method, path, json.dumps(body) if body is not None else None, {"Content-Type": "application/json"})
-    r = c.getresponse()
-    data = r.read()
-    c.close()
-    return r.status, data
-
-
-def post(port, path, body):
-    status, data = request(port, "POST", path, body)
-    return status, json.loads(data)
-
-
-def start(hlx, model, tmp, name, extra):
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    log = open(os.path.join(tmp, name + ".log"), "wb")
-    proc = subprocess.Popen([hlx, "serve", "-m", model, "--port", str(port), "--threads", "1", "--slots", "2",
-                             "--capacity", "512"] + extra, stdout=log, stderr=log)
-    for _ in range(600):
-        try:
-            if request(port, "GET", "/health")[0] == 200:
-                return proc, port
-        except OSError:
-            time.sleep(0.1)
-    proc.kill()
-    raise SystemExit(f"{name}: the server did not come up")
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+import hlxtest  # noqa: E402
+from hlxtest import REPO, check, post, request, run  # noqa: E402
 
 
 def chat(port, turns):
@@ -150,9 +105,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hlx_prefix_") as tmp:
         model = os.path.join(tmp, "qwen3")
         run([hlx, "fixture", "--family", "qwen3", "--dtype", "f32", "--out", model, "--seed", "5"])
-        on, on_port = start(hlx, model, tmp, "on", [])
-        off, off_port = start(hlx, model, tmp, "off", ["--prefix-cache", "off"])
-        try:
+        flags = ["--slots", "2", "--capacity", "512"]
+        with hlxtest.Server(hlx, model, *flags, log=os.path.join(tmp, "on.log")) as on, \
+                hlxtest.Server(hlx, model, *flags, "--prefix-cache", "off", log=os.path.join(tmp, "off.log")) as off:
+            on_port, off_port = on.port, off.port
             with_cache = chat(on_port, turns)
             without = chat(off_port, turns)
             cached = [u["prompt_tokens_details"]["cached_tokens"] for _, u in with_cache]
@@ -201,15 +157,7 @@ def main():
             check(got_computed == total_prompt - total_cached,
                   f"/metrics computed total {got_computed} == {total_prompt - total_cached}")
             check(metric(off_port, "hlx_prompt_tokens_cached_total") == 0, "/metrics off: nothing cached")
-        finally:
-            for p in (on, off):
-                p.terminate()
-                p.wait(timeout=30)
-    if failures:
-        print(f"{len(failures)} check(s) failed")
-        return 1
-    print("all checks passed")
-    return 0
+    return hlxtest.finish()
 
 
 if __name__ == "__main__":

@@ -11,14 +11,6 @@ namespace hlx::rt {
 namespace shape {
 namespace {
 
-using ew::check_buffers;
-using ew::describe;
-using ew::OpTypes;
-using ew::op_types;
-
-Status bad(const shlo::Op& op, const shlo::Function& fn, std::string_view why) {
-  return make_error(ErrorKind::kInvalidArgument, describe(op, fn), ": ", why);
-}
 
 // ---- constant: the Dense bytes, copied out on every run ----
 

@@ -9,14 +9,6 @@
 namespace hlx::rt::shape {
 namespace {
 
-using ew::check_buffers;
-using ew::describe;
-using ew::OpTypes;
-using ew::op_types;
-
-Status bad(const shlo::Op& op, const shlo::Function& fn, std::string_view why) {
-  return make_error(ErrorKind::kInvalidArgument, describe(op, fn), ": ", why);
-}
 
 Status check_indices(const shlo::Op& op, const shlo::Function& fn, const OpTypes& t, size_t first, int64_t rank) {
   if (int64_t(t.in.size() - first) != rank)
