@@ -16,6 +16,10 @@
 // `logprobs: {"i":0,"id":791,"logprob":-1.25,"top":[[791,-1.25],...]}` (see logprobs_lines):
 // the chosen token's log-probability and the K most likely ids, from the log-softmax of the
 // logits after --logit-bias, before --temp/--top-k/--top-p/--min-p.
+// --json / --json-schema F: structured output (engine/json_constraint.h): tokens are sampled from
+// the logits masked to what keeps the text valid JSON (an object) / valid against the schema in
+// F; generation stops once the value is closed; -n cutting it short ends with finish: length.
+// The logprobs are then those of the masked row.
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -183,12 +187,15 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
   if (a.gen.logprobs < -1 || a.gen.logprobs > engine::kMaxTopLogprobs)
     return make_error(ErrorKind::kInvalidArgument, "--logprobs ", a.gen.logprobs, " is outside [0, ",
                       engine::kMaxTopLogprobs, "]");
+  if (a.gen.json && !a.gen.json_schema_file.empty())
+    return make_error(ErrorKind::kInvalidArgument, "give one of --json and --json-schema");
   if (!a.images.empty()) HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
   if (!a.tokens.empty()) {
     if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
-    if (a.gen.temperature != 0.f || !a.gen.stop.empty() || !a.gen.logit_bias.empty())
+    if (a.gen.temperature != 0.f || !a.gen.stop.empty() || !a.gen.logit_bias.empty() || a.gen.json ||
+        !a.gen.json_schema_file.empty())
       return make_error(ErrorKind::kInvalidArgument,
-                        "--tokens mode is greedy without stop strings or biases; use -p for --temp/--stop/--logit-bias");
+                        "--tokens mode is greedy without stop strings, biases or JSON; use -p for --temp/--stop/--logit-bias/--json");
     return a.images.empty() ? run_token_ids(a) : run_token_ids_images(a);
   }
   return run_text(a);
@@ -209,6 +216,9 @@ CommandRun setup_generate(CLI::App& root) {
   add_sampling_flags(sub, args->gen);
   sub->add_option("--logprobs", args->gen.logprobs,
                   "K in 0..20: print each token's logprob and the K most likely ids on stderr (see above)");
+  sub->add_flag("--json", args->gen.json, "constrain the output to one JSON object");
+  sub->add_option("--json-schema", args->gen.json_schema_file,
+                  "constrain the output to JSON valid against the JSON schema in this file (see docs/SERVER.md)");
   args->flags.add_to(sub);
   sub->add_option("--slots", args->slots, "KV slots (default 1)");
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted prefill_<Lp>.mlir / decode_<B>.mlir from here");

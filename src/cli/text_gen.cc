@@ -14,8 +14,10 @@
 #include <thread>
 
 #include "core/clock.h"
+#include "engine/json_constraint.h"
 #include "engine/multimodal_prompt.h"
 #include "engine/session.h"
+#include "io/file.h"
 #include "io/hf_config.h"
 #include "models/vision_spec.h"
 
@@ -152,6 +154,15 @@ Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_
                         engine::kMaxTopLogprobs, "]");
     req.sampling.logprobs = true;
     req.sampling.top_logprobs = p.logprobs;
+  }
+  if (p.json && !p.json_schema_file.empty())
+    return make_error(ErrorKind::kInvalidArgument, "give one of --json and --json-schema");
+  if (p.json) req.json_grammar = engine::JsonGrammar::any_object();
+  if (!p.json_schema_file.empty()) {
+    HLX_ASSIGN_OR_RETURN(std::string schema, read_file(p.json_schema_file, size_t(1) << 20));
+    auto g = engine::JsonGrammar::compile(schema);
+    if (!g.ok()) return g.status().with_context(str_cat("--json-schema ", p.json_schema_file));
+    req.json_grammar = *g;
   }
   req.images = std::move(images.images);
   if (on_logits) req.on_logits = on_logits;

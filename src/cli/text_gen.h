@@ -43,6 +43,8 @@ struct TextGenParams {
   std::vector<std::string> logit_bias;  // "ID=BIAS" (--logit-bias), parsed by generate_text
   bool prefix_cache = true;  // --prefix-cache: reuse rows an earlier call left in the model's slots
   int64_t logprobs = -1;  // >= 0: each token's logprob and this many top ids (--logprobs K)
+  bool json = false;             // --json: the output is one JSON object (json_object)
+  std::string json_schema_file;  // --json-schema F: the output validates against F's schema
 };
 
 struct TextGenResult {

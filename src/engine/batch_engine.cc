@@ -6,6 +6,7 @@
 #include <set>
 
 #include "engine/image_cache.h"
+#include "engine/json_constraint.h"
 #include "engine/multimodal_prompt.h"
 #include "engine/prefill_plan.h"
 #include "engine/vision_model.h"
@@ -61,6 +62,8 @@ struct BatchEngine::Active {
   std::string text;      // decoded generated text so far (cut at a stop string)
   size_t emitted = 0;    // bytes of `text` already sent in events
   std::optional<TokenLogprobs> logprobs;  // of the token being pushed (sampling.logprobs)
+  std::optional<JsonConstraint> json;     // structured output: where the text is in the grammar
+  std::vector<float> masked;              // the row the sampler sees under the JSON mask
   bool finished = false;
   Completion done;
   Clock::time_point submitted, admitted, first_token;
@@ -152,6 +155,23 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
         return make_error(ErrorKind::kInvalidArgument, "eos token id ", t, " is outside the vocabulary [0, ", vocab, ")");
 
   auto a = std::make_unique<Active>();
+  if (request.json_grammar) {
+    if (!options_.tokenizer)
+      return make_error(ErrorKind::kInvalidArgument, "structured output (a JSON grammar) needs a tokenizer; the engine has none");
+    std::lock_guard<std::mutex> lock(json_mu_);
+    if (!json_trie_) {
+      HLX_ASSIGN_OR_RETURN(json_trie_, TokenTrie::build(*options_.tokenizer, vocab));
+    }
+    // Drop the caches of grammars gone, and past 8 those of grammars no request uses (only
+    // compile_cached's list holds them): each cache may hold ~10 MB of masks.
+    for (auto it = json_caches_.begin(); it != json_caches_.end();)
+      it = it->second.first.expired() || (json_caches_.size() > 8 && it->second.first.use_count() <= 1)
+               ? json_caches_.erase(it)
+               : std::next(it);
+    auto& entry = json_caches_[request.json_grammar.get()];
+    if (!entry.second) entry = {request.json_grammar, std::make_shared<JsonMaskCache>()};
+    a->json.emplace(request.json_grammar, json_trie_, entry.second);
+  }
   if (multimodal) {
     // Preprocessing is pure and may be slow (resize): done here, on the submitting thread.
     Clock::time_point t0 = Clock::now();
@@ -294,7 +314,8 @@ void BatchEngine::store(Active& a) {
 bool BatchEngine::push_token(Active& a, int64_t token) {
   a.done.tokens.push_back(token);
   if (a.first_token == Clock::time_point()) a.first_token = Clock::now();
-  const bool eos = std::find(a.eos.begin(), a.eos.end(), token) != a.eos.end();
+  // A closed JSON value ends the request as an EOS would (nothing else may follow it).
+  const bool eos = std::find(a.eos.begin(), a.eos.end(), token) != a.eos.end() || (a.json && a.json->done());
   const bool length = int64_t(a.done.tokens.size()) >= a.req.max_new_tokens;
   Status err;
   if (a.decoder) {
@@ -465,7 +486,7 @@ void BatchEngine::prefill_one() {
     a.release_side_tensors();  // the merged rows are in the cache now
     const Tensor& lg = *logits;
     if (a.req.on_logits) a.req.on_logits(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
-    auto tok = a.sampler->next(std::span<const float>(lg.data<float>(), size_t(lg.num_elements())), &a.logprobs);
+    auto tok = sample(a, std::span<const float>(lg.data<float>(), size_t(lg.num_elements())));
     if (!tok.ok()) {
       finish(a, Finish::kError, tok.status());
       return;
@@ -561,7 +582,7 @@ void BatchEngine::decode_all() {
   for (size_t i = 0; i < rows_of.size(); ++i) {
     Active& a = *rows_of[i];
     if (a.req.on_logits) a.req.on_logits(std::span<const float>(base + int64_t(i) * v, size_t(v)));
-    auto tok = a.sampler->next(std::span<const float>(base + int64_t(i) * v, size_t(v)), &a.logprobs);
+    auto tok = sample(a, std::span<const float>(base + int64_t(i) * v, size_t(v)));
     if (!tok.ok()) {
       finish(a, Finish::kError, tok.status());
       continue;
@@ -571,6 +592,15 @@ void BatchEngine::decode_all() {
       ++a.position;
     }
   }
+}
+
+Result<int64_t> BatchEngine::sample(Active& a, std::span<const float> logits) {
+  if (!a.json) return a.sampler->next(logits, &a.logprobs);
+  a.masked.assign(logits.begin(), logits.end());
+  HLX_RETURN_IF_ERROR(a.json->mask_logits(a.masked, a.eos));
+  HLX_ASSIGN_OR_RETURN(int64_t t, a.sampler->next(a.masked, &a.logprobs));
+  if (std::find(a.eos.begin(), a.eos.end(), t) == a.eos.end()) HLX_RETURN_IF_ERROR(a.json->accept(t));
+  return t;
 }
 
 void BatchEngine::reap() {

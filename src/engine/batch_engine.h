@@ -62,6 +62,10 @@ class StreamDecoder;
 
 namespace hlx::engine {
 
+class TokenTrie;
+class JsonGrammar;
+class JsonMaskCache;
+
 class VisionModel;
 class ImageFeatureCache;
 
@@ -150,6 +154,8 @@ class BatchEngine {
   bool prepare_image_rows(Active& a);
   Status merge_image_rows(Active& a);      // merged rows (and the DeepStack payload) of a request
   void decode_all();
+  // Samples the next token from a logits row (through the JSON mask when the request has one).
+  Result<int64_t> sample(Active& a, std::span<const float> logits);
   // Appends a generated token: stop checks, text, event. Returns true when the request finished.
   bool push_token(Active& a, int64_t token);
   void finish(Active& a, Finish why, Status error = ok_status());
@@ -176,6 +182,12 @@ class BatchEngine {
   std::map<RequestId, Completion> completions_;
   std::unique_ptr<ImageFeatureCache> image_cache_;  // null: disabled or no vision model
   std::string tower_id_;                            // VisionModel::describe(), part of the image key
+  // Structured outputs: the tokenizer's trie (built at the first such request) and a mask cache
+  // per live grammar, shared by its requests (masks are computed on the owning thread).
+  std::mutex json_mu_;
+  std::shared_ptr<const TokenTrie> json_trie_;
+  std::map<const JsonGrammar*, std::pair<std::weak_ptr<const JsonGrammar>, std::shared_ptr<JsonMaskCache>>>
+      json_caches_;
   std::vector<uint64_t> slot_released_;  // per slot: tick of its last release (LRU order)
   uint64_t tick_ = 0;
 };

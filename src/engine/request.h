@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -10,6 +11,10 @@
 
 #include "core/status.h"
 #include "engine/sampling.h"
+
+namespace hlx::engine {
+class JsonGrammar;
+}
 #include "multimodal/image.h"
 
 namespace hlx::engine {
@@ -46,6 +51,13 @@ struct GenerationRequest {
   // text ends before the first occurrence; text that might begin a stop string is held back from
   // events until it is decided.
   std::vector<std::string> stop;
+  // Structured output (OpenAI response_format json_object / json_schema): null = off. Each token
+  // is sampled from the logits with every token the grammar does not allow at -inf (penalties,
+  // logit_bias, logprobs and the filters all see that masked row), EOS only once the value is
+  // complete; the request finishes with Finish::kStop as soon as the value is closed, or with
+  // kLength (the text then incomplete) at max_new_tokens. Needs the engine's tokenizer.
+  // Compile with JsonGrammar::compile_cached so requests of one schema share the mask cache.
+  std::shared_ptr<const JsonGrammar> json_grammar;
   // Several choices of one prompt (OpenAI's n): the id of the request that prefills the prompt.
   // This request waits in the queue (FIFO: later requests wait behind it) until that one has
   // finished its prefill (or ended), then, with the prefix cache on, copies its prompt rows and

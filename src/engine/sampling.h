@@ -1,6 +1,8 @@
 // Token sampling: penalties, temperature, top-k, top-p, min-p and a per-request seeded RNG.
 //
 // Order (as Hugging Face's logits processors and llama.cpp's default chain):
+//   0. (structured output, in the batch engine before the Sampler: tokens the JSON grammar does
+//      not allow are set to -inf; every step below, log-probabilities included, sees that row)
 //   1. repetition penalty over every token of the prompt and the generated text
 //      (logit > 0 ? logit / penalty : logit * penalty), once per distinct token;
 //   2. presence and frequency penalties over generated tokens only (OpenAI definition):

@@ -1,9 +1,14 @@
 #include "server/openai.h"
 
+#include "engine/json_constraint.h"
+
+#include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <cmath>
 #include <random>
 
+#include "engine/json_constraint.h"
 #include "tokenizer/template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -104,6 +109,55 @@ ApiError parse_logit_bias(const json& body, std::vector<std::pair<int64_t, float
   return {};
 }
 
+// response_format: {"type": "text"}, {"type": "json_object"}, or {"type": "json_schema",
+// "json_schema": {"name": ..., "schema": {...}, "strict": bool, "description": ...}}.
+ApiError parse_response_format(const json& body, std::shared_ptr<const engine::JsonGrammar>& out) {
+  const json* v = field(body, "response_format");
+  if (!v) return {};
+  if (!v->is_object()) return wrong_type("response_format", "an object", *v);
+  const json* t = field(*v, "type");
+  if (!t) return bad_request("'response_format.type' is required", "response_format.type", "missing_field");
+  if (!t->is_string()) return wrong_type("response_format.type", "a string", *t);
+  const std::string type = t->get<std::string>();
+  if (type == "text") return {};
+  if (type == "json_object") {
+    out = engine::JsonGrammar::any_object();
+    return {};
+  }
+  if (type != "json_schema")
+    return bad_request("'response_format.type' is '" + type.substr(0, 32) + "'; expected text, json_object or json_schema",
+                       "response_format.type", "invalid_value");
+  const json* js = field(*v, "json_schema");
+  if (!js) return bad_request("'response_format.json_schema' is required for type json_schema", "response_format.json_schema",
+                              "missing_field");
+  if (!js->is_object()) return wrong_type("response_format.json_schema", "an object", *js);
+  const json* name = field(*js, "name");
+  if (!name) return bad_request("'response_format.json_schema.name' is required", "response_format.json_schema.name",
+                                "missing_field");
+  if (!name->is_string()) return wrong_type("response_format.json_schema.name", "a string", *name);
+  const std::string& n = name->get_ref<const std::string&>();
+  if (n.empty() || n.size() > 64 ||
+      !std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_' || c == '-'; }))
+    return bad_request("'response_format.json_schema.name' must be 1-64 characters of a-z, A-Z, 0-9, '_' and '-'",
+                       "response_format.json_schema.name", "invalid_value");
+  if (const json* strict = field(*js, "strict"); strict && !strict->is_boolean())
+    return wrong_type("response_format.json_schema.strict", "a boolean", *strict);
+  if (const json* d = field(*js, "description"); d && !d->is_string())
+    return wrong_type("response_format.json_schema.description", "a string", *d);
+  const json* schema = field(*js, "schema");
+  if (!schema) return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema",
+                                  "missing_field");
+  if (!schema->is_object()) return wrong_type("response_format.json_schema.schema", "an object", *schema);
+  auto g = engine::JsonGrammar::compile_cached(schema->dump());
+  if (!g.ok()) {
+    const bool unsupported = g.status().kind() == ErrorKind::kUnsupported;
+    return bad_request(g.status().message(), "response_format.json_schema.schema",
+                       unsupported ? "unsupported" : "invalid_value");
+  }
+  out = *g;
+  return {};
+}
+
 ApiError parse_common(const json& body, GenerationParams& p) {
   if (const json* m = field(body, "model")) {
     if (!m->is_string()) return wrong_type("model", "a string", *m);
@@ -181,12 +235,7 @@ ApiError parse_common(const json& body, GenerationParams& p) {
   for (const char* key : {"tools", "functions"})
     if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
       return bad_request(std::string("'") + key + "' (tool calling) is not supported", key, "unsupported");
-  if (const json* v = field(body, "response_format")) {
-    const json* t = v->is_object() ? field(*v, "type") : nullptr;
-    if (!t || !t->is_string() || t->get<std::string>() != "text")
-      return bad_request("only 'response_format' {\"type\": \"text\"} is supported", "response_format", "unsupported");
-  }
-  return {};
+  return parse_response_format(body, p.json_grammar);
 }
 
 // Token ids of a completions prompt (a JSON array of integers).

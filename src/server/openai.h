@@ -11,13 +11,16 @@
 // kMaxTemplateKwargs); max_tokens above 2^31 - 1 is refused; completions
 // take prompt (a string, a list of one string, a list of token ids, or a list of one such list).
 // logit_bias ({"<token id>": bias in [-100, 100]}, at most 1024; ids past the vocabulary: 400).
-// Unsupported features that change the output (logprobs, tools, response_format other than text,
-// echo, suffix, best_of > 1) are refused with 400 rather than ignored; other
+// response_format: {"type":"text"}, {"type":"json_object"} or {"type":"json_schema","json_schema":
+// {"name", "schema", "strict", "description"}} (the schema subset of engine/json_constraint.h;
+// other keywords: 400 code unsupported naming them). Unsupported features that change the
+// output (tools, echo, suffix, best_of > 1) are refused with 400 rather than ignored; other
 // unknown fields are ignored. null means "not given" for every optional field.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -31,6 +34,9 @@
 
 namespace hlx::tok {
 class Tokenizer;
+}
+namespace hlx::engine {
+class JsonGrammar;
 }
 
 namespace hlx::server {
@@ -49,6 +55,8 @@ struct GenerationParams {
   bool stream = false;
   bool include_usage = false;
   bool ignore_eos = false;
+  // response_format json_object / json_schema (null: text).
+  std::shared_ptr<const engine::JsonGrammar> json_grammar;
 };
 
 struct ImageRef {

@@ -598,6 +598,7 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   g.max_new_tokens = params.max_tokens ? *params.max_tokens : room;
   g.sampling = params.sampling;
   g.stop = params.stop;
+  g.json_grammar = params.json_grammar;
   if (params.ignore_eos) g.eos_token_ids = std::vector<int64_t>{};
   g.images = std::move(images);  // the engine checks their rows and admission
 
