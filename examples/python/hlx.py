@@ -96,6 +96,7 @@ class Result(NamedTuple):
     text: str
     prompt_tokens: int
     cached_tokens: int = 0  # leading prompt tokens reused from the prefix cache (not prefilled)
+    cached_images: int = 0  # images whose features came from the image-feature cache
 
 
 _S = c_int  # hlx_status_t is an enum: an int in the C ABI
@@ -123,6 +124,7 @@ _SIGNATURES = {
     "hlx_result": (_S, [c_void_p, c_uint64, POINTER(POINTER(_Result))]),
     "hlx_result_free": (None, [POINTER(_Result)]),
     "hlx_result_cached_tokens": (_S, [POINTER(_Result), POINTER(c_int64)]),
+    "hlx_result_cached_images": (_S, [POINTER(_Result), POINTER(c_int64)]),
     "hlx_tokenize": (_S, [c_void_p, c_char_p, c_size_t, c_int32, POINTER(c_int64), c_size_t,
                           POINTER(c_size_t)]),
     "hlx_detokenize": (_S, [c_void_p, POINTER(c_int64), c_size_t, c_int32, POINTER(c_void_p),
@@ -292,9 +294,11 @@ class Model:
         try:
             c = r.contents
             text = ctypes.string_at(c.text, c.text_len).decode("utf-8", "replace") if c.text_len else ""
-            cached = c_int64()
+            cached, images = c_int64(), c_int64()
             _check(self._lib.hlx_result_cached_tokens(r, byref(cached)))
-            return Result(c.id, c.finish, list(c.tokens[:c.token_count]), text, c.prompt_tokens, cached.value)
+            _check(self._lib.hlx_result_cached_images(r, byref(images)))
+            return Result(c.id, c.finish, list(c.tokens[:c.token_count]), text, c.prompt_tokens, cached.value,
+                          images.value)
         finally:
             self._lib.hlx_result_free(r)
 

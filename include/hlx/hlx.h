@@ -331,6 +331,10 @@ void hlx_result_free(hlx_result_t* result);
  * the same either way. `result` must come from hlx_result() and not be freed yet. Any thread.
  * HLX_STATUS_INVALID_ARGUMENT for NULL arguments. */
 hlx_status_t hlx_result_cached_tokens(const hlx_result_t* result, int64_t* out_cached_tokens);
+/* Since version 2. How many of the request's images had their features taken from the
+ * image-feature cache instead of encoded (0 with hlx_model_options_t.image_cache_mib = 0). As
+ * hlx_result_cached_tokens otherwise. */
+hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_cached_images);
 
 /* ---- tokenizer helpers (any thread) -------------------------------------------------------- */
 

@@ -258,10 +258,11 @@ hlx_generation_params_t default_params() {
 }
 
 // hlx_result_t cannot grow (its caller never sets a size), so what came later lives in this private
-// tail of the one allocation hlx_result() makes, read by hlx_result_cached_tokens().
+// tail of the one allocation hlx_result() makes, read by hlx_result_cached_tokens/_images().
 struct ResultExtra {
   uint64_t magic;  // kResultMagic while the result is alive: catches a struct not from hlx_result()
   int64_t cached_tokens;
+  int64_t cached_images;
 };
 constexpr uint64_t kResultMagic = 0x686c78726573756cULL;  // "hlxresul"
 constexpr size_t kResultExtraOffset = (sizeof(hlx_result_t) + 7) & ~size_t(7);
@@ -768,7 +769,7 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     r->token_count = c->tokens.size();
     r->text = text;
     r->text_len = c->text.size();
-    const ResultExtra extra{kResultMagic, c->cached_tokens};
+    const ResultExtra extra{kResultMagic, c->cached_tokens, c->cached_images};
     std::memcpy(block + kResultExtraOffset, &extra, sizeof extra);
     {
       std::lock_guard<std::mutex> lock(model->ids_mu);
@@ -785,16 +786,30 @@ void hlx_result_free(hlx_result_t* result) {
   std::free(result);
 }
 
-hlx_status_t hlx_result_cached_tokens(const hlx_result_t* result, int64_t* out_cached_tokens) {
-  if (!out_cached_tokens) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result_cached_tokens: out_cached_tokens is NULL");
-  *out_cached_tokens = 0;
-  if (!result) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result_cached_tokens: result is NULL");
-  ResultExtra extra;
+// The private tail of a result from hlx_result(), or an error naming `fn`.
+static hlx_status_t result_extra(const char* fn, const hlx_result_t* result, const int64_t* out, ResultExtra& extra) {
+  if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the output pointer is NULL");
+  if (!result) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": result is NULL");
   std::memcpy(&extra, reinterpret_cast<const char*>(result) + kResultExtraOffset, sizeof extra);
   if (extra.magic != kResultMagic)
-    return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result_cached_tokens: result was not returned by hlx_result()");
-  *out_cached_tokens = extra.cached_tokens;
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": result was not returned by hlx_result() (or was freed)");
   return ok();
+}
+
+hlx_status_t hlx_result_cached_tokens(const hlx_result_t* result, int64_t* out_cached_tokens) {
+  if (out_cached_tokens) *out_cached_tokens = 0;
+  ResultExtra extra;
+  if (hlx_status_t s = result_extra("hlx_result_cached_tokens", result, out_cached_tokens, extra)) return s;
+  *out_cached_tokens = extra.cached_tokens;
+  return HLX_STATUS_OK;
+}
+
+hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_cached_images) {
+  if (out_cached_images) *out_cached_images = 0;
+  ResultExtra extra;
+  if (hlx_status_t s = result_extra("hlx_result_cached_images", result, out_cached_images, extra)) return s;
+  *out_cached_images = extra.cached_images;
+  return HLX_STATUS_OK;
 }
 
 hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len, int32_t add_special_tokens,

@@ -218,6 +218,15 @@ static void test_images(const char* hlx, const char* dir) {
   hlx_result_t* rc = NULL;
   EXPECT_OK(hlx_result(m, a, &ra));
   EXPECT_OK(hlx_result(m, c, &rc));
+  int64_t image_ids[kMaxTokens];
+  size_t n_image_ids = 0;
+  if (ra) {
+    n_image_ids = ra->token_count < kMaxTokens ? ra->token_count : kMaxTokens;
+    memcpy(image_ids, ra->tokens, n_image_ids * sizeof(int64_t));
+    int64_t cached = -1;
+    EXPECT_OK(hlx_result_cached_images(ra, &cached));
+    CHECK(cached == 0); /* first sight of this image */
+  }
   if (ra && rc) {
     CHECK(ra->finish != HLX_FINISH_ERROR && rc->finish != HLX_FINISH_ERROR);
     CHECK(ra->prompt_tokens == (int64_t)nq + 1 + tokens_per_image);
@@ -268,6 +277,28 @@ static void test_images(const char* hlx, const char* dir) {
   EXPECT_OK(hlx_result(m, x, &rx));
   if (rx) CHECK(rx->finish == HLX_FINISH_CANCELLED);
   hlx_result_free(rx);
+
+  /* image_cache_mib: the default cache gives the PNG's features back (same ids); 0 encodes again */
+  hlx_model_t* m0 = NULL;
+  o.image_cache_mib = 0;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m0));
+  for (int pass = 0; pass < 3; ++pass) {
+    hlx_model_t* mm = pass == 0 ? m : m0;
+    if (!mm) continue;
+    hlx_request_id_t y = 0;
+    EXPECT_OK(hlx_submit_image_bytes(mm, question, kPng, sizeof kPng, &gp, &y));
+    EXPECT_OK(hlx_run_until_idle(mm));
+    hlx_result_t* ry = NULL;
+    EXPECT_OK(hlx_result(mm, y, &ry));
+    if (!ry) continue;
+    int64_t cached = -1;
+    EXPECT_OK(hlx_result_cached_images(ry, &cached));
+    CHECK(cached == (pass == 0 ? 1 : 0));
+    if (cached != (pass == 0 ? 1 : 0)) fprintf(stderr, "image pass %d: cached_images %lld\n", pass, (long long)cached);
+    CHECK(same_tokens(ry->tokens, ry->token_count, image_ids, n_image_ids));
+    hlx_result_free(ry);
+  }
+  hlx_model_release(m0);
   hlx_model_release(m);
 }
 
@@ -401,6 +432,8 @@ static void test_growth(const char* model_dir, const int64_t* prompt, size_t n, 
     EXPECT_STATUS(hlx_result_cached_tokens(NULL, &cached), HLX_STATUS_INVALID_ARGUMENT);
     CHECK(cached == 0);
     EXPECT_STATUS(hlx_result_cached_tokens((const hlx_result_t*)&info, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_cached_images(NULL, &cached), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_cached_images((const hlx_result_t*)&info, NULL), HLX_STATUS_INVALID_ARGUMENT);
   }
 
   /* ---- logit_bias ---- */
