@@ -187,9 +187,9 @@ std::string known_sizes(const size_t* sizes, size_t n) {
   return known;
 }
 
-// The full struct from a caller's (possibly older, smaller) one at `in`: defaults, then the
-// caller's struct_size bytes (never more: the caller's object may end there). `sizes` lists the
-// accepted struct_size values (version i + 1 at index i).
+// The full struct from a caller's (possibly older, smaller) one at `in`: `out` holds the defaults
+// and gets the caller's struct_size bytes over its start (never more: the caller's object may end
+// there). `sizes` lists the accepted struct_size values (version i + 1 at index i).
 template <class T, size_t N>
 hlx_status_t widen(const char* what, const size_t (&sizes)[N], const T* in, T& out) {
   size_t size;
@@ -566,7 +566,7 @@ static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char*
   *out_id = 0;
   if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": model is NULL");
   if (!text) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": text is NULL");
-  hlx_generation_params_t full;  // checked here, before the image is decoded; read again at submit
+  hlx_generation_params_t full = default_params();  // checked before decoding; read again at submit
   if (params)
     if (hlx_status_t s = widen("hlx_generation_params_t", kParamsSizes, params, full)) return s;
   return HLX_STATUS_OK;
