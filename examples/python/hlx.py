@@ -32,7 +32,9 @@ CONTEXT_CAPACITY_DEFAULT = -1
 class _ModelOptions(Structure):
     _fields_ = [("struct_size", c_size_t), ("context_capacity", c_int64), ("slots", c_int64),
                 ("threads", c_int32), ("kv_dtype", c_int32), ("load_tokenizer", c_int32),
-                ("skip_special_tokens", c_int32)]
+                ("skip_special_tokens", c_int32),
+                # struct version 2
+                ("prefix_cache", c_int32), ("image_cache_mib", c_int32)]
 
 
 class _ModelInfo(Structure):
@@ -55,7 +57,10 @@ class _GenerationParams(Structure):
                 ("repetition_penalty", c_float), ("presence_penalty", c_float),
                 ("frequency_penalty", c_float), ("seed", c_uint64), ("stop", POINTER(c_char_p)),
                 ("stop_count", c_size_t), ("stop_at_eos", c_int32), ("on_event", _Callback),
-                ("user_data", c_void_p)]
+                ("user_data", c_void_p),
+                # struct version 2
+                ("logit_bias_ids", POINTER(c_int64)), ("logit_bias_values", POINTER(c_float)),
+                ("logit_bias_count", c_size_t)]
 
 
 class _Result(Structure):
@@ -90,6 +95,8 @@ class Result(NamedTuple):
     tokens: List[int]
     text: str
     prompt_tokens: int
+    cached_tokens: int = 0  # leading prompt tokens reused from the prefix cache (not prefilled)
+    cached_images: int = 0  # images whose features came from the image-feature cache
 
 
 _S = c_int  # hlx_status_t is an enum: an int in the C ABI
@@ -99,12 +106,12 @@ _SIGNATURES = {
     "hlx_status_name": (c_char_p, [c_int]),
     "hlx_last_error_message": (c_char_p, []),
     "hlx_last_admission": (_S, [POINTER(_Admission)]),
-    "hlx_model_options_init": (_S, [POINTER(_ModelOptions)]),
+    "hlx_model_options_init_sized": (_S, [POINTER(_ModelOptions), c_size_t]),
     "hlx_model_load": (_S, [c_char_p, POINTER(_ModelOptions), POINTER(c_void_p)]),
     "hlx_model_retain": (None, [c_void_p]),
     "hlx_model_release": (None, [c_void_p]),
     "hlx_model_info": (_S, [c_void_p, POINTER(_ModelInfo)]),
-    "hlx_generation_params_init": (_S, [POINTER(_GenerationParams)]),
+    "hlx_generation_params_init_sized": (_S, [POINTER(_GenerationParams), c_size_t]),
     "hlx_submit_tokens": (_S, [c_void_p, POINTER(c_int64), c_size_t, POINTER(_GenerationParams),
                                POINTER(c_uint64)]),
     "hlx_submit_text": (_S, [c_void_p, c_char_p, POINTER(_GenerationParams), POINTER(c_uint64)]),
@@ -116,6 +123,8 @@ _SIGNATURES = {
     "hlx_poll": (_S, [c_void_p, POINTER(_Event), c_size_t, POINTER(c_size_t)]),
     "hlx_result": (_S, [c_void_p, c_uint64, POINTER(POINTER(_Result))]),
     "hlx_result_free": (None, [POINTER(_Result)]),
+    "hlx_result_cached_tokens": (_S, [POINTER(_Result), POINTER(c_int64)]),
+    "hlx_result_cached_images": (_S, [POINTER(_Result), POINTER(c_int64)]),
     "hlx_tokenize": (_S, [c_void_p, c_char_p, c_size_t, c_int32, POINTER(c_int64), c_size_t,
                           POINTER(c_size_t)]),
     "hlx_detokenize": (_S, [c_void_p, POINTER(c_int64), c_size_t, c_int32, POINTER(c_void_p),
@@ -133,20 +142,20 @@ def load_library(path: Optional[str] = None) -> ctypes.CDLL:
         return _lib
     path = path or os.environ.get("HLX_LIBRARY") or f"libhlx.so.{ABI_VERSION}"
     lib = ctypes.CDLL(path)
-    for name, (restype, argtypes) in _SIGNATURES.items():
-        fn = getattr(lib, name)
-        fn.restype, fn.argtypes = restype, argtypes
+    lib.hlx_abi_version.restype = c_int
     if lib.hlx_abi_version() != ABI_VERSION:
         raise OSError(f"{path}: ABI version {lib.hlx_abi_version()}, this binding needs {ABI_VERSION}")
-    # The _init functions write the library's whole struct: let them write into scratch space and
-    # refuse a library whose structs differ from the ones declared here (else init would overrun).
-    for init, struct in ((lib.hlx_model_options_init, _ModelOptions),
-                         (lib.hlx_generation_params_init, _GenerationParams)):
-        scratch = ctypes.create_string_buffer(4096)
-        init(ctypes.cast(scratch, POINTER(struct)))
-        size = ctypes.c_size_t.from_buffer(scratch).value
-        if size != ctypes.sizeof(struct):
-            raise OSError(f"{path}: {struct.__name__} is {size} bytes in the library, {ctypes.sizeof(struct)} here")
+    for name, (restype, argtypes) in _SIGNATURES.items():
+        try:
+            fn = getattr(lib, name)
+        except AttributeError:
+            raise OSError(f"{path}: no {name}; this binding needs hlx's struct version 2 (hlx.h, 2026)") from None
+        fn.restype, fn.argtypes = restype, argtypes
+    # The structs declared here must be sizes the library accepts (it writes exactly that many bytes).
+    for init, struct in ((lib.hlx_model_options_init_sized, _ModelOptions),
+                         (lib.hlx_generation_params_init_sized, _GenerationParams)):
+        if init(struct(), ctypes.sizeof(struct)) != OK:
+            raise OSError(f"{path}: {lib.hlx_last_error_message().decode()}")
     _lib = lib
     return lib
 
@@ -170,12 +179,14 @@ class Model:
     """One loaded checkpoint (hlx_model_t); close() or `with` releases it."""
 
     def __init__(self, model_dir: str, context_capacity: int = CONTEXT_CAPACITY_DEFAULT, slots: int = 1,
-                 threads: int = 0, library: Optional[str] = None):
+                 threads: int = 0, prefix_cache: bool = True, image_cache_mib: int = 256,
+                 library: Optional[str] = None):
         self._handle = None
         self._lib = load_library(library)
         opts = _ModelOptions()
-        _check(self._lib.hlx_model_options_init(byref(opts)))
+        _check(self._lib.hlx_model_options_init_sized(byref(opts), ctypes.sizeof(opts)))
         opts.context_capacity, opts.slots, opts.threads = context_capacity, slots, threads
+        opts.prefix_cache, opts.image_cache_mib = int(prefix_cache), image_cache_mib
         handle = c_void_p()
         _check(self._lib.hlx_model_load(os.fsencode(model_dir), byref(opts), byref(handle)))
         self._handle = handle
@@ -206,11 +217,17 @@ class Model:
 
     def submit(self, prompt: Union[str, Sequence[int]], image: Optional[bytes] = None,
                max_new_tokens: int = 16, temperature: float = 0.0, top_k: int = 0, top_p: float = 1.0,
-               seed: int = 0, stop: Sequence[str] = (), stop_at_eos: bool = True) -> int:
+               seed: int = 0, stop: Sequence[str] = (), stop_at_eos: bool = True,
+               logit_bias: Optional[dict] = None) -> int:
         """Queues a request (text, token ids, or an encoded PNG/JPEG `image` with a text prompt);
-        returns its id. Events go to the poll queue (see stream())."""
+        returns its id. Events go to the poll queue (see stream()). logit_bias: {token id: bias in
+        [-100, 100]}, added to those logits before sampling."""
         p = _GenerationParams()
-        _check(self._lib.hlx_generation_params_init(byref(p)))
+        _check(self._lib.hlx_generation_params_init_sized(byref(p), ctypes.sizeof(p)))
+        bias = dict(logit_bias or {})
+        bias_ids = (c_int64 * max(len(bias), 1))(*bias.keys())  # copied by the library at submit
+        bias_values = (c_float * max(len(bias), 1))(*bias.values())
+        p.logit_bias_ids, p.logit_bias_values, p.logit_bias_count = bias_ids, bias_values, len(bias)
         p.max_new_tokens, p.temperature, p.top_k, p.top_p, p.seed = max_new_tokens, temperature, top_k, top_p, seed
         p.stop_at_eos = int(stop_at_eos)
         stops = (c_char_p * max(len(stop), 1))(*[s.encode() for s in stop])
@@ -277,7 +294,11 @@ class Model:
         try:
             c = r.contents
             text = ctypes.string_at(c.text, c.text_len).decode("utf-8", "replace") if c.text_len else ""
-            return Result(c.id, c.finish, list(c.tokens[:c.token_count]), text, c.prompt_tokens)
+            cached, images = c_int64(), c_int64()
+            _check(self._lib.hlx_result_cached_tokens(r, byref(cached)))
+            _check(self._lib.hlx_result_cached_images(r, byref(images)))
+            return Result(c.id, c.finish, list(c.tokens[:c.token_count]), text, c.prompt_tokens, cached.value,
+                          images.value)
         finally:
             self._lib.hlx_result_free(r)
 

@@ -94,6 +94,27 @@ def main() -> int:
                 check(e.status == hlx.CAPACITY_EXCEEDED and "128" in e.message and "200" in e.message,
                       f"capacity exceeded: {e}")
             check(m.step(), "nothing was queued by the refused submit")
+
+            # logit_bias: +100 forces a token, bad entries are typed errors
+            forced = 1234 if want[0] != 1234 else 4321
+            r = m.generate(prompt, max_new_tokens=3, logit_bias={forced: 100.0})
+            check(r.tokens[0] == forced != want[0], f"logit_bias +100 forces {forced}: {r.tokens}")
+            for bad, words in (({5: 100.5}, "logit_bias_values[0] = 100.5"), ({-1: 1.0}, "logit_bias_ids[0] = -1"),
+                               ({m.info["vocab_size"]: 1.0}, "vocabulary")):
+                try:
+                    m.submit(prompt, logit_bias=bad)
+                    check(False, f"logit_bias {bad} raises")
+                except hlx.Error as e:
+                    check(e.status == hlx.INVALID_ARGUMENT and words in e.message, f"logit_bias {bad}: {e}")
+
+            # prefix reuse: a repeated prompt reuses its rows, same ids
+            again = m.generate(prompt, max_new_tokens=10)
+            check(again.tokens == want and again.cached_tokens == len(prompt) - 1,
+                  f"prefix reuse: cached_tokens {again.cached_tokens}, same ids")
+        with hlx.Model(model_dir, context_capacity=128, prefix_cache=False, image_cache_mib=0) as m:
+            first, second = m.generate(prompt, max_new_tokens=10), m.generate(prompt, max_new_tokens=10)
+            check(first.tokens == second.tokens == want and first.cached_tokens == second.cached_tokens == 0,
+                  "prefix_cache=False: nothing reused, same ids")
         try:
             hlx.Model(os.path.join(tmp, "missing"))
             check(False, "loading a missing directory raises")

@@ -111,8 +111,13 @@ typedef enum hlx_kv_dtype_e {
 #define HLX_MAX_SLOTS 256
 #define HLX_MAX_THREADS 1024
 
-/* ABI versioning: set struct_size = sizeof(hlx_model_options_t) (hlx_model_options_init does).
- * Any other value is rejected with HLX_STATUS_INVALID_ARGUMENT. */
+#define HLX_MAX_IMAGE_CACHE_MIB (1 << 20)
+
+/* Growth (docs/C_API.md, "Versions and ABI promises"): fields are only ever appended, and
+ * struct_size says how many bytes of this struct the caller has. The library accepts the size of
+ * every release of this struct (40 bytes in version 1, 48 since version 2, on LP64) and gives the
+ * fields past the caller's size their defaults; any other size is HLX_STATUS_INVALID_ARGUMENT.
+ * Initialise with hlx_model_options_init(&o), which passes sizeof(hlx_model_options_t). */
 typedef struct hlx_model_options_s {
   size_t struct_size;
   int64_t context_capacity; /* HLX_CONTEXT_CAPACITY_DEFAULT or [1, HLX_MAX_CONTEXT_CAPACITY] */
@@ -121,10 +126,27 @@ typedef struct hlx_model_options_s {
   int32_t kv_dtype;         /* an hlx_kv_dtype_t; default HLX_KV_DTYPE_AUTO */
   int32_t load_tokenizer;   /* 1 (default): load DIR/tokenizer.json when present; 0: never */
   int32_t skip_special_tokens; /* 1 (default): special tokens are left out of generated text */
+  /* ---- version 2 ---- */
+  /* 1 (default): prefix reuse: a text prompt reuses the cached rows of an earlier prompt with the
+   * same leading tokens instead of prefilling them (same output bits); 0: every prompt is
+   * prefilled in full. See hlx_result_cached_tokens(). */
+  int32_t prefix_cache;
+  /* Image-feature cache for vision-language models, in MiB: recent images' encoded features are
+   * reused instead of re-encoded. [0, HLX_MAX_IMAGE_CACHE_MIB]; default 256; 0 disables it. */
+  int32_t image_cache_mib;
 } hlx_model_options_t;
 
-/* Fills defaults. Any thread. HLX_STATUS_INVALID_ARGUMENT for NULL. */
+/* Fills the first `struct_size` bytes of *options with defaults and sets options->struct_size.
+ * `struct_size` must be a size this library accepts (see above), else
+ * HLX_STATUS_INVALID_ARGUMENT and nothing is written. Any thread. HLX_STATUS_INVALID_ARGUMENT for
+ * NULL. */
+hlx_status_t hlx_model_options_init_sized(hlx_model_options_t* options, size_t struct_size);
+
+/* hlx_model_options_init(&o): defaults for the struct this header declares. The macro passes its
+ * size; the function of that name (for programs built before version 2) writes the version-1 size
+ * only, so that a newer library never writes past an older program's struct. */
 hlx_status_t hlx_model_options_init(hlx_model_options_t* options);
+#define hlx_model_options_init(options) hlx_model_options_init_sized((options), sizeof(hlx_model_options_t))
 
 /* Loads the Hugging Face checkpoint directory `model_dir` (config.json + safetensors, and
  * tokenizer.json for text functions). `options` may be NULL (defaults). On success *out_model holds
@@ -186,7 +208,10 @@ typedef void (*hlx_event_callback_t)(void* user_data, const hlx_event_t* event);
 
 #define HLX_MAX_STOP_STRINGS 64
 
-/* ABI versioning as hlx_model_options_t. Ranges are checked at submit. */
+#define HLX_MAX_LOGIT_BIAS 1024
+
+/* Grows as hlx_model_options_t (104 bytes in version 1, 128 since version 2, on LP64); fields past
+ * the caller's struct_size get their defaults. Ranges are checked at submit. */
 typedef struct hlx_generation_params_s {
   size_t struct_size;
   int64_t max_new_tokens;    /* >= 0; prompt + max_new_tokens <= capacity; default 16 */
@@ -207,10 +232,25 @@ typedef struct hlx_generation_params_s {
    * otherwise events are queued for hlx_poll(). */
   hlx_event_callback_t on_event;
   void* user_data;
+  /* ---- version 2 ---- */
+  /* logit_bias (OpenAI's): logit_bias_values[i] is added to the logit of token
+   * logit_bias_ids[i] before sampling (after the penalties); +100 all but forces a token, -100
+   * all but bans it. At most HLX_MAX_LOGIT_BIAS entries, ids distinct and in [0, vocab_size),
+   * values finite in [-100, 100] (else HLX_STATUS_INVALID_ARGUMENT naming the entry). Copied at
+   * submit; both arrays may be NULL when logit_bias_count is 0 (default). */
+  const int64_t* logit_bias_ids;
+  const float* logit_bias_values;
+  size_t logit_bias_count;
 } hlx_generation_params_t;
 
-/* Fills defaults. Any thread. HLX_STATUS_INVALID_ARGUMENT for NULL. */
+/* Fills the first `struct_size` bytes of *params with defaults, as hlx_model_options_init_sized.
+ * Any thread. */
+hlx_status_t hlx_generation_params_init_sized(hlx_generation_params_t* params, size_t struct_size);
+
+/* hlx_generation_params_init(&p): as hlx_model_options_init (the function writes version 1). */
 hlx_status_t hlx_generation_params_init(hlx_generation_params_t* params);
+#define hlx_generation_params_init(params) \
+  hlx_generation_params_init_sized((params), sizeof(hlx_generation_params_t))
 
 /* Submits a prompt of `count` token ids (`params` NULL = defaults). Validates everything (ids in
  * the vocabulary, admission, sampling ranges, stop strings) before queueing; on failure nothing is
@@ -285,6 +325,16 @@ typedef struct hlx_result_s {
 hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** out_result);
 /* NULL is a no-op. Any thread. */
 void hlx_result_free(hlx_result_t* result);
+
+/* Since version 2. How many leading prompt tokens of a finished request were reused from the
+ * prefix cache instead of prefilled (0 with hlx_model_options_t.prefix_cache = 0); the tokens are
+ * the same either way. `result` must come from hlx_result() and not be freed yet. Any thread.
+ * HLX_STATUS_INVALID_ARGUMENT for NULL arguments. */
+hlx_status_t hlx_result_cached_tokens(const hlx_result_t* result, int64_t* out_cached_tokens);
+/* Since version 2. How many of the request's images had their features taken from the
+ * image-feature cache instead of encoded (0 with hlx_model_options_t.image_cache_mib = 0). As
+ * hlx_result_cached_tokens otherwise. */
+hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_cached_images);
 
 /* ---- tokenizer helpers (any thread) -------------------------------------------------------- */
 

@@ -6,6 +6,8 @@
 #include "hlx/hlx.h"
 
 #include <atomic>
+#include <cmath>
+#include <cstddef>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -23,12 +25,18 @@
 #include "engine/admission.h"
 #include "engine/batch_engine.h"
 #include "engine/request.h"
+#include "engine/sampling.h"
 #include "engine/text_model.h"
 #include "engine/vision_model.h"
 #include "io/hf_config.h"
 #include "models/vision_spec.h"
 #include "multimodal/image.h"
 #include "tokenizer/tokenizer.h"
+
+// The header's init macros pass the caller's sizeof; here the names are the exported functions
+// that programs built before version 2 call (they write the version-1 size only).
+#undef hlx_model_options_init
+#undef hlx_generation_params_init
 
 struct hlx_model_s {
   std::atomic<int64_t> refs{1};
@@ -141,15 +149,123 @@ void event_to_c(const hlx::engine::Event& e, hlx_event_t* out) {
   out->error_message = e.error.ok() ? "" : e.error.message().c_str();
 }
 
-hlx_status_t check_struct_size(const char* what, size_t got, size_t want) {
-  if (got != want)
-    return fail(HLX_STATUS_INVALID_ARGUMENT, what, ".struct_size is ", got, ", expected ", want,
-                " (sizeof(", what, ") of this library; initialise it with ", what == std::string("hlx_model_options_t")
-                                                                                ? "hlx_model_options_init"
-                                                                                : "hlx_generation_params_init",
-                ")");
-  return HLX_STATUS_OK;
+// Every size each growable struct has had, oldest first: a struct only grows at its end, and the
+// library accepts any of these sizes, giving the fields past the caller's size their defaults.
+// Version 1's layouts are frozen here (they must never change); the current one is the header's.
+struct ModelOptionsV1 {
+  size_t struct_size;
+  int64_t context_capacity, slots;
+  int32_t threads, kv_dtype, load_tokenizer, skip_special_tokens;
+};
+struct GenerationParamsV1 {
+  size_t struct_size;
+  int64_t max_new_tokens;
+  float temperature;
+  int64_t top_k;
+  float top_p, min_p, repetition_penalty, presence_penalty, frequency_penalty;
+  uint64_t seed;
+  const char* const* stop;
+  size_t stop_count;
+  int32_t stop_at_eos;
+  hlx_event_callback_t on_event;
+  void* user_data;
+};
+static_assert(offsetof(hlx_model_options_t, skip_special_tokens) == offsetof(ModelOptionsV1, skip_special_tokens) &&
+              sizeof(ModelOptionsV1) <= offsetof(hlx_model_options_t, prefix_cache),
+              "hlx_model_options_t must start with version 1's layout");
+static_assert(offsetof(hlx_generation_params_t, user_data) == offsetof(GenerationParamsV1, user_data) &&
+              sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
+              "hlx_generation_params_t must start with version 1's layout");
+static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
+
+constexpr size_t kOptionsSizes[] = {sizeof(ModelOptionsV1), sizeof(hlx_model_options_t)};
+constexpr size_t kParamsSizes[] = {sizeof(GenerationParamsV1), sizeof(hlx_generation_params_t)};
+
+std::string known_sizes(const size_t* sizes, size_t n) {
+  std::string known;
+  for (size_t v = 0; v < n; ++v) known += hlx::str_cat(v ? ", " : "", sizes[v], " (version ", v + 1, ")");
+  return known;
 }
+
+// The full struct from a caller's (possibly older, smaller) one at `in`: `out` holds the defaults
+// and gets the caller's struct_size bytes over its start (never more: the caller's object may end
+// there). `sizes` lists the accepted struct_size values (version i + 1 at index i).
+template <class T, size_t N>
+hlx_status_t widen(const char* what, const size_t (&sizes)[N], const T* in, T& out) {
+  size_t size;
+  std::memcpy(&size, in, sizeof size);  // struct_size, the first field of every version
+  for (size_t v = 0; v < N; ++v)
+    if (size == sizes[v]) {
+      std::memcpy(&out, in, size);
+      out.struct_size = sizeof(T);
+      return HLX_STATUS_OK;
+    }
+  return fail(HLX_STATUS_INVALID_ARGUMENT, what, ".struct_size is ", size, "; this library accepts ",
+              known_sizes(sizes, N), " (initialise the struct with the header's _init macro)");
+}
+
+// Writes the first `size` bytes of `defaults` to `out` when `size` is one of `sizes`.
+template <class T, size_t N>
+hlx_status_t init_sized(const char* fn, const size_t (&sizes)[N], T defaults, T* out, size_t size) {
+  if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the struct pointer is NULL");
+  for (size_t v = 0; v < N; ++v)
+    if (size == sizes[v]) {
+      defaults.struct_size = size;
+      std::memcpy(out, &defaults, size);
+      return ok();
+    }
+  return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": struct_size ", size, " is not one this library accepts: ",
+              known_sizes(sizes, N));
+}
+
+hlx_model_options_t default_options() {
+  hlx_model_options_t o;
+  std::memset(&o, 0, sizeof o);
+  o.struct_size = sizeof o;
+  o.context_capacity = HLX_CONTEXT_CAPACITY_DEFAULT;
+  o.slots = 1;
+  o.threads = 0;
+  o.kv_dtype = HLX_KV_DTYPE_AUTO;
+  o.load_tokenizer = 1;
+  o.skip_special_tokens = 1;
+  o.prefix_cache = 1;
+  o.image_cache_mib = 256;
+  return o;
+}
+
+hlx_generation_params_t default_params() {
+  hlx_generation_params_t p;
+  std::memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.max_new_tokens = 16;
+  p.temperature = 0.0f;
+  p.top_k = 0;
+  p.top_p = 1.0f;
+  p.min_p = 0.0f;
+  p.repetition_penalty = 1.0f;
+  p.presence_penalty = 0.0f;
+  p.frequency_penalty = 0.0f;
+  p.seed = 0;
+  p.stop = nullptr;
+  p.stop_count = 0;
+  p.stop_at_eos = 1;
+  p.on_event = nullptr;
+  p.user_data = nullptr;
+  p.logit_bias_ids = nullptr;
+  p.logit_bias_values = nullptr;
+  p.logit_bias_count = 0;
+  return p;
+}
+
+// hlx_result_t cannot grow (its caller never sets a size), so what came later lives in this private
+// tail of the one allocation hlx_result() makes, read by hlx_result_cached_tokens/_images().
+struct ResultExtra {
+  uint64_t magic;  // kResultMagic while the result is alive: catches a struct not from hlx_result()
+  int64_t cached_tokens;
+  int64_t cached_images;
+};
+constexpr uint64_t kResultMagic = 0x686c78726573756cULL;  // "hlxresul"
+constexpr size_t kResultExtraOffset = (sizeof(hlx_result_t) + 7) & ~size_t(7);
 
 bool is_owner(const hlx_model_t* m) { return std::this_thread::get_id() == m->owner; }
 
@@ -165,15 +281,12 @@ hlx_status_t check_driver(const hlx_model_t* m, const char* fn) {
 
 // Builds an engine request from C params (validated here; sampling/stop/eos rules are checked
 // again by BatchEngine::submit, the single authority).
-hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* params,
+hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller,
                            hlx::engine::GenerationRequest& req) {
-  hlx_generation_params_t defaults;
-  if (!params) {
-    hlx_generation_params_init(&defaults);
-    params = &defaults;
-  }
-  if (hlx_status_t s = check_struct_size("hlx_generation_params_t", params->struct_size, sizeof(hlx_generation_params_t)))
-    return s;
+  hlx_generation_params_t full = default_params();
+  if (caller)
+    if (hlx_status_t s = widen("hlx_generation_params_t", kParamsSizes, caller, full)) return s;
+  const hlx_generation_params_t* params = &full;
   if (params->max_new_tokens < 0)
     return fail(HLX_STATUS_INVALID_ARGUMENT, "max_new_tokens ", params->max_new_tokens, " is negative");
   if (params->stop_count > HLX_MAX_STOP_STRINGS)
@@ -199,6 +312,26 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* params
   req.sampling.presence_penalty = params->presence_penalty;
   req.sampling.frequency_penalty = params->frequency_penalty;
   req.sampling.seed = params->seed;
+  // logit_bias: the count first (never read more than could be accepted), then each entry, naming
+  // it; duplicates are left to validate_sampling.
+  if (params->logit_bias_count > HLX_MAX_LOGIT_BIAS)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "logit_bias_count ", params->logit_bias_count,
+                " exceeds HLX_MAX_LOGIT_BIAS (", HLX_MAX_LOGIT_BIAS, ")");
+  if (params->logit_bias_count > 0 && (!params->logit_bias_ids || !params->logit_bias_values))
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "logit_bias_", params->logit_bias_ids ? "values" : "ids",
+                " is NULL but logit_bias_count is ", params->logit_bias_count);
+  const int64_t vocab = m->model->spec().vocab_size;
+  for (size_t i = 0; i < params->logit_bias_count; ++i) {
+    const int64_t id = params->logit_bias_ids[i];
+    const float bias = params->logit_bias_values[i];
+    if (id < 0 || id >= vocab)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "logit_bias_ids[", i, "] = ", id, " is outside the vocabulary [0, ",
+                  vocab, ")");
+    if (!std::isfinite(bias) || bias < -100 || bias > 100)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "logit_bias_values[", i, "] = ", bias, " (token ", id,
+                  ") is outside [-100, 100]");
+    req.sampling.logit_bias.emplace_back(id, bias);
+  }
   if (Status s = hlx::engine::validate_sampling(req.sampling); !s.ok()) return fail(s);
   if (!params->stop_at_eos) req.eos_token_ids = std::vector<int64_t>{};
   if (params->on_event) {
@@ -277,17 +410,13 @@ hlx_status_t hlx_last_admission(hlx_admission_t* out) {
   return ok();
 }
 
+hlx_status_t hlx_model_options_init_sized(hlx_model_options_t* o, size_t struct_size) {
+  return init_sized("hlx_model_options_init_sized", kOptionsSizes, default_options(), o, struct_size);
+}
+
 hlx_status_t hlx_model_options_init(hlx_model_options_t* o) {
   if (!o) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_options_init: options is NULL");
-  std::memset(o, 0, sizeof(*o));
-  o->struct_size = sizeof(*o);
-  o->context_capacity = HLX_CONTEXT_CAPACITY_DEFAULT;
-  o->slots = 1;
-  o->threads = 0;
-  o->kv_dtype = HLX_KV_DTYPE_AUTO;
-  o->load_tokenizer = 1;
-  o->skip_special_tokens = 1;
-  return ok();
+  return hlx_model_options_init_sized(o, kOptionsSizes[0]);
 }
 
 hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* options, hlx_model_t** out_model) {
@@ -296,13 +425,9 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     *out_model = nullptr;
     if (!model_dir) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_load: model_dir is NULL");
     if (!*model_dir) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_load: model_dir is empty");
-    hlx_model_options_t o;
-    hlx_model_options_init(&o);
-    if (options) {
-      if (hlx_status_t s = check_struct_size("hlx_model_options_t", options->struct_size, sizeof(hlx_model_options_t)))
-        return s;
-      o = *options;
-    }
+    hlx_model_options_t o = default_options();
+    if (options)
+      if (hlx_status_t s = widen("hlx_model_options_t", kOptionsSizes, options, o)) return s;
     if (o.context_capacity != HLX_CONTEXT_CAPACITY_DEFAULT &&
         (o.context_capacity < 1 || o.context_capacity > HLX_MAX_CONTEXT_CAPACITY))
       return fail(HLX_STATUS_INVALID_ARGUMENT, "context_capacity ", o.context_capacity,
@@ -318,6 +443,11 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
       return fail(HLX_STATUS_INVALID_ARGUMENT, "load_tokenizer ", o.load_tokenizer, " must be 0 or 1");
     if (o.skip_special_tokens != 0 && o.skip_special_tokens != 1)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "skip_special_tokens ", o.skip_special_tokens, " must be 0 or 1");
+    if (o.prefix_cache != 0 && o.prefix_cache != 1)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "prefix_cache ", o.prefix_cache, " must be 0 or 1");
+    if (o.image_cache_mib < 0 || o.image_cache_mib > HLX_MAX_IMAGE_CACHE_MIB)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "image_cache_mib ", o.image_cache_mib, " is outside [0, ",
+                  HLX_MAX_IMAGE_CACHE_MIB, "] (0 disables the image-feature cache)");
 
     auto m = std::make_unique<hlx_model_t>();
     m->owner = std::this_thread::get_id();
@@ -351,6 +481,8 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     eo.skip_special_tokens = o.skip_special_tokens != 0;
     eo.keep_completions = true;
     eo.vision = m->vision.get();
+    eo.prefix_cache = o.prefix_cache != 0;
+    eo.image_cache_bytes = size_t(o.image_cache_mib) << 20;
     m->engine = std::make_unique<hlx::engine::BatchEngine>(*m->model, eo);
     *out_model = m.release();
     return ok();
@@ -382,25 +514,13 @@ hlx_status_t hlx_model_info(const hlx_model_t* model, hlx_model_info_t* out_info
   return ok();
 }
 
+hlx_status_t hlx_generation_params_init_sized(hlx_generation_params_t* p, size_t struct_size) {
+  return init_sized("hlx_generation_params_init_sized", kParamsSizes, default_params(), p, struct_size);
+}
+
 hlx_status_t hlx_generation_params_init(hlx_generation_params_t* p) {
   if (!p) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_generation_params_init: params is NULL");
-  std::memset(p, 0, sizeof(*p));
-  p->struct_size = sizeof(*p);
-  p->max_new_tokens = 16;
-  p->temperature = 0.0f;
-  p->top_k = 0;
-  p->top_p = 1.0f;
-  p->min_p = 0.0f;
-  p->repetition_penalty = 1.0f;
-  p->presence_penalty = 0.0f;
-  p->frequency_penalty = 0.0f;
-  p->seed = 0;
-  p->stop = nullptr;
-  p->stop_count = 0;
-  p->stop_at_eos = 1;
-  p->on_event = nullptr;
-  p->user_data = nullptr;
-  return ok();
+  return hlx_generation_params_init_sized(p, kParamsSizes[0]);
 }
 
 hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t count,
@@ -446,9 +566,9 @@ static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char*
   *out_id = 0;
   if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": model is NULL");
   if (!text) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": text is NULL");
+  hlx_generation_params_t full = default_params();  // checked before decoding; read again at submit
   if (params)
-    if (hlx_status_t s = check_struct_size("hlx_generation_params_t", params->struct_size, sizeof(hlx_generation_params_t)))
-      return s;
+    if (hlx_status_t s = widen("hlx_generation_params_t", kParamsSizes, params, full)) return s;
   return HLX_STATUS_OK;
 }
 
@@ -621,8 +741,9 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     }
     if (!c) return fail(HLX_STATUS_UNAVAILABLE, "hlx_result: request ", id, " is still queued or running");
     const std::string err = c->error.ok() ? std::string() : c->error.message();
-    // One allocation: the struct, the token array, the text and the error message.
-    const size_t head = (sizeof(hlx_result_t) + 7) & ~size_t(7);
+    // One allocation: the struct, its private tail (ResultExtra), the token array, the text and
+    // the error message.
+    const size_t head = kResultExtraOffset + sizeof(ResultExtra);
     const size_t tok_bytes = c->tokens.size() * sizeof(int64_t);
     const size_t total = head + tok_bytes + c->text.size() + 1 + err.size() + 1;
     char* block = static_cast<char*>(std::malloc(total));
@@ -648,6 +769,8 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     r->token_count = c->tokens.size();
     r->text = text;
     r->text_len = c->text.size();
+    const ResultExtra extra{kResultMagic, c->cached_tokens, c->cached_images};
+    std::memcpy(block + kResultExtraOffset, &extra, sizeof extra);
     {
       std::lock_guard<std::mutex> lock(model->ids_mu);
       model->untaken.erase(id);
@@ -658,7 +781,36 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
   });
 }
 
-void hlx_result_free(hlx_result_t* result) { std::free(result); }
+void hlx_result_free(hlx_result_t* result) {
+  if (result) std::memset(reinterpret_cast<char*>(result) + kResultExtraOffset, 0, sizeof(ResultExtra));
+  std::free(result);
+}
+
+// The private tail of a result from hlx_result(), or an error naming `fn`.
+static hlx_status_t result_extra(const char* fn, const hlx_result_t* result, const int64_t* out, ResultExtra& extra) {
+  if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the output pointer is NULL");
+  if (!result) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": result is NULL");
+  std::memcpy(&extra, reinterpret_cast<const char*>(result) + kResultExtraOffset, sizeof extra);
+  if (extra.magic != kResultMagic)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": result was not returned by hlx_result() (or was freed)");
+  return ok();
+}
+
+hlx_status_t hlx_result_cached_tokens(const hlx_result_t* result, int64_t* out_cached_tokens) {
+  if (out_cached_tokens) *out_cached_tokens = 0;
+  ResultExtra extra;
+  if (hlx_status_t s = result_extra("hlx_result_cached_tokens", result, out_cached_tokens, extra)) return s;
+  *out_cached_tokens = extra.cached_tokens;
+  return HLX_STATUS_OK;
+}
+
+hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_cached_images) {
+  if (out_cached_images) *out_cached_images = 0;
+  ResultExtra extra;
+  if (hlx_status_t s = result_extra("hlx_result_cached_images", result, out_cached_images, extra)) return s;
+  *out_cached_images = extra.cached_images;
+  return HLX_STATUS_OK;
+}
 
 hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len, int32_t add_special_tokens,
                           int64_t* ids, size_t capacity, size_t* out_count) {

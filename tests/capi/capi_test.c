@@ -2,6 +2,7 @@
  * the hlx binary (argv[1]). Prints "N passed, N failed" and exits non-zero on any failure. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
+#include <stddef.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -217,6 +218,15 @@ static void test_images(const char* hlx, const char* dir) {
   hlx_result_t* rc = NULL;
   EXPECT_OK(hlx_result(m, a, &ra));
   EXPECT_OK(hlx_result(m, c, &rc));
+  int64_t image_ids[kMaxTokens];
+  size_t n_image_ids = 0;
+  if (ra) {
+    n_image_ids = ra->token_count < kMaxTokens ? ra->token_count : kMaxTokens;
+    memcpy(image_ids, ra->tokens, n_image_ids * sizeof(int64_t));
+    int64_t cached = -1;
+    EXPECT_OK(hlx_result_cached_images(ra, &cached));
+    CHECK(cached == 0); /* first sight of this image */
+  }
   if (ra && rc) {
     CHECK(ra->finish != HLX_FINISH_ERROR && rc->finish != HLX_FINISH_ERROR);
     CHECK(ra->prompt_tokens == (int64_t)nq + 1 + tokens_per_image);
@@ -267,7 +277,259 @@ static void test_images(const char* hlx, const char* dir) {
   EXPECT_OK(hlx_result(m, x, &rx));
   if (rx) CHECK(rx->finish == HLX_FINISH_CANCELLED);
   hlx_result_free(rx);
+
+  /* image_cache_mib: the default cache gives the PNG's features back (same ids); 0 encodes again */
+  hlx_model_t* m0 = NULL;
+  o.image_cache_mib = 0;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m0));
+  for (int pass = 0; pass < 3; ++pass) {
+    hlx_model_t* mm = pass == 0 ? m : m0;
+    if (!mm) continue;
+    hlx_request_id_t y = 0;
+    EXPECT_OK(hlx_submit_image_bytes(mm, question, kPng, sizeof kPng, &gp, &y));
+    EXPECT_OK(hlx_run_until_idle(mm));
+    hlx_result_t* ry = NULL;
+    EXPECT_OK(hlx_result(mm, y, &ry));
+    if (!ry) continue;
+    int64_t cached = -1;
+    EXPECT_OK(hlx_result_cached_images(ry, &cached));
+    CHECK(cached == (pass == 0 ? 1 : 0));
+    if (cached != (pass == 0 ? 1 : 0)) fprintf(stderr, "image pass %d: cached_images %lld\n", pass, (long long)cached);
+    CHECK(same_tokens(ry->tokens, ry->token_count, image_ids, n_image_ids));
+    hlx_result_free(ry);
+  }
+  hlx_model_release(m0);
   hlx_model_release(m);
+}
+
+/* ---- struct growth (version 2) and its fields ---- */
+
+/* The version-1 sizes: version 2 appended its fields right after version 1's last one. */
+static const size_t kOptionsV1 = offsetof(hlx_model_options_t, prefix_cache);
+static const size_t kParamsV1 = offsetof(hlx_generation_params_t, logit_bias_ids);
+
+static int bytes_are(const unsigned char* p, size_t n, unsigned char v) {
+  for (size_t i = 0; i < n; ++i)
+    if (p[i] != v) return 0;
+  return 1;
+}
+
+/* Submits `prompt` with `p`, runs, and copies the generated ids; returns the count (-1 on error)
+ * and the cached prompt tokens in *cached. */
+static int run_one(hlx_model_t* m, const int64_t* prompt, size_t n, const hlx_generation_params_t* p, int64_t* out,
+                   int64_t* cached) {
+  hlx_request_id_t id = 0;
+  hlx_result_t* r = NULL;
+  if (hlx_submit_tokens(m, prompt, n, p, &id) != HLX_STATUS_OK || hlx_run_until_idle(m) != HLX_STATUS_OK ||
+      hlx_result(m, id, &r) != HLX_STATUS_OK) {
+    fprintf(stderr, "run_one: %s\n", hlx_last_error_message());
+    return -1;
+  }
+  int count = (int)(r->token_count < kMaxTokens ? r->token_count : kMaxTokens);
+  memcpy(out, r->tokens, (size_t)count * sizeof(int64_t));
+  if (cached) EXPECT_OK(hlx_result_cached_tokens(r, cached));
+  hlx_result_free(r);
+  return count;
+}
+
+static void test_growth(const char* model_dir, const int64_t* prompt, size_t n, const int64_t* ref, int nref) {
+  /* ---- sized init: exactly the caller's size, never more ---- */
+  union {
+    hlx_model_options_t o;
+    unsigned char bytes[sizeof(hlx_model_options_t) + 32];
+  } uo;
+  memset(uo.bytes, 0xA5, sizeof uo.bytes);
+  EXPECT_OK((hlx_model_options_init)(&uo.o)); /* the exported function: version 1 */
+  CHECK(uo.o.struct_size == kOptionsV1 && uo.o.slots == 1 && uo.o.skip_special_tokens == 1);
+  CHECK(bytes_are(uo.bytes + kOptionsV1, sizeof uo.bytes - kOptionsV1, 0xA5));
+  memset(uo.bytes, 0xA5, sizeof uo.bytes);
+  EXPECT_OK(hlx_model_options_init(&uo.o)); /* the macro: this header's size */
+  CHECK(uo.o.struct_size == sizeof(hlx_model_options_t) && uo.o.prefix_cache == 1 && uo.o.image_cache_mib == 256);
+  CHECK(bytes_are(uo.bytes + sizeof(hlx_model_options_t), 32, 0xA5));
+  memset(uo.bytes, 0xA5, sizeof uo.bytes);
+  EXPECT_STATUS(hlx_model_options_init_sized(&uo.o, kOptionsV1 + 4), HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(bytes_are(uo.bytes, sizeof uo.bytes, 0xA5));
+  {
+    char want[64];
+    snprintf(want, sizeof want, "struct_size %zu ", kOptionsV1 + 4);
+    CHECK(contains(hlx_last_error_message(), want));
+    snprintf(want, sizeof want, "%zu (version 1), %zu (version 2)", kOptionsV1, sizeof(hlx_model_options_t));
+    CHECK(contains(hlx_last_error_message(), want));
+  }
+  EXPECT_STATUS(hlx_model_options_init_sized(&uo.o, 0), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_model_options_init_sized(&uo.o, sizeof(hlx_model_options_t) + 8), HLX_STATUS_INVALID_ARGUMENT);
+  EXPECT_STATUS(hlx_model_options_init_sized(NULL, sizeof(hlx_model_options_t)), HLX_STATUS_INVALID_ARGUMENT);
+
+  union {
+    hlx_generation_params_t p;
+    unsigned char bytes[sizeof(hlx_generation_params_t) + 32];
+  } up;
+  memset(up.bytes, 0xA5, sizeof up.bytes);
+  EXPECT_OK((hlx_generation_params_init)(&up.p));
+  CHECK(up.p.struct_size == kParamsV1 && up.p.max_new_tokens == 16 && up.p.stop_at_eos == 1 && !up.p.user_data);
+  CHECK(bytes_are(up.bytes + kParamsV1, sizeof up.bytes - kParamsV1, 0xA5));
+  memset(up.bytes, 0xA5, sizeof up.bytes);
+  EXPECT_OK(hlx_generation_params_init(&up.p));
+  CHECK(up.p.struct_size == sizeof(hlx_generation_params_t) && up.p.logit_bias_count == 0 && !up.p.logit_bias_ids &&
+        !up.p.logit_bias_values);
+  CHECK(bytes_are(up.bytes + sizeof(hlx_generation_params_t), 32, 0xA5));
+  memset(up.bytes, 0xA5, sizeof up.bytes);
+  EXPECT_STATUS(hlx_generation_params_init_sized(&up.p, kParamsV1 - 8), HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(bytes_are(up.bytes, sizeof up.bytes, 0xA5));
+  EXPECT_STATUS(hlx_generation_params_init_sized(NULL, kParamsV1), HLX_STATUS_INVALID_ARGUMENT);
+
+  /* ---- a version-1 caller: the bytes past its struct_size are not its options (garbage here) ---- */
+  hlx_model_options_t o1;
+  memset(&o1, 0, sizeof o1);
+  EXPECT_OK((hlx_model_options_init)(&o1));
+  o1.context_capacity = kCapacity;
+  o1.prefix_cache = 7;       /* past struct_size: ignored, the default (on) applies */
+  o1.image_cache_mib = -9;   /* likewise */
+  hlx_model_t* m1 = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &o1, &m1));
+  hlx_generation_params_t p1;
+  EXPECT_OK((hlx_generation_params_init)(&p1));
+  p1.max_new_tokens = nref;
+  p1.logit_bias_count = 5; /* past struct_size: ignored, NULL arrays never read */
+  hlx_model_t* m0 = NULL;   /* version 2, prefix reuse off */
+  hlx_model_options_t o0;
+  EXPECT_OK(hlx_model_options_init(&o0));
+  o0.context_capacity = kCapacity;
+  o0.prefix_cache = 0;
+  EXPECT_OK(hlx_model_load(model_dir, &o0, &m0));
+  if (!m1 || !m0) {
+    hlx_model_release(m1);
+    hlx_model_release(m0);
+    return;
+  }
+  hlx_model_info_t info;
+  EXPECT_OK(hlx_model_info(m1, &info));
+
+  /* ---- prefix_cache 0 vs 1: the same tokens, and only 1 reuses prompt rows ---- */
+  {
+    /* the prompt, then the prompt followed by its own continuation (shares the first n rows) */
+    int64_t longer[kCapacity];
+    size_t nl = 0;
+    for (size_t i = 0; i < n; ++i) longer[nl++] = prompt[i];
+    for (int i = 0; i < nref && nl < 16; ++i) longer[nl++] = ref[i];
+    int64_t a[kMaxTokens], b[kMaxTokens], c[kMaxTokens], d[kMaxTokens];
+    int64_t cached_a = -1, cached_b = -1, cached_c = -1, cached_d = -1;
+    int na = run_one(m1, prompt, n, &p1, a, &cached_a);
+    int nb = run_one(m1, longer, nl, &p1, b, &cached_b);
+    int nc = run_one(m0, prompt, n, &p1, c, &cached_c);
+    int nd = run_one(m0, longer, nl, &p1, d, &cached_d);
+    CHECK(same_tokens(a, (size_t)na, ref, (size_t)nref));
+    CHECK(same_tokens(c, (size_t)nc, ref, (size_t)nref));
+    CHECK(nb > 0 && same_tokens(b, (size_t)nb, d, (size_t)nd));
+    /* on: the longer prompt reused the first one's rows (all but its last, prefilled for logits) */
+    CHECK(cached_a == 0 && cached_b >= (int64_t)n - 1 && cached_b < (int64_t)nl);
+    CHECK(cached_c == 0 && cached_d == 0); /* off: nothing reused */
+    fprintf(stderr, "prefix_cache 1: cached %lld, %lld of %zu, %zu; prefix_cache 0: %lld, %lld\n", (long long)cached_a,
+            (long long)cached_b, n, nl, (long long)cached_c, (long long)cached_d);
+  }
+  {
+    int64_t cached = 5;
+    EXPECT_STATUS(hlx_result_cached_tokens(NULL, &cached), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(cached == 0);
+    EXPECT_STATUS(hlx_result_cached_tokens((const hlx_result_t*)&info, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_cached_images(NULL, &cached), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_cached_images((const hlx_result_t*)&info, NULL), HLX_STATUS_INVALID_ARGUMENT);
+  }
+
+  /* ---- logit_bias ---- */
+  {
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = nref;
+    const int64_t forced = ref[0] != 1234 ? 1234 : 4321;
+    const float plus[1] = {100.0f}, minus[1] = {-100.0f}, zero[1] = {0.0f};
+    int64_t out[kMaxTokens];
+    p.logit_bias_ids = &forced;
+    p.logit_bias_values = plus;
+    p.logit_bias_count = 1;
+    int no = run_one(m1, prompt, n, &p, out, NULL);
+    CHECK(no >= 1 && out[0] == forced && ref[0] != forced);
+    const int64_t first = ref[0];
+    p.logit_bias_ids = &first;
+    p.logit_bias_values = minus;
+    no = run_one(m1, prompt, n, &p, out, NULL);
+    CHECK(no >= 1 && out[0] != first);
+    p.logit_bias_values = zero;
+    no = run_one(m1, prompt, n, &p, out, NULL);
+    CHECK(same_tokens(out, (size_t)no, ref, (size_t)nref));
+
+    /* typed errors naming the entry; nothing queued */
+    const int64_t ids2[2] = {3, 5}, dup[2] = {7, 7}, neg[2] = {3, -1};
+    const int64_t past[2] = {3, info.vocab_size};
+    const float ok2[2] = {1.0f, -2.0f}, high[2] = {1.0f, 100.5f}, nan2[2] = {NAN, 0.0f}, inf2[2] = {0.0f, -INFINITY};
+    static int64_t many_ids[HLX_MAX_LOGIT_BIAS + 1];
+    static float many_values[HLX_MAX_LOGIT_BIAS + 1];
+    for (int i = 0; i <= HLX_MAX_LOGIT_BIAS; ++i) many_ids[i] = i;
+    struct {
+      const int64_t* ids;
+      const float* values;
+      size_t count;
+      const char* message;
+    } bad[] = {
+        {ids2, high, 2, "logit_bias_values[1] = 100.5"},
+        {ids2, nan2, 2, "logit_bias_values[0] = nan"},
+        {ids2, inf2, 2, "logit_bias_values[1] = -inf"},
+        {neg, ok2, 2, "logit_bias_ids[1] = -1"},
+        {past, ok2, 2, "is outside the vocabulary"},
+        {dup, ok2, 2, "twice"},
+        {NULL, ok2, 2, "logit_bias_ids is NULL"},
+        {ids2, NULL, 1, "logit_bias_values is NULL"},
+        {many_ids, many_values, HLX_MAX_LOGIT_BIAS + 1, "exceeds HLX_MAX_LOGIT_BIAS (1024)"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+      p.logit_bias_ids = bad[i].ids;
+      p.logit_bias_values = bad[i].values;
+      p.logit_bias_count = bad[i].count;
+      hlx_request_id_t x = 9;
+      hlx_status_t s = hlx_submit_tokens(m1, prompt, n, &p, &x);
+      if (s != HLX_STATUS_INVALID_ARGUMENT || x != 0 || !contains(hlx_last_error_message(), bad[i].message))
+        fprintf(stderr, "bad logit_bias %zu: %s '%s', want '%s'\n", i, hlx_status_name(s), hlx_last_error_message(),
+                bad[i].message);
+      CHECK(s == HLX_STATUS_INVALID_ARGUMENT && x == 0 && contains(hlx_last_error_message(), bad[i].message));
+      x = 9;
+      CHECK(hlx_submit_text(m1, "Hello", &p, &x) == HLX_STATUS_INVALID_ARGUMENT && x == 0);
+    }
+    p.logit_bias_ids = ids2;
+    p.logit_bias_values = ok2;
+    p.logit_bias_count = 2;
+    hlx_request_id_t x = 0;
+    EXPECT_OK(hlx_submit_tokens(m1, prompt, n, &p, &x)); /* the good ones still pass */
+    EXPECT_OK(hlx_cancel(m1, x));
+    EXPECT_OK(hlx_run_until_idle(m1));
+    hlx_result_t* r = NULL;
+    EXPECT_OK(hlx_result(m1, x, &r));
+    hlx_result_free(r);
+    int32_t idle = 0;
+    EXPECT_OK(hlx_step(m1, &idle));
+    CHECK(idle == 1);
+  }
+  hlx_model_release(m1);
+  hlx_model_release(m0);
+
+  /* ---- the new options' ranges ---- */
+  {
+    hlx_model_options_t o;
+    EXPECT_OK(hlx_model_options_init(&o));
+    hlx_model_t* m = (hlx_model_t*)0x1;
+    o.prefix_cache = 2;
+    EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(m == NULL && contains(hlx_last_error_message(), "prefix_cache 2"));
+    o.prefix_cache = 1;
+    o.image_cache_mib = -1;
+    EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(m == NULL && contains(hlx_last_error_message(), "image_cache_mib -1"));
+    o.image_cache_mib = HLX_MAX_IMAGE_CACHE_MIB + 1;
+    EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
+    o.image_cache_mib = 256;
+    o.struct_size = kOptionsV1 + 4;
+    EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(m == NULL && contains(hlx_last_error_message(), "hlx_model_options_t.struct_size is"));
+  }
 }
 
 int main(int argc, char** argv) {
@@ -341,7 +603,7 @@ int main(int argc, char** argv) {
   bad[n].o.field = value;           \
   ++n;
     BAD(struct_size, 0)
-    BAD(struct_size, sizeof(hlx_model_options_t) - 8)
+    BAD(struct_size, sizeof(hlx_model_options_t) - 4)
     BAD(struct_size, sizeof(hlx_model_options_t) + 8)
     BAD(context_capacity, 0)
     BAD(context_capacity, -5)
@@ -920,6 +1182,7 @@ int main(int argc, char** argv) {
     hlx_model_release(m);
   }
 
+  test_growth(model_dir, prompt, 5, ref, nref);
   test_images(hlx, dir);
 
   {

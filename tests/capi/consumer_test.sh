@@ -3,6 +3,8 @@
 # tests/capi/consumer/consumer.c there with `pkg-config --cflags --libs hlx` and with CMake's
 # find_package(hlx) (against hlx::hlx and hlx::hlx_static), runs each on a Qwen3 fixture (token ids)
 # and a LLaVA fixture (an image and a prompt), and checks every output equals `hlx generate`.
+# Then builds tests/capi/abi_v1_test.c (a program compiled against the frozen version-1 header) with
+# AddressSanitizer against the installed libhlx.so and runs it: an old program on today's library.
 # Usage: consumer_test.sh BUILD_DIR SOURCE_DIR
 set -euo pipefail
 build=$(cd "$1" && pwd)
@@ -47,7 +49,18 @@ for exe in "$tmp/consumer_pc" "$tmp/cmake_build/consumer_shared" "$tmp/cmake_bui
   check "$name text" "$want_text" "$("$exe" "$tmp/qwen3" $n --tokens "$prompt")"
   check "$name image" "$want_image" "$("$exe" "$tmp/llava" $n --image "$image" "$question")"
 done
-# The shared builds really use the installed libhlx.so (not a static copy).
-ldd "$tmp/consumer_pc" | grep -q "$prefix/.*libhlx.so" || { echo "FAIL: consumer_pc does not load $prefix's libhlx.so"; failures=$((failures + 1)); }
-ldd "$tmp/cmake_build/consumer_shared" | grep -q "$prefix/.*libhlx.so" || { echo "FAIL: consumer_shared does not load $prefix's libhlx.so"; failures=$((failures + 1)); }
+# The shared builds really use the installed libhlx.so (not a static copy). (grep without -q: an
+# early exit would make ldd die of SIGPIPE, failing the pipeline under pipefail.)
+for exe in "$tmp/consumer_pc" "$tmp/cmake_build/consumer_shared"; do
+  ldd "$exe" | grep "$prefix/.*libhlx.so" >/dev/null || { echo "FAIL: $(basename "$exe") does not load $prefix's libhlx.so"; failures=$((failures + 1)); }
+done
+
+# A version-1 program under AddressSanitizer against the installed (newer) library.
+cc -std=c11 -Wall -Wextra -Werror -g -fsanitize=address -fno-omit-frame-pointer -I"$src/tests/capi" \
+  -o "$tmp/abi_v1" "$src/tests/capi/abi_v1_test.c" $(pkg-config --cflags --libs hlx) -Wl,-rpath,"$libdir"
+if out=$("$tmp/abi_v1" "$hlx" 2>&1); then
+  echo "ok: abi_v1 under ASan ($(echo "$out" | tail -1))"
+else
+  echo "FAIL: abi_v1 under ASan:"; echo "$out" | tail -30; failures=$((failures + 1))
+fi
 exit $((failures > 0))
