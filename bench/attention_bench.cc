@@ -72,25 +72,36 @@ void BM_Attention(benchmark::State& state) {
   Setup s = make(B, T, len, state.range(3) != 0);
   const void* q = s.qf.empty() ? static_cast<const void*>(s.q.data()) : s.qf.data();
   for (auto _ : state) {
-    Status st = kernels::attention(s.d, q, s.k.data(), s.v.data(), s.slot.data(), s.q_pos.data(),
-                                   s.kv_len.data(), nullptr, s.out.data());
+    Status st = kernels::attention(s.d, q, s.k.data(), s.v.data(), s.slot.data(), s.q_pos.data(), s.kv_len.data(),
+                                   nullptr, s.out.data());
     if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
     benchmark::DoNotOptimize(s.out.data());
   }
   const double kv_bytes = double(B) * len * 8 * 128 * 2 * 2;
   double pairs = double(B) * 16 * (T == 1 ? len : (double(T) * (len - T) + double(T) * (T + 1) / 2));
-  state.counters["KV_GB/s"] = benchmark::Counter(kv_bytes, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
-  state.counters["GFLOP/s"] = benchmark::Counter(pairs * 128 * 4, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["KV_GB/s"] =
+      benchmark::Counter(kv_bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(pairs * 128 * 4, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_Attention)
-    ->Args({1, 1, 512, 0})->Args({1, 1, 2048, 0})->Args({1, 1, 8192, 0})->Args({4, 1, 2048, 0})
-    ->Args({1, 1, 80, 1})->Args({8, 1, 80, 1})->Args({1, 1, 512, 1})->Args({8, 1, 512, 1})
-    ->Args({1, 1, 2048, 1})->Args({8, 1, 2048, 1})
-    ->Args({1, 128, 128, 0})->Args({1, 512, 512, 0})->Args({1, 512, 2048, 0})->Args({1, 512, 512, 1})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+    ->Args({1, 1, 512, 0})
+    ->Args({1, 1, 2048, 0})
+    ->Args({1, 1, 8192, 0})
+    ->Args({4, 1, 2048, 0})
+    ->Args({1, 1, 80, 1})
+    ->Args({8, 1, 80, 1})
+    ->Args({1, 1, 512, 1})
+    ->Args({8, 1, 512, 1})
+    ->Args({1, 1, 2048, 1})
+    ->Args({8, 1, 2048, 1})
+    ->Args({1, 128, 128, 0})
+    ->Args({1, 512, 512, 0})
+    ->Args({1, 512, 2048, 0})
+    ->Args({1, 512, 512, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Decode as the engine runs it: the K/V of a layer were last read a whole step ago, behind every
 // other layer's K/V and the weights, so they come from DRAM, not from the cache the loop above
@@ -137,7 +148,7 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
   for (auto& e : q) e = u(rng);
   std::vector<int32_t> slot, pos, kv_len;
   for (int64_t b = 0; b < B; ++b) {
-    slot.push_back(int32_t(B - 1 - b));  // rows need not be in slot order
+    slot.push_back(int32_t(B - 1 - b));      // rows need not be in slot order
     kv_len.push_back(int32_t(len - b % 3));  // slots of slightly different lengths
     pos.push_back(kv_len.back() - 1);
   }
@@ -149,11 +160,19 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
     l = (l + 1) % layers;
   }
-  state.counters["KV_GB/s"] = benchmark::Counter(double(B) * len * 8 * 128 * 2 * 2,
-                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["KV_GB/s"] = benchmark::Counter(
+      double(B) * len * 8 * 128 * 2 * 2, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
-BENCHMARK(BM_AttentionDecodeCold)->Args({1, 80})->Args({8, 80})->Args({8, 120})->Args({1, 2048})->Args({1, 8192})
-    ->Args({8, 8192})->Args({1, 32768})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeCold)
+    ->Args({1, 80})
+    ->Args({8, 80})
+    ->Args({8, 120})
+    ->Args({1, 2048})
+    ->Args({1, 8192})
+    ->Args({8, 8192})
+    ->Args({1, 32768})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace

@@ -55,7 +55,8 @@ double encode_flops(const models::VlmSpec& s) {
   const double n = double(v.num_patches()), d = double(v.hidden_size), i = double(v.intermediate_size);
   const double per_layer = 2.0 * n * d * (4 * d + 2 * i) + 4.0 * n * n * d;
   const double patch = 2.0 * n * d * double(v.num_channels * v.patch_size * v.patch_size);
-  return patch + double(v.num_layers) * per_layer + 2.0 * double(s.mm_tokens_per_image) * d * double(s.text.hidden_size);
+  return patch + double(v.num_layers) * per_layer +
+         2.0 * double(s.mm_tokens_per_image) * d * double(s.text.hidden_size);
 }
 
 bool ends_with(const std::string& s, const char* suffix) {
@@ -100,8 +101,8 @@ void BM_Gemma3VisionEncode4B(benchmark::State& state) {
   const double flops = encode_flops(spec);
   state.counters["patches"] = double(v.num_patches());
   state.counters["head_dim"] = double(v.head_dim());
-  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   // The same run's GEMM rate on the MLP's fc1 shape ([n, hidden] x [hidden, intermediate]).
   const double gemm = bench::packed_bf16_gemm_rate(v.num_patches(), v.intermediate_size, v.hidden_size);
   state.counters["gemm_GFLOP/s"] = gemm;
@@ -139,8 +140,9 @@ void BM_Gemma3TowerAttention(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   state.counters["path"] = double(int(kernels::attention_path(d)));
-  state.counters["GFLOP/s"] = benchmark::Counter(4.0 * double(d.q_len) * double(d.capacity) * double(d.q_heads * d.head_dim),
-                                                 benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(4.0 * double(d.q_len) * double(d.capacity) * double(d.q_heads * d.head_dim),
+                         benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Gemma3TowerAttention)->Arg(72)->Arg(64)->Arg(80)->Unit(benchmark::kMillisecond)->UseRealTime();
 

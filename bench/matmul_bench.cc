@@ -55,15 +55,22 @@ void BM_PackedBf16(benchmark::State& state) {
     if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["Gdp/s"] = benchmark::Counter(double(m * n * k) / 32, benchmark::Counter::kIsIterationInvariantRate,
                                                benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
-BENCHMARK(BM_PackedBf16)->Args({128, 2048, 2048})->Args({512, 2048, 2048})->Args({128, 3072, 1024})
-    ->Args({16, 2048, 2048})->Args({1, 512, 1024})->Args({4, 512, 1024})->Args({8, 512, 1024})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_PackedBf16)
+    ->Args({128, 2048, 2048})
+    ->Args({512, 2048, 2048})
+    ->Args({128, 3072, 1024})
+    ->Args({16, 2048, 2048})
+    ->Args({1, 512, 1024})
+    ->Args({4, 512, 1024})
+    ->Args({8, 512, 1024})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Args: M, N, K. Cycles through 1 GiB of distinct packed weights so every product streams its
 // weight from DRAM, like a decode step does.
@@ -81,14 +88,24 @@ void BM_StreamBf16(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
     i = (i + 1) % ws.size();
   }
-  state.counters["GB/s"] = benchmark::Counter(2.0 * n * k, benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(2.0 * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
-BENCHMARK(BM_StreamBf16)->Args({1, 2048, 2048})->Args({1, 4096, 4096})->Args({1, 3072, 1024})
-    ->Args({1, 1024, 3072})->Args({4, 2048, 2048})->Args({5, 2048, 2048})->Args({8, 2048, 2048})
-    ->Args({8, 3072, 1024})->Args({8, 1024, 3072})->Args({16, 2048, 2048})->Args({1, 151936, 1024})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_StreamBf16)
+    ->Args({1, 2048, 2048})
+    ->Args({1, 4096, 4096})
+    ->Args({1, 3072, 1024})
+    ->Args({1, 1024, 3072})
+    ->Args({4, 2048, 2048})
+    ->Args({5, 2048, 2048})
+    ->Args({8, 2048, 2048})
+    ->Args({8, 3072, 1024})
+    ->Args({8, 1024, 3072})
+    ->Args({16, 2048, 2048})
+    ->Args({1, 151936, 1024})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // The decode step's weights (Qwen3-0.6B: 28 layers of q, k, v, o, gate, up, down, plus lm_head;
 // 1.19 GB of bf16), packed once. step(grouped) multiplies by all of them: with `grouped`, q/k/v
@@ -111,8 +128,8 @@ struct DecodeStep {
     for (const auto& kn : layer) src.push_back(random_bf16(kn[0] * kn[1], uint32_t(kn[0] + kn[1])));
     for (int l = 0; l < 28; ++l)
       for (size_t i = 0; i < 7; ++i) {
-        HLX_ASSIGN_OR_RETURN(auto p, kernels::PackedWeight::pack(DType::kBF16, layer[i][0], layer[i][1], true,
-                                                                 src[i].data(), format));
+        HLX_ASSIGN_OR_RETURN(
+            auto p, kernels::PackedWeight::pack(DType::kBF16, layer[i][0], layer[i][1], true, src[i].data(), format));
         bytes += double(p->packed_bytes());
         ws.push_back(std::move(p));
       }
@@ -148,8 +165,8 @@ void decode_step_weights(benchmark::State& state, bool grouped) {
   if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
   for (auto _ : state)
     if (s = d.step(grouped); !s.ok()) return state.SkipWithError(s.to_string().c_str());
-  state.counters["GB/s"] = benchmark::Counter(d.bytes, benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(d.bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
 void BM_DecodeStepWeights(benchmark::State& state) { decode_step_weights(state, false); }
@@ -293,8 +310,8 @@ void BM_DramRead(benchmark::State& state) {
     }
     benchmark::DoNotOptimize(total);
   }
-  state.counters["GB/s"] = benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(bytes), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_DramRead)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(1.0);

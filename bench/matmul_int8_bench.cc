@@ -46,17 +46,31 @@ void BM_Stream(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
     i = (i + 1) % ws.size();
   }
-  state.counters["GB/s"] = benchmark::Counter(double(ws[0]->packed_bytes()), benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] = benchmark::Counter(
+      double(ws[0]->packed_bytes()), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = kernels::max_threads();
 }
 // The decode step of a Qwen3-0.6B-shaped model (hidden 1024, 16 q / 8 kv heads of 128, MLP 3072):
 // q, k/v, o, gate/up, down, lm_head at M = 1 in both formats, then batched decode rows.
-BENCHMARK(BM_Stream)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({1, 1024, 1024, 0})
-    ->Args({1, 1024, 1024, 1})->Args({1, 1024, 2048, 0})->Args({1, 1024, 2048, 1})->Args({1, 3072, 1024, 0})
-    ->Args({1, 3072, 1024, 1})->Args({1, 1024, 3072, 0})->Args({1, 1024, 3072, 1})
-    ->Args({2, 2048, 1024, 1})->Args({4, 2048, 1024, 1})->Args({6, 2048, 1024, 1})->Args({8, 2048, 1024, 1})
-    ->Args({1, 151936, 1024, 0})->Args({1, 151936, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Stream)
+    ->Args({1, 2048, 1024, 0})
+    ->Args({1, 2048, 1024, 1})
+    ->Args({1, 1024, 1024, 0})
+    ->Args({1, 1024, 1024, 1})
+    ->Args({1, 1024, 2048, 0})
+    ->Args({1, 1024, 2048, 1})
+    ->Args({1, 3072, 1024, 0})
+    ->Args({1, 3072, 1024, 1})
+    ->Args({1, 1024, 3072, 0})
+    ->Args({1, 1024, 3072, 1})
+    ->Args({2, 2048, 1024, 1})
+    ->Args({4, 2048, 1024, 1})
+    ->Args({6, 2048, 1024, 1})
+    ->Args({8, 2048, 1024, 1})
+    ->Args({1, 151936, 1024, 0})
+    ->Args({1, 151936, 1024, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Args: M, N, K, format. One weight re-used (cache resident: compute bound).
 void BM_Prefill(benchmark::State& state) {
@@ -68,12 +82,25 @@ void BM_Prefill(benchmark::State& state) {
     (void)ws[0]->multiply(m, DType::kF32, a.data(), DType::kF32, c.data());
     benchmark::DoNotOptimize(c.data());
   }
-  state.counters["GFLOP/s"] = benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(2.0 * m * n * k, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Prefill)->Args({1, 2048, 1024, 0})->Args({1, 2048, 1024, 1})->Args({4, 2048, 1024, 0})
-    ->Args({4, 2048, 1024, 1})->Args({8, 2048, 1024, 0})->Args({8, 2048, 1024, 1})->Args({128, 3072, 1024, 0})->Args({128, 3072, 1024, 1})->Args({512, 2048, 1024, 0})
-    ->Args({512, 2048, 1024, 1})->Args({128, 1024, 3072, 0})->Args({128, 1024, 3072, 1})->Args({16, 2048, 1024, 1})->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_Prefill)
+    ->Args({1, 2048, 1024, 0})
+    ->Args({1, 2048, 1024, 1})
+    ->Args({4, 2048, 1024, 0})
+    ->Args({4, 2048, 1024, 1})
+    ->Args({8, 2048, 1024, 0})
+    ->Args({8, 2048, 1024, 1})
+    ->Args({128, 3072, 1024, 0})
+    ->Args({128, 3072, 1024, 1})
+    ->Args({512, 2048, 1024, 0})
+    ->Args({512, 2048, 1024, 1})
+    ->Args({128, 1024, 3072, 0})
+    ->Args({128, 1024, 3072, 1})
+    ->Args({16, 2048, 1024, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // Args: N, K, format: packing one [N, K] bf16 weight.
 void BM_Pack(benchmark::State& state) {
@@ -83,8 +110,8 @@ void BM_Pack(benchmark::State& state) {
     auto p = kernels::PackedWeight::pack(DType::kBF16, k, n, true, w.data(), WeightFormat(state.range(2)));
     benchmark::DoNotOptimize(p);
   }
-  state.counters["GB/s"] = benchmark::Counter(double(k * n * 2), benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(k * n * 2), benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Pack)->Args({3072, 1024, 0})->Args({3072, 1024, 1})->Unit(benchmark::kMillisecond)->UseRealTime();
 

@@ -37,8 +37,13 @@ void BM_RmsNorm(benchmark::State& state) {
                                               benchmark::Counter::kIs1000);
 }
 // 1 x 1024: decode hidden; 16 x 128: Qwen3 per-head q_norm at decode; 512 rows: prefill.
-BENCHMARK(BM_RmsNorm)->Args({1, 1024})->Args({16, 128})->Args({512, 1024})->Args({8192, 128})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_RmsNorm)
+    ->Args({1, 1024})
+    ->Args({16, 128})
+    ->Args({512, 1024})
+    ->Args({8192, 128})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 void BM_Rotary(benchmark::State& state) {
   const int64_t rows = state.range(0), heads = 16, hd = 128;
@@ -53,8 +58,8 @@ void BM_Rotary(benchmark::State& state) {
     if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
     benchmark::DoNotOptimize(out.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(double(rows * heads * hd) * 4,
-                                              benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+  state.counters["GB/s"] = benchmark::Counter(
+      double(rows * heads * hd) * 4, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Rotary)->Arg(1)->Arg(512)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -92,8 +97,8 @@ void BM_ConvertF32ToBf16(benchmark::State& state) {
       hlx::kernels::f32_to_bf16_exact(x.data(), y.data(), int64_t(n));
     benchmark::DoNotOptimize(y.data());
   }
-  state.counters["GB/s"] = benchmark::Counter(double(n) * 6, benchmark::Counter::kIsIterationInvariantRate,
-                                              benchmark::Counter::kIs1000);
+  state.counters["GB/s"] =
+      benchmark::Counter(double(n) * 6, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_ConvertF32ToBf16)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
@@ -110,16 +115,22 @@ void BM_RmsNormF32(benchmark::State& state) {
   auto w = rand_bf16(static_cast<size_t>(dim));
   std::vector<float> out(x.size());
   for (auto _ : state) {
-    Status s = state.range(2) == 0
-                   ? kernels::internal::rms_norm_portable(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(),
-                                                          1e-6f, 0.f, out.data())
-                   : kernels::rms_norm(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(), 1e-6f, 0.f, out.data());
+    Status s =
+        state.range(2) == 0
+            ? kernels::internal::rms_norm_portable(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(), 1e-6f, 0.f,
+                                                   out.data())
+            : kernels::rms_norm(rows, dim, DType::kF32, x.data(), DType::kBF16, w.data(), 1e-6f, 0.f, out.data());
     if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
     benchmark::DoNotOptimize(out.data());
   }
 }
-BENCHMARK(BM_RmsNormF32)->Args({512, 1024, 0})->Args({512, 1024, 1})->Args({8192, 128, 0})->Args({8192, 128, 1})
-    ->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_RmsNormF32)
+    ->Args({512, 1024, 0})
+    ->Args({512, 1024, 1})
+    ->Args({8192, 128, 0})
+    ->Args({8192, 128, 1})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 }  // namespace
 

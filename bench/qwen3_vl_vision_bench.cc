@@ -71,15 +71,16 @@ void BM_Qwen3VLVisionEncode2B(benchmark::State& state) {
   double total = 0;
   for (auto _ : state) {
     auto t0 = std::chrono::steady_clock::now();
-    auto out = (*program)->run("vision_encode_padded", {patches, pos->embed_index, pos->embed_weight, pos->rotary, valid});
+    auto out =
+        (*program)->run("vision_encode_padded", {patches, pos->embed_index, pos->embed_weight, pos->rotary, valid});
     total += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (!out.ok()) return state.SkipWithError(out.status().to_string().c_str());
     benchmark::DoNotOptimize(out->data());
   }
   const double flops = encode_flops(v, n);
   state.counters["patches"] = double(n);
-  state.counters["GFLOP/s"] = benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate,
-                                                 benchmark::Counter::kIs1000);
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   // The same run's GEMM rate on the MLP's fc1 shape ([n, hidden] x [hidden, intermediate]).
   const double gemm = bench::packed_bf16_gemm_rate(n, v.intermediate_size, v.hidden_size);
   state.counters["gemm_GFLOP/s"] = gemm;

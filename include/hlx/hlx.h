@@ -63,17 +63,17 @@ int hlx_abi_version(void);
 /* Mirrors hlx::ErrorKind (values 0..9), plus codes that only the C boundary produces. */
 typedef enum hlx_status_e {
   HLX_STATUS_OK = 0,
-  HLX_STATUS_INVALID_ARGUMENT = 1,   /* null pointer, bad count, option out of range, misuse */
-  HLX_STATUS_PARSE = 2,              /* malformed file contents (JSON, MLIR) */
-  HLX_STATUS_VERIFY = 3,             /* IR breaks a StableHLO rule */
-  HLX_STATUS_UNSUPPORTED = 4,        /* valid input hlx does not implement (e.g. an image format) */
-  HLX_STATUS_IO = 5,                 /* file system failure, truncated or corrupt file */
-  HLX_STATUS_OUT_OF_RANGE = 6,       /* index / token id / buffer size outside its range */
-  HLX_STATUS_CAPACITY_EXCEEDED = 7,  /* prompt + max_new_tokens > context capacity */
-  HLX_STATUS_NOT_FOUND = 8,          /* unknown request id, missing file or tokenizer */
-  HLX_STATUS_INTERNAL = 9,           /* a bug in hlx */
-  HLX_STATUS_OUT_OF_MEMORY = 10,     /* an allocation failed; nothing was changed */
-  HLX_STATUS_UNAVAILABLE = 11        /* not ready yet (e.g. hlx_result of a running request) */
+  HLX_STATUS_INVALID_ARGUMENT = 1,  /* null pointer, bad count, option out of range, misuse */
+  HLX_STATUS_PARSE = 2,             /* malformed file contents (JSON, MLIR) */
+  HLX_STATUS_VERIFY = 3,            /* IR breaks a StableHLO rule */
+  HLX_STATUS_UNSUPPORTED = 4,       /* valid input hlx does not implement (e.g. an image format) */
+  HLX_STATUS_IO = 5,                /* file system failure, truncated or corrupt file */
+  HLX_STATUS_OUT_OF_RANGE = 6,      /* index / token id / buffer size outside its range */
+  HLX_STATUS_CAPACITY_EXCEEDED = 7, /* prompt + max_new_tokens > context capacity */
+  HLX_STATUS_NOT_FOUND = 8,         /* unknown request id, missing file or tokenizer */
+  HLX_STATUS_INTERNAL = 9,          /* a bug in hlx */
+  HLX_STATUS_OUT_OF_MEMORY = 10,    /* an allocation failed; nothing was changed */
+  HLX_STATUS_UNAVAILABLE = 11       /* not ready yet (e.g. hlx_result of a running request) */
 } hlx_status_t;
 
 /* "ok", "invalid_argument", ..., "unavailable"; "unknown" for any other value (an int, so that any
@@ -87,7 +87,7 @@ const char* hlx_last_error_message(void);
 /* The three numbers of the capacity check of the most recent hlx_submit_* call on this thread
  * (filled whether it was admitted or not; zero when that call failed before admission). */
 typedef struct hlx_admission_s {
-  int64_t prompt_tokens;     /* effective prompt length */
+  int64_t prompt_tokens; /* effective prompt length */
   int64_t max_new_tokens;
   int64_t context_capacity;
 } hlx_admission_t;
@@ -120,11 +120,11 @@ typedef enum hlx_kv_dtype_e {
  * Initialise with hlx_model_options_init(&o), which passes sizeof(hlx_model_options_t). */
 typedef struct hlx_model_options_s {
   size_t struct_size;
-  int64_t context_capacity; /* HLX_CONTEXT_CAPACITY_DEFAULT or [1, HLX_MAX_CONTEXT_CAPACITY] */
-  int64_t slots;            /* KV slots = concurrent requests, [1, HLX_MAX_SLOTS]; default 1 */
-  int32_t threads;          /* runtime threads, 0 = all cores, [0, HLX_MAX_THREADS]; default 0 */
-  int32_t kv_dtype;         /* an hlx_kv_dtype_t; default HLX_KV_DTYPE_AUTO */
-  int32_t load_tokenizer;   /* 1 (default): load DIR/tokenizer.json when present; 0: never */
+  int64_t context_capacity;    /* HLX_CONTEXT_CAPACITY_DEFAULT or [1, HLX_MAX_CONTEXT_CAPACITY] */
+  int64_t slots;               /* KV slots = concurrent requests, [1, HLX_MAX_SLOTS]; default 1 */
+  int32_t threads;             /* runtime threads, 0 = all cores, [0, HLX_MAX_THREADS]; default 0 */
+  int32_t kv_dtype;            /* an hlx_kv_dtype_t; default HLX_KV_DTYPE_AUTO */
+  int32_t load_tokenizer;      /* 1 (default): load DIR/tokenizer.json when present; 0: never */
   int32_t skip_special_tokens; /* 1 (default): special tokens are left out of generated text */
   /* ---- version 2 ---- */
   /* 1 (default): prefix reuse: a text prompt reuses the cached rows of an earlier prompt with the
@@ -152,8 +152,7 @@ hlx_status_t hlx_model_options_init(hlx_model_options_t* options);
  * tokenizer.json for text functions). `options` may be NULL (defaults). On success *out_model holds
  * one reference owned by the caller and the calling thread becomes the model's owner thread; on
  * failure *out_model is NULL. Any thread. */
-hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* options,
-                            hlx_model_t** out_model);
+hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* options, hlx_model_t** out_model);
 
 /* Adds a reference. NULL is a no-op. Any thread. */
 void hlx_model_retain(hlx_model_t* model);
@@ -192,12 +191,12 @@ typedef enum hlx_event_kind_e {
  * event, or, for polled events, until the next hlx_poll() on the same model or its release. */
 typedef struct hlx_event_s {
   hlx_request_id_t id;
-  int32_t kind;          /* an hlx_event_kind_t */
-  int32_t finish;        /* an hlx_finish_t; HLX_EVENT_FINISHED only */
-  int64_t token;         /* HLX_EVENT_TOKEN only, else -1 */
+  int32_t kind;   /* an hlx_event_kind_t */
+  int32_t finish; /* an hlx_finish_t; HLX_EVENT_FINISHED only */
+  int64_t token;  /* HLX_EVENT_TOKEN only, else -1 */
   const char* text;
   size_t text_len;
-  int32_t error_status;  /* an hlx_status_t; non-OK only with HLX_FINISH_ERROR */
+  int32_t error_status;      /* an hlx_status_t; non-OK only with HLX_FINISH_ERROR */
   const char* error_message; /* "" unless HLX_FINISH_ERROR */
 } hlx_event_t;
 
@@ -214,20 +213,20 @@ typedef void (*hlx_event_callback_t)(void* user_data, const hlx_event_t* event);
  * the caller's struct_size get their defaults. Ranges are checked at submit. */
 typedef struct hlx_generation_params_s {
   size_t struct_size;
-  int64_t max_new_tokens;    /* >= 0; prompt + max_new_tokens <= capacity; default 16 */
-  float temperature;         /* >= 0; 0 = greedy (default) */
-  int64_t top_k;             /* >= 0; 0 = off (default) */
-  float top_p;               /* (0, 1]; 1 = off (default) */
-  float min_p;               /* [0, 1]; 0 = off (default) */
-  float repetition_penalty;  /* > 0; 1 = off (default) */
-  float presence_penalty;    /* [-2, 2]; 0 = off (default) */
-  float frequency_penalty;   /* [-2, 2]; 0 = off (default) */
-  uint64_t seed;             /* default 0 */
+  int64_t max_new_tokens;   /* >= 0; prompt + max_new_tokens <= capacity; default 16 */
+  float temperature;        /* >= 0; 0 = greedy (default) */
+  int64_t top_k;            /* >= 0; 0 = off (default) */
+  float top_p;              /* (0, 1]; 1 = off (default) */
+  float min_p;              /* [0, 1]; 0 = off (default) */
+  float repetition_penalty; /* > 0; 1 = off (default) */
+  float presence_penalty;   /* [-2, 2]; 0 = off (default) */
+  float frequency_penalty;  /* [-2, 2]; 0 = off (default) */
+  uint64_t seed;            /* default 0 */
   /* Stop strings (need a tokenizer): `stop_count` non-NULL, non-empty, NUL-terminated strings,
    * at most HLX_MAX_STOP_STRINGS. Copied at submit; `stop` may be NULL when stop_count is 0. */
   const char* const* stop;
   size_t stop_count;
-  int32_t stop_at_eos;       /* 1 (default): stop at the model's EOS ids; 0: never stop on a token */
+  int32_t stop_at_eos; /* 1 (default): stop at the model's EOS ids; 0: never stop on a token */
   /* When set, every event of the request goes to on_event(user_data, ...) on the owner thread;
    * otherwise events are queued for hlx_poll(). */
   hlx_event_callback_t on_event;
@@ -249,8 +248,7 @@ hlx_status_t hlx_generation_params_init_sized(hlx_generation_params_t* params, s
 
 /* hlx_generation_params_init(&p): as hlx_model_options_init (the function writes version 1). */
 hlx_status_t hlx_generation_params_init(hlx_generation_params_t* params);
-#define hlx_generation_params_init(params) \
-  hlx_generation_params_init_sized((params), sizeof(hlx_generation_params_t))
+#define hlx_generation_params_init(params) hlx_generation_params_init_sized((params), sizeof(hlx_generation_params_t))
 
 /* Submits a prompt of `count` token ids (`params` NULL = defaults). Validates everything (ids in
  * the vocabulary, admission, sampling ranges, stop strings) before queueing; on failure nothing is
@@ -263,8 +261,8 @@ hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t co
 /* The same for NUL-terminated UTF-8 text, tokenized with the model's tokenizer (special tokens of
  * the tokenizer's post-processor added, as `hlx generate -p`). HLX_STATUS_NOT_FOUND when the model
  * has no tokenizer. Any thread. */
-hlx_status_t hlx_submit_text(hlx_model_t* model, const char* text,
-                             const hlx_generation_params_t* params, hlx_request_id_t* out_id);
+hlx_status_t hlx_submit_text(hlx_model_t* model, const char* text, const hlx_generation_params_t* params,
+                             hlx_request_id_t* out_id);
 
 /* One image with a NUL-terminated UTF-8 prompt, for a vision-language model loaded with its
  * tokenizer. A prompt that does not contain the model's image token text (e.g. "<image>") gets it,
@@ -276,12 +274,10 @@ hlx_status_t hlx_submit_text(hlx_model_t* model, const char* text,
  * model, a prompt with more image tokens than images), HLX_STATUS_NOT_FOUND (no tokenizer),
  * HLX_STATUS_UNSUPPORTED / HLX_STATUS_IO (not PNG/JPEG, corrupt data), HLX_STATUS_CAPACITY_EXCEEDED.
  * Any thread; the image is preprocessed on the calling thread. */
-hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const uint8_t* bytes,
-                                    size_t byte_count, const hlx_generation_params_t* params,
-                                    hlx_request_id_t* out_id);
-hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const uint8_t* pixels,
-                                     int64_t width, int64_t height, int64_t channels,
-                                     const hlx_generation_params_t* params,
+hlx_status_t hlx_submit_image_bytes(hlx_model_t* model, const char* text, const uint8_t* bytes, size_t byte_count,
+                                    const hlx_generation_params_t* params, hlx_request_id_t* out_id);
+hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const uint8_t* pixels, int64_t width,
+                                     int64_t height, int64_t channels, const hlx_generation_params_t* params,
                                      hlx_request_id_t* out_id);
 
 /* Cancels a queued or running request: it finishes with HLX_FINISH_CANCELLED and its slot is freed
@@ -313,9 +309,9 @@ typedef struct hlx_result_s {
   int32_t error_status;      /* an hlx_status_t; non-OK only with HLX_FINISH_ERROR */
   const char* error_message; /* "" unless HLX_FINISH_ERROR */
   int64_t prompt_tokens;
-  const int64_t* tokens;     /* generated ids, including a final EOS / stop-string token */
+  const int64_t* tokens; /* generated ids, including a final EOS / stop-string token */
   size_t token_count;
-  const char* text;          /* decoded generated text without the stop string; NUL-terminated */
+  const char* text; /* decoded generated text without the stop string; NUL-terminated */
   size_t text_len;
 } hlx_result_t;
 
@@ -342,21 +338,20 @@ hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_c
  * text_len is 0). Writes at most `capacity` ids to `ids` (NULL allowed when capacity is 0) and sets
  * *out_count to the number of ids the text needs; when that exceeds capacity nothing is written and
  * HLX_STATUS_OUT_OF_RANGE is returned (call again with a larger buffer). add_special_tokens: 0/1. */
-hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len,
-                          int32_t add_special_tokens, int64_t* ids, size_t capacity,
-                          size_t* out_count);
+hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len, int32_t add_special_tokens,
+                          int64_t* ids, size_t capacity, size_t* out_count);
 
 /* Decodes `count` ids (`ids` may be NULL only when count is 0) into a NUL-terminated string the
  * caller frees with hlx_string_free(); *out_len (may be NULL) receives its length. Unknown ids give
  * HLX_STATUS_OUT_OF_RANGE. */
-hlx_status_t hlx_detokenize(const hlx_model_t* model, const int64_t* ids, size_t count,
-                            int32_t skip_special_tokens, char** out_text, size_t* out_len);
+hlx_status_t hlx_detokenize(const hlx_model_t* model, const int64_t* ids, size_t count, int32_t skip_special_tokens,
+                            char** out_text, size_t* out_len);
 
 /* Frees a string returned by the library. NULL is a no-op. Any thread. */
 void hlx_string_free(char* text);
 
 #ifdef __cplusplus
-}  /* extern "C" */
+} /* extern "C" */
 #endif
 
 #if defined(__GNUC__)

@@ -57,7 +57,7 @@ struct hlx_model_s {
   // Ids submitted whose result has not been taken (to tell "running" from "unknown").
   std::mutex ids_mu;
   std::set<hlx_request_id_t> untaken;
-  std::set<hlx_request_id_t> cancelled;  // hlx_cancel accepted; erased when the result is taken
+  std::set<hlx_request_id_t> cancelled;                       // hlx_cancel accepted; erased when the result is taken
   std::map<hlx_request_id_t, hlx::engine::Completion> stash;  // taken, but copying out failed
 
   ~hlx_model_s() {
@@ -77,16 +77,26 @@ thread_local hlx_admission_t t_last_admission = {0, 0, 0};
 
 hlx_status_t to_c(ErrorKind k) {
   switch (k) {
-    case ErrorKind::kOk: return HLX_STATUS_OK;
-    case ErrorKind::kInvalidArgument: return HLX_STATUS_INVALID_ARGUMENT;
-    case ErrorKind::kParse: return HLX_STATUS_PARSE;
-    case ErrorKind::kVerify: return HLX_STATUS_VERIFY;
-    case ErrorKind::kUnsupported: return HLX_STATUS_UNSUPPORTED;
-    case ErrorKind::kIo: return HLX_STATUS_IO;
-    case ErrorKind::kOutOfRange: return HLX_STATUS_OUT_OF_RANGE;
-    case ErrorKind::kCapacityExceeded: return HLX_STATUS_CAPACITY_EXCEEDED;
-    case ErrorKind::kNotFound: return HLX_STATUS_NOT_FOUND;
-    case ErrorKind::kInternal: return HLX_STATUS_INTERNAL;
+    case ErrorKind::kOk:
+      return HLX_STATUS_OK;
+    case ErrorKind::kInvalidArgument:
+      return HLX_STATUS_INVALID_ARGUMENT;
+    case ErrorKind::kParse:
+      return HLX_STATUS_PARSE;
+    case ErrorKind::kVerify:
+      return HLX_STATUS_VERIFY;
+    case ErrorKind::kUnsupported:
+      return HLX_STATUS_UNSUPPORTED;
+    case ErrorKind::kIo:
+      return HLX_STATUS_IO;
+    case ErrorKind::kOutOfRange:
+      return HLX_STATUS_OUT_OF_RANGE;
+    case ErrorKind::kCapacityExceeded:
+      return HLX_STATUS_CAPACITY_EXCEEDED;
+    case ErrorKind::kNotFound:
+      return HLX_STATUS_NOT_FOUND;
+    case ErrorKind::kInternal:
+      return HLX_STATUS_INTERNAL;
   }
   return HLX_STATUS_INTERNAL;
 }
@@ -128,11 +138,16 @@ hlx_status_t guarded(const char* fn, F&& body) {
 hlx_finish_t finish_to_c(hlx::engine::Finish f) {
   using hlx::engine::Finish;
   switch (f) {
-    case Finish::kNone: return HLX_FINISH_NONE;
-    case Finish::kStop: return HLX_FINISH_STOP;
-    case Finish::kLength: return HLX_FINISH_LENGTH;
-    case Finish::kCancelled: return HLX_FINISH_CANCELLED;
-    case Finish::kError: return HLX_FINISH_ERROR;
+    case Finish::kNone:
+      return HLX_FINISH_NONE;
+    case Finish::kStop:
+      return HLX_FINISH_STOP;
+    case Finish::kLength:
+      return HLX_FINISH_LENGTH;
+    case Finish::kCancelled:
+      return HLX_FINISH_CANCELLED;
+    case Finish::kError:
+      return HLX_FINISH_ERROR;
   }
   return HLX_FINISH_ERROR;
 }
@@ -171,10 +186,10 @@ struct GenerationParamsV1 {
   void* user_data;
 };
 static_assert(offsetof(hlx_model_options_t, skip_special_tokens) == offsetof(ModelOptionsV1, skip_special_tokens) &&
-              sizeof(ModelOptionsV1) <= offsetof(hlx_model_options_t, prefix_cache),
+                  sizeof(ModelOptionsV1) <= offsetof(hlx_model_options_t, prefix_cache),
               "hlx_model_options_t must start with version 1's layout");
 static_assert(offsetof(hlx_generation_params_t, user_data) == offsetof(GenerationParamsV1, user_data) &&
-              sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
+                  sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
               "hlx_generation_params_t must start with version 1's layout");
 static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
 
@@ -214,8 +229,8 @@ hlx_status_t init_sized(const char* fn, const size_t (&sizes)[N], T defaults, T*
       std::memcpy(out, &defaults, size);
       return ok();
     }
-  return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": struct_size ", size, " is not one this library accepts: ",
-              known_sizes(sizes, N));
+  return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": struct_size ", size,
+              " is not one this library accepts: ", known_sizes(sizes, N));
 }
 
 hlx_model_options_t default_options() {
@@ -274,15 +289,13 @@ hlx_status_t check_driver(const hlx_model_t* m, const char* fn) {
   if (!is_owner(m))
     return fail(HLX_STATUS_INVALID_ARGUMENT, fn,
                 ": called from a thread that does not own the model (the thread that called hlx_model_load)");
-  if (m->in_step)
-    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": called from inside an event callback");
+  if (m->in_step) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": called from inside an event callback");
   return HLX_STATUS_OK;
 }
 
 // Builds an engine request from C params (validated here; sampling/stop/eos rules are checked
 // again by BatchEngine::submit, the single authority).
-hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller,
-                           hlx::engine::GenerationRequest& req) {
+hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller, hlx::engine::GenerationRequest& req) {
   hlx_generation_params_t full = default_params();
   if (caller)
     if (hlx_status_t s = widen("hlx_generation_params_t", kParamsSizes, caller, full)) return s;
@@ -386,18 +399,30 @@ int hlx_abi_version(void) { return HLX_ABI_VERSION; }
 
 const char* hlx_status_name(int status) {
   switch (status) {
-    case HLX_STATUS_OK: return "ok";
-    case HLX_STATUS_INVALID_ARGUMENT: return "invalid_argument";
-    case HLX_STATUS_PARSE: return "parse";
-    case HLX_STATUS_VERIFY: return "verify";
-    case HLX_STATUS_UNSUPPORTED: return "unsupported";
-    case HLX_STATUS_IO: return "io";
-    case HLX_STATUS_OUT_OF_RANGE: return "out_of_range";
-    case HLX_STATUS_CAPACITY_EXCEEDED: return "capacity_exceeded";
-    case HLX_STATUS_NOT_FOUND: return "not_found";
-    case HLX_STATUS_INTERNAL: return "internal";
-    case HLX_STATUS_OUT_OF_MEMORY: return "out_of_memory";
-    case HLX_STATUS_UNAVAILABLE: return "unavailable";
+    case HLX_STATUS_OK:
+      return "ok";
+    case HLX_STATUS_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case HLX_STATUS_PARSE:
+      return "parse";
+    case HLX_STATUS_VERIFY:
+      return "verify";
+    case HLX_STATUS_UNSUPPORTED:
+      return "unsupported";
+    case HLX_STATUS_IO:
+      return "io";
+    case HLX_STATUS_OUT_OF_RANGE:
+      return "out_of_range";
+    case HLX_STATUS_CAPACITY_EXCEEDED:
+      return "capacity_exceeded";
+    case HLX_STATUS_NOT_FOUND:
+      return "not_found";
+    case HLX_STATUS_INTERNAL:
+      return "internal";
+    case HLX_STATUS_OUT_OF_MEMORY:
+      return "out_of_memory";
+    case HLX_STATUS_UNAVAILABLE:
+      return "unavailable";
   }
   return "unknown";
 }
@@ -430,8 +455,8 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
       if (hlx_status_t s = widen("hlx_model_options_t", kOptionsSizes, options, o)) return s;
     if (o.context_capacity != HLX_CONTEXT_CAPACITY_DEFAULT &&
         (o.context_capacity < 1 || o.context_capacity > HLX_MAX_CONTEXT_CAPACITY))
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "context_capacity ", o.context_capacity,
-                  " is outside [1, ", HLX_MAX_CONTEXT_CAPACITY, "] (HLX_CONTEXT_CAPACITY_DEFAULT = -1 for the default)");
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "context_capacity ", o.context_capacity, " is outside [1, ",
+                  HLX_MAX_CONTEXT_CAPACITY, "] (HLX_CONTEXT_CAPACITY_DEFAULT = -1 for the default)");
     if (o.slots < 1 || o.slots > HLX_MAX_SLOTS)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "slots ", o.slots, " is outside [1, ", HLX_MAX_SLOTS, "]");
     if (o.threads < 0 || o.threads > HLX_MAX_THREADS)
@@ -465,7 +490,8 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     to.context_capacity = o.context_capacity == HLX_CONTEXT_CAPACITY_DEFAULT ? 0 : o.context_capacity;
     to.slots = o.slots;
     to.threads = o.threads;
-    if (o.kv_dtype != HLX_KV_DTYPE_AUTO) to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
+    if (o.kv_dtype != HLX_KV_DTYPE_AUTO)
+      to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
     auto model = hlx::engine::TextModel::load(m->dir, to);
     if (!model.ok()) return fail(model.status().with_context("hlx_model_load: '" + m->dir + "'"));
     m->model = std::move(*model);
@@ -535,7 +561,8 @@ hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t co
     hlx::engine::GenerationRequest req;
     if (hlx_status_t s = build_request(model, params, req)) return s;
     // Never read more ids than could possibly be admitted.
-    if (count > size_t(model->model->shape().context_capacity)) return reject_oversized(model, count, req.max_new_tokens);
+    if (count > size_t(model->model->shape().context_capacity))
+      return reject_oversized(model, count, req.max_new_tokens);
     return submit(model, std::vector<int64_t>(ids, ids + count), std::move(req), out_id);
   });
 }
@@ -578,14 +605,14 @@ static hlx_status_t image_common(const char* fn, hlx_model_t* model, const char*
 // rows and admits on the whole prompt.
 static hlx_status_t submit_image(const char* fn, hlx_model_t* model, const char* text, hlx::mm::Image image,
                                  const hlx_generation_params_t* params, hlx_request_id_t* out_id) {
-  if (!model->vision)
-    return fail(hlx::engine::text_only_model_error(fn, model->dir));
+  if (!model->vision) return fail(hlx::engine::text_only_model_error(fn, model->dir));
   if (!model->tokenizer)
     return fail(HLX_STATUS_NOT_FOUND, fn, ": the model at '", model->dir,
                 "' was loaded without a tokenizer (no tokenizer.json); image prompts are text");
   const hlx::engine::VisionModel& vision = *model->vision;
   if (vision.placeholder().empty())
-    return fail(HLX_STATUS_NOT_FOUND, fn, ": the tokenizer has no text for the image token id ", vision.image_token_id());
+    return fail(HLX_STATUS_NOT_FOUND, fn, ": the tokenizer has no text for the image token id ",
+                vision.image_token_id());
   auto tokens = vision.image_tokens(image);
   if (!tokens.ok()) return fail(tokens.status().with_context(hlx::str_cat(fn, ": image")));
   auto prompt = vision.expand_prompt(vision.with_placeholders(text, 1), std::span<const int64_t>(&*tokens, 1));
@@ -623,12 +650,11 @@ hlx_status_t hlx_submit_image_pixels(hlx_model_t* model, const char* text, const
     if (!pixels) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: pixels is NULL");
     constexpr int64_t kMaxSide = 1 << 15;
     if (width < 1 || width > kMaxSide || height < 1 || height > kMaxSide)
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height,
-                  " is outside [1, ", kMaxSide, "] per side");
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height, " is outside [1, ",
+                  kMaxSide, "] per side");
     if (channels != 3)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: channels ", channels, " (expected 3, RGB)");
-    if (!model->vision)
-      return fail(hlx::engine::text_only_model_error("hlx_submit_image_pixels", model->dir));
+    if (!model->vision) return fail(hlx::engine::text_only_model_error("hlx_submit_image_pixels", model->dir));
     if (width * height > hlx::mm::DecodeOptions{}.max_pixels)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_submit_image_pixels: ", width, "x", height, " = ", width * height,
                   " pixels is above the limit of ", hlx::mm::DecodeOptions{}.max_pixels);
@@ -818,17 +844,21 @@ hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t tex
     if (!out_count) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: out_count is NULL");
     *out_count = 0;
     if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: model is NULL");
-    if (!text && text_len > 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: text is NULL but text_len is ", text_len);
-    if (!ids && capacity > 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: ids is NULL but capacity is ", capacity);
+    if (!text && text_len > 0)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: text is NULL but text_len is ", text_len);
+    if (!ids && capacity > 0)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: ids is NULL but capacity is ", capacity);
     if (add_special_tokens != 0 && add_special_tokens != 1)
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: add_special_tokens ", add_special_tokens, " must be 0 or 1");
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_tokenize: add_special_tokens ", add_special_tokens,
+                  " must be 0 or 1");
     if (!model->tokenizer)
       return fail(HLX_STATUS_NOT_FOUND, "hlx_tokenize: the model at '", model->dir, "' has no tokenizer");
     auto enc = model->tokenizer->encode(std::string_view(text ? text : "", text_len), add_special_tokens != 0);
     if (!enc.ok()) return fail(enc.status().with_context("hlx_tokenize"));
     if (enc->size() > capacity) {
       const size_t need = enc->size();
-      hlx_status_t s = fail(HLX_STATUS_OUT_OF_RANGE, "hlx_tokenize: the text needs ", need, " ids but capacity is ", capacity);
+      hlx_status_t s =
+          fail(HLX_STATUS_OUT_OF_RANGE, "hlx_tokenize: the text needs ", need, " ids but capacity is ", capacity);
       *out_count = need;
       return s;
     }
@@ -847,7 +877,8 @@ hlx_status_t hlx_detokenize(const hlx_model_t* model, const int64_t* ids, size_t
     if (!model) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: model is NULL");
     if (!ids && count > 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: ids is NULL but count is ", count);
     if (skip_special_tokens != 0 && skip_special_tokens != 1)
-      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: skip_special_tokens ", skip_special_tokens, " must be 0 or 1");
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_detokenize: skip_special_tokens ", skip_special_tokens,
+                  " must be 0 or 1");
     if (!model->tokenizer)
       return fail(HLX_STATUS_NOT_FOUND, "hlx_detokenize: the model at '", model->dir, "' has no tokenizer");
     const size_t vocab = model->tokenizer->vocab_size();

@@ -133,7 +133,7 @@ size_t kv_bytes_per_token(const models::TextModelSpec& spec, DType kv, int64_t l
 }
 
 struct DecodeRun {
-  double tok_s = 0;       // aggregate over rows
+  double tok_s = 0;  // aggregate over rows
   double ms_per_step = 0;
 };
 
@@ -244,7 +244,9 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
     // conservative when the option is unset); the roofline uses the loaded model's own.
     HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
     HLX_ASSIGN_OR_RETURN(models::TextModelSpec spec, models::text_spec_from_config(config));
-    const DType kv_guess = base.kv_dtype ? *base.kv_dtype : spec.weight_dtype == DType::kF32 ? DType::kF32 : DType::kBF16;
+    const DType kv_guess = base.kv_dtype                      ? *base.kv_dtype
+                           : spec.weight_dtype == DType::kF32 ? DType::kF32
+                                                              : DType::kBF16;
     size_t kv_row = kv_bytes_per_token(spec, kv_guess, 1);
     const double budget = 0.6 * double(mem_available());
     if (double(kv_row) * double(batch) * double(o.context_capacity) > budget)
@@ -253,12 +255,11 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
     for (int64_t c : a.long_contexts)
       if (c + a.decode_tokens <= o.context_capacity) contexts.push_back(c);
     if (contexts.empty() || double(kv_row) * double(batch) * double(o.context_capacity) > budget) {
-      std::printf("long context, batch %lld: skipped (KV of %lld rows x capacity %lld = %s exceeds 60%% of the %s "
-                  "available)\n",
-                  static_cast<long long>(batch), static_cast<long long>(batch),
-                  static_cast<long long>(o.context_capacity),
-                  gb(double(kv_row) * double(batch) * double(o.context_capacity)).c_str(),
-                  gb(double(mem_available())).c_str());
+      std::printf(
+          "long context, batch %lld: skipped (KV of %lld rows x capacity %lld = %s exceeds 60%% of the %s "
+          "available)\n",
+          static_cast<long long>(batch), static_cast<long long>(batch), static_cast<long long>(o.context_capacity),
+          gb(double(kv_row) * double(batch) * double(o.context_capacity)).c_str(), gb(double(mem_available())).c_str());
       out.push_back({{"batch", batch}, {"skipped", "KV does not fit in memory"}});
       continue;
     }
@@ -271,8 +272,8 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
       HLX_ASSIGN_OR_RETURN(PrefillRun r, run_prefill(*m, ref_len, a.reps));
       prefill512 = r.tok_s;
       rec["long_context_prefill_reference"] = {{"tokens", ref_len}, {"tok_s", prefill512}};
-      std::printf("long context: prefill %lld tokens %.1f tok/s (the reference rate)\n", static_cast<long long>(ref_len),
-                  prefill512);
+      std::printf("long context: prefill %lld tokens %.1f tok/s (the reference rate)\n",
+                  static_cast<long long>(ref_len), prefill512);
     }
     const int64_t vocab = m->spec().vocab_size;
     for (int64_t ctx : contexts) {
@@ -341,12 +342,12 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
       e["fraction_of_round_probe_roofline"] = tok_s / roof_round;
       e["bytes_per_step"] = per_step;
       e["loadavg"] = loadavg();
-      std::printf("long context %lld (capacity %lld), batch %lld: decode %.2f tok/s (%.1f ms/step), roofline %.1f "
-                  "(%s weights + %lld x %s KV per step) -> %.0f%%; vs the probe before it (%.1f GB/s) %.0f%%",
-                  static_cast<long long>(ctx), static_cast<long long>(o.context_capacity),
-                  static_cast<long long>(batch), tok_s, ms / double(a.decode_tokens), roof, gb(double(wbytes)).c_str(),
-                  static_cast<long long>(batch), gb(double(kv_row) * double(mid)).c_str(), 100.0 * tok_s / roof,
-                  round_bw / 1e9, 100.0 * tok_s / roof_round);
+      std::printf(
+          "long context %lld (capacity %lld), batch %lld: decode %.2f tok/s (%.1f ms/step), roofline %.1f "
+          "(%s weights + %lld x %s KV per step) -> %.0f%%; vs the probe before it (%.1f GB/s) %.0f%%",
+          static_cast<long long>(ctx), static_cast<long long>(o.context_capacity), static_cast<long long>(batch), tok_s,
+          ms / double(a.decode_tokens), roof, gb(double(wbytes)).c_str(), static_cast<long long>(batch),
+          gb(double(kv_row) * double(mid)).c_str(), 100.0 * tok_s / roof, round_bw / 1e9, 100.0 * tok_s / roof_round);
       if (batch == 1)
         std::printf("; prefill %lld tokens %.1f tok/s = %.2fx prefill-%lld", static_cast<long long>(ctx),
                     double(ctx) / (prefill_ms / 1000.0), double(ctx) / (prefill_ms / 1000.0) / prefill512,
@@ -368,30 +369,30 @@ Status run_bench(const BenchArgs& a) {
     return kernels::max_threads();
   }();
   kernels::MatmulPaths paths = kernels::matmul_paths();
-  rec["machine"] = {
-      {"cpu", cpu.model_name},
-      {"cores", kernels::hardware_threads()},
-      {"threads", threads},
-      {"isa",
-       {{"avx512f", cpu.avx512f}, {"avx512bf16", cpu.avx512bf16}, {"avx512fp16", cpu.avx512fp16},
-        {"amx_bf16", cpu.amx_bf16}}},
-      {"matmul",
-       {{"gemm_impl", paths.gemm_impl},
-        {"weight_layout", paths.weight_layout},
-        {"small_m_stream_kernel", paths.stream_gemv ? "hlx gemv_vnni_bf16_avx512" : "off"},
-        {"small_m_max", paths.stream_max_m},
-        {"large_m", paths.own_gemm     ? "hlx gemm_bf16_avx512 on the hlx pool"
-                    : paths.pool_tiles ? "oneDNN single-thread tiles on the hlx pool"
-                                       : "oneDNN OpenMP"}}},
-      {"loadavg_start", loadavg()}};
+  rec["machine"] = {{"cpu", cpu.model_name},
+                    {"cores", kernels::hardware_threads()},
+                    {"threads", threads},
+                    {"isa",
+                     {{"avx512f", cpu.avx512f},
+                      {"avx512bf16", cpu.avx512bf16},
+                      {"avx512fp16", cpu.avx512fp16},
+                      {"amx_bf16", cpu.amx_bf16}}},
+                    {"matmul",
+                     {{"gemm_impl", paths.gemm_impl},
+                      {"weight_layout", paths.weight_layout},
+                      {"small_m_stream_kernel", paths.stream_gemv ? "hlx gemv_vnni_bf16_avx512" : "off"},
+                      {"small_m_max", paths.stream_max_m},
+                      {"large_m", paths.own_gemm     ? "hlx gemm_bf16_avx512 on the hlx pool"
+                                  : paths.pool_tiles ? "oneDNN single-thread tiles on the hlx pool"
+                                                     : "oneDNN OpenMP"}}},
+                    {"loadavg_start", loadavg()}};
   std::cout << "machine: " << cpu.model_name << ", " << kernels::hardware_threads() << " cores, " << threads
-            << " threads; avx512f=" << cpu.avx512f << " avx512_bf16=" << cpu.avx512bf16
-            << " amx_bf16=" << cpu.amx_bf16 << "\n"
+            << " threads; avx512f=" << cpu.avx512f << " avx512_bf16=" << cpu.avx512bf16 << " amx_bf16=" << cpu.amx_bf16
+            << "\n"
             << "matmul: M<=" << paths.stream_max_m << " "
             << (paths.stream_gemv ? "hlx AVX512-BF16 weight streaming" : "oneDNN") << "; larger M "
-            << (paths.own_gemm ? "hlx AVX512-BF16 GEMM" : "oneDNN " + paths.gemm_impl) << " ("
-            << paths.weight_layout << ")" << (!paths.own_gemm && paths.pool_tiles ? " in tiles on the hlx pool" : "")
-            << "\n"
+            << (paths.own_gemm ? "hlx AVX512-BF16 GEMM" : "oneDNN " + paths.gemm_impl) << " (" << paths.weight_layout
+            << ")" << (!paths.own_gemm && paths.pool_tiles ? " in tiles on the hlx pool" : "") << "\n"
             << "loadavg: " << loadavg() << "\n";
 
   // ---- DRAM probe (same thread count as the model)
@@ -401,8 +402,8 @@ Status run_bench(const BenchArgs& a) {
     probe = kernels::probe_dram_read();
   }
   rec["dram_read_gbps"] = {{"best", probe.best_gbps}, {"median", probe.median_gbps}, {"threads", probe.threads}};
-  std::printf("DRAM read probe (1 GiB, %d threads): best %.1f GB/s, median %.1f GB/s\n", probe.threads,
-              probe.best_gbps, probe.median_gbps);
+  std::printf("DRAM read probe (1 GiB, %d threads): best %.1f GB/s, median %.1f GB/s\n", probe.threads, probe.best_gbps,
+              probe.median_gbps);
   const double bw = probe.best_gbps * 1e9;
 
   engine::TextModelOptions base;
@@ -452,12 +453,12 @@ Status run_bench(const BenchArgs& a) {
   std::printf("model: %s, %lld layers, weights %s (%s, matmuls %s), KV %s (capacity %lld x %lld slots)\n",
               spec.model_type.c_str(), static_cast<long long>(spec.num_layers), gb(double(st.weight_bytes)).c_str(),
               dtype_name(spec.weight_dtype).data(), kernels::weight_format_name(o.weight_format),
-              gb(double(st.kv_bytes)).c_str(),
-              static_cast<long long>(a.capacity), static_cast<long long>(o.slots));
-  std::printf("load %.0f ms: emit %d entries %.0f ms; plan/compile %d entries %.0f ms (%.0f ms each); "
-              "bind+pack weights %.0f ms\n",
-              load_ms, st.modules, st.emit_ms, st.compiled, st.compile_ms,
-              st.compiled ? st.compile_ms / st.compiled : 0.0, st.bind_ms);
+              gb(double(st.kv_bytes)).c_str(), static_cast<long long>(a.capacity), static_cast<long long>(o.slots));
+  std::printf(
+      "load %.0f ms: emit %d entries %.0f ms; plan/compile %d entries %.0f ms (%.0f ms each); "
+      "bind+pack weights %.0f ms\n",
+      load_ms, st.modules, st.emit_ms, st.compiled, st.compile_ms, st.compiled ? st.compile_ms / st.compiled : 0.0,
+      st.bind_ms);
 
   // ---- roofline
   const size_t wbytes = weight_bytes_per_token(spec, o.weight_format);
@@ -479,8 +480,8 @@ Status run_bench(const BenchArgs& a) {
   for (int64_t len : a.prefill_lengths) {
     HLX_ASSIGN_OR_RETURN(PrefillRun r, run_prefill(*m, len, a.reps));
     pre.push_back({{"tokens", len}, {"tok_s", r.tok_s}, {"ttft_ms", r.ttft_ms}, {"loadavg", loadavg()}});
-    std::printf("prefill %4lld tokens: %7.1f tok/s, TTFT %7.1f ms   (load %s)\n", static_cast<long long>(len),
-                r.tok_s, r.ttft_ms, loadavg().c_str());
+    std::printf("prefill %4lld tokens: %7.1f tok/s, TTFT %7.1f ms   (load %s)\n", static_cast<long long>(len), r.tok_s,
+                r.ttft_ms, loadavg().c_str());
   }
   rec["prefill"] = pre;
 
@@ -541,10 +542,11 @@ Status run_bench(const BenchArgs& a) {
                    {"fraction_of_adjacent_probe_roofline_median", adjacent},
                    {"vs_batch1", b1 > 0 ? r.tok_s / b1 : 0.0},
                    {"loadavg", loadavg()}});
-    std::printf("decode batch %lld: %7.2f tok/s aggregate (%.1f ms/step), roofline %.1f -> %.0f%% "
-                "(vs each round's probe: median %.0f%%), %.2fx batch 1   (load %s)\n",
-                static_cast<long long>(b), r.tok_s, r.ms_per_step, roof, 100.0 * r.tok_s / roof, 100.0 * adjacent,
-                b1 > 0 ? r.tok_s / b1 : 0.0, loadavg().c_str());
+    std::printf(
+        "decode batch %lld: %7.2f tok/s aggregate (%.1f ms/step), roofline %.1f -> %.0f%% "
+        "(vs each round's probe: median %.0f%%), %.2fx batch 1   (load %s)\n",
+        static_cast<long long>(b), r.tok_s, r.ms_per_step, roof, 100.0 * r.tok_s / roof, 100.0 * adjacent,
+        b1 > 0 ? r.tok_s / b1 : 0.0, loadavg().c_str());
   }
   rec["decode"] = dec;
   rec["decode_round_probe_gbps"] = round_probe;
@@ -589,12 +591,12 @@ Status run_bench(const BenchArgs& a) {
                                   {"large_over_small", ratio},
                                   {"pair_ratios", pair_ratio},
                                   {"loadavg", loadavg()}};
-    std::printf("decode at context %lld, %d alternating pairs: capacity %lld best %.2f tok/s, capacity %lld best "
-                "%.2f tok/s (median ratio of pairs %.2f, range %.2f-%.2f)   (load %s)\n",
-                static_cast<long long>(a.context), pairs, static_cast<long long>(a.small_capacity), small_best.tok_s,
-                static_cast<long long>(a.capacity), large_best.tok_s, ratio,
-                pair_ratio.empty() ? 0.0 : pair_ratio.front(), pair_ratio.empty() ? 0.0 : pair_ratio.back(),
-                loadavg().c_str());
+    std::printf(
+        "decode at context %lld, %d alternating pairs: capacity %lld best %.2f tok/s, capacity %lld best "
+        "%.2f tok/s (median ratio of pairs %.2f, range %.2f-%.2f)   (load %s)\n",
+        static_cast<long long>(a.context), pairs, static_cast<long long>(a.small_capacity), small_best.tok_s,
+        static_cast<long long>(a.capacity), large_best.tok_s, ratio, pair_ratio.empty() ? 0.0 : pair_ratio.front(),
+        pair_ratio.empty() ? 0.0 : pair_ratio.back(), loadavg().c_str());
   }
   if (a.long_context) HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
   return write_record(a, rec);
@@ -618,7 +620,8 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_option("-m,--model", a->model, "checkpoint directory (config.json + safetensors)")->required();
   sub->add_option("--json", a->json_out, "also write the record as JSON to this file");
   sub->add_option("--threads", a->threads, "runtime threads (default: all cores)")->check(CLI::Range(0, 1024));
-  sub->add_option("--weights", a->weights, "int8 | int4: matmul weights quantized at load (default: the checkpoint's type)");
+  sub->add_option("--weights", a->weights,
+                  "int8 | int4: matmul weights quantized at load (default: the checkpoint's type)");
   sub->add_option("--capacity", a->capacity, "context capacity of the main model (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--small-capacity", a->small_capacity, "capacity of the comparison model (default 512)")
@@ -627,7 +630,10 @@ CommandRun setup_bench(CLI::App& root) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--decode-tokens", a->decode_tokens, "decode steps per measurement (default 32)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 20));
-  sub->add_option("--reps", a->reps, "repetitions of each prefill measurement and rounds of decode runs (one per batch, after a short DRAM probe), best reported (default 3)")->check(CLI::Range(1, 1000));
+  sub->add_option("--reps", a->reps,
+                  "repetitions of each prefill measurement and rounds of decode runs (one per batch, after a short "
+                  "DRAM probe), best reported (default 3)")
+      ->check(CLI::Range(1, 1000));
   sub->add_option("--prefill", a->prefill_lengths, "prompt lengths to prefill (default 128 512)");
   sub->add_option("--batches", a->batches, "decode batches (default 1 4 8)");
   sub->add_flag("--long-context", a->long_context,
@@ -640,7 +646,8 @@ CommandRun setup_bench(CLI::App& root) {
   return [a] {
     for (int64_t v : a->prefill_lengths)
       if (v < 1 || v > a->capacity)
-        return report(make_error(ErrorKind::kInvalidArgument, "--prefill ", v, " outside [1, capacity ", a->capacity, "]"));
+        return report(
+            make_error(ErrorKind::kInvalidArgument, "--prefill ", v, " outside [1, capacity ", a->capacity, "]"));
     for (int64_t v : a->batches)
       if (v < 1) return report(make_error(ErrorKind::kInvalidArgument, "--batches ", v, " must be >= 1"));
     if (!a->weights.empty() && a->weights != "int8" && a->weights != "int4")

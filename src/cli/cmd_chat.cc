@@ -70,10 +70,13 @@ Status run_chat(const ChatArgs& a) {
       engine::Admission adm = engine::check_text_admission(model->limits(), prompt, gen.max_new_tokens);
       if (!adm.ok()) return adm.status.with_context(str_cat("chat: turn ", turn, " (the conversation is too long)"));
     }
-    auto r = generate_text(*model, tokenizer, prompt, gen, [](std::string_view piece) {
-                           std::fwrite(piece.data(), 1, piece.size(), stdout);
-                           std::fflush(stdout);
-                         }, ImageInput{images, vision.get()});
+    auto r = generate_text(
+        *model, tokenizer, prompt, gen,
+        [](std::string_view piece) {
+          std::fwrite(piece.data(), 1, piece.size(), stdout);
+          std::fflush(stdout);
+        },
+        ImageInput{images, vision.get()});
     if (!r.ok()) return r.status().with_context(str_cat("chat: turn ", turn));
     std::fputc('\n', stdout);
     std::fflush(stdout);
@@ -86,9 +89,11 @@ Status run_chat(const ChatArgs& a) {
 CommandRun setup_chat(CLI::App& root) {
   auto a = std::make_shared<ChatArgs>();
   CLI::App* sub = root.add_subcommand("chat", "Interactive multi-turn chat with a checkpoint's chat template");
-  sub->add_option("-m,--model", a->model, "checkpoint directory (with tokenizer.json and tokenizer_config.json)")->required();
+  sub->add_option("-m,--model", a->model, "checkpoint directory (with tokenizer.json and tokenizer_config.json)")
+      ->required();
   sub->add_option("--system", a->system, "system message opening the conversation");
-  sub->add_option("--image", a->images, "image file attached to the first message (repeatable; vision-language checkpoints)");
+  sub->add_option("--image", a->images,
+                  "image file attached to the first message (repeatable; vision-language checkpoints)");
   sub->add_option("-n,--max-new-tokens", a->n, "tokens per reply (default 128)");
   add_sampling_flags(sub, a->gen);
   a->flags.add_to(sub);

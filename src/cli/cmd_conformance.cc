@@ -26,24 +26,37 @@ namespace {
 enum class Outcome { kPass, kWrong, kUnsupported, kError };
 const char* outcome_name(Outcome o) {
   switch (o) {
-    case Outcome::kPass: return "pass";
-    case Outcome::kWrong: return "wrong";
-    case Outcome::kUnsupported: return "unsupported";
-    case Outcome::kError: return "error";
+    case Outcome::kPass:
+      return "pass";
+    case Outcome::kWrong:
+      return "wrong";
+    case Outcome::kUnsupported:
+      return "unsupported";
+    case Outcome::kError:
+      return "error";
   }
   return "?";
 }
 
 double element_as_double(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kF16: return f16_to_f32(t.data<f16>()[i]);
-    case DType::kBF16: return bf16_to_f32(t.data<bf16>()[i]);
-    case DType::kI64: return double(t.data<int64_t>()[i]);
-    case DType::kI32: return t.data<int32_t>()[i];
-    case DType::kI16: return t.data<int16_t>()[i];
-    case DType::kI8: return t.data<int8_t>()[i];
-    case DType::kU8: case DType::kI1: return t.data<uint8_t>()[i];
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF16:
+      return f16_to_f32(t.data<f16>()[i]);
+    case DType::kBF16:
+      return bf16_to_f32(t.data<bf16>()[i]);
+    case DType::kI64:
+      return double(t.data<int64_t>()[i]);
+    case DType::kI32:
+      return t.data<int32_t>()[i];
+    case DType::kI16:
+      return t.data<int16_t>()[i];
+    case DType::kI8:
+      return t.data<int8_t>()[i];
+    case DType::kU8:
+    case DType::kI1:
+      return t.data<uint8_t>()[i];
   }
   return 0;
 }
@@ -154,7 +167,8 @@ ProgramResult run_isolated(const std::string& path, int timeout_s) {
   waitpid(pid, &wstatus, 0);
   if (WIFSIGNALED(wstatus)) {
     int sig = WTERMSIG(wstatus);
-    return {Outcome::kError, sig == SIGALRM ? str_cat("hang: over ", timeout_s, " s") : str_cat("crash: ", strsignal(sig))};
+    return {Outcome::kError,
+            sig == SIGALRM ? str_cat("hang: over ", timeout_s, " s") : str_cat("crash: ", strsignal(sig))};
   }
   if (msg.empty()) return {Outcome::kError, "child exited without a result"};
   return {Outcome(msg[0] - '0'), msg.substr(1)};
@@ -186,11 +200,15 @@ struct Tally {
 };
 
 std::string table(const std::map<std::string, Tally>& rows, const std::string& heading) {
-  std::string s = str_cat("| ", heading, " | programs | pass | unsupported | wrong | error |\n|---|---:|---:|---:|---:|---:|\n");
+  std::string s =
+      str_cat("| ", heading, " | programs | pass | unsupported | wrong | error |\n|---|---:|---:|---:|---:|---:|\n");
   for (const auto& row : rows) {
     const std::string& name = row.first;
     const Tally& t = row.second;
-    auto c = [&](Outcome o) { auto it = t.counts.find(o); return it == t.counts.end() ? 0 : it->second; };
+    auto c = [&](Outcome o) {
+      auto it = t.counts.find(o);
+      return it == t.counts.end() ? 0 : it->second;
+    };
     int total = c(Outcome::kPass) + c(Outcome::kUnsupported) + c(Outcome::kWrong) + c(Outcome::kError);
     s += str_cat("| `", name, "` | ", total, " | ", c(Outcome::kPass), " | ", c(Outcome::kUnsupported), " | ",
                  c(Outcome::kWrong), " | ", c(Outcome::kError), " |\n");
@@ -239,7 +257,8 @@ CommandRun setup_conformance(CLI::App& root) {
       }
       if (r.outcome == Outcome::kWrong || r.outcome == Outcome::kError)
         problems.push_back(str_cat(outcome_name(r.outcome), ": ", name, ": ", r.detail));
-      if (opt->verbose) std::cout << outcome_name(r.outcome) << " " << name << (r.detail.empty() ? "" : ": ") << r.detail << "\n";
+      if (opt->verbose)
+        std::cout << outcome_name(r.outcome) << " " << name << (r.detail.empty() ? "" : ": ") << r.detail << "\n";
       if ((i + 1) % 200 == 0) std::cerr << "conformance: " << i + 1 << "/" << files.size() << " programs\n";
     }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

@@ -32,9 +32,10 @@ struct EmitArgs {
 
 Result<models::TextEntry> parse_entry(const std::string& name) {
   using models::TextEntry;
-  for (TextEntry e : {TextEntry::kPrefill, TextEntry::kPrefillEmbeddings, TextEntry::kPrefillAllLogits,
-                      TextEntry::kDecode, TextEntry::kPrefillEmbeddingsMasked, TextEntry::kPrefillEmbeddingsMaskedAllLogits,
-                      TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope})
+  for (TextEntry e :
+       {TextEntry::kPrefill, TextEntry::kPrefillEmbeddings, TextEntry::kPrefillAllLogits, TextEntry::kDecode,
+        TextEntry::kPrefillEmbeddingsMasked, TextEntry::kPrefillEmbeddingsMaskedAllLogits,
+        TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope})
     if (name == models::entry_name(e)) return e;
   return make_error(ErrorKind::kInvalidArgument, "--entry '", name,
                     "' (expected prefill, prefill_embeddings, prefill_all_logits, decode, prefill_embeddings_masked, "
@@ -73,14 +74,17 @@ Status run_emit(const EmitArgs& a) {
   const bool vlm = models::is_vision_language(config) || models::is_gemma3_vlm(config, names);
   if (a.entry == "vision_encode") {
     models::VisionStage stage = models::VisionStage::kFeatures;
-    if (a.vision_stage == "tower") stage = models::VisionStage::kTower;
-    else if (a.vision_stage == "pooled") stage = models::VisionStage::kPooled;
+    if (a.vision_stage == "tower")
+      stage = models::VisionStage::kTower;
+    else if (a.vision_stage == "pooled")
+      stage = models::VisionStage::kPooled;
     else if (a.vision_stage != "features")
       return make_error(ErrorKind::kInvalidArgument, "--vision-stage '", a.vision_stage,
                         "' (expected features, tower or pooled)");
     if (!vlm)
-      return make_error(ErrorKind::kInvalidArgument, a.model,
-                        ": --entry vision_encode needs a vision-language checkpoint (llava, or gemma3 with tower weights)");
+      return make_error(
+          ErrorKind::kInvalidArgument, a.model,
+          ": --entry vision_encode needs a vision-language checkpoint (llava, or gemma3 with tower weights)");
     HLX_ASSIGN_OR_RETURN(models::VlmSpec vspec, models::vlm_spec_from_config(config, names));
     HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_vision_entry(vspec, stage));
     return write_text(shlo::print_module(module), a.out);
@@ -127,7 +131,8 @@ CommandRun setup_emit(CLI::App& root) {
   sub->add_option("--entry", args->entry,
                   "prefill | prefill_embeddings | prefill_all_logits | decode | prefill_embeddings_masked | "
                   "prefill_embeddings_masked_all_logits | prefill_embeddings_mrope | prefill_embeddings_deepstack | "
-                  "decode_mrope | vision_encode")->required();
+                  "decode_mrope | vision_encode")
+      ->required();
   sub->add_option("--capacity", args->capacity, "Context capacity S (tokens per slot; text entries)");
   sub->add_option("--vision-stage", args->vision_stage,
                   "vision_encode output: features (default) | tower (last rows of the tower) | pooled (gemma3)");

@@ -55,8 +55,8 @@ Status run_encode(const EncodeArgs& a) {
     HLX_ASSIGN_OR_RETURN(Tensor chw, mm::preprocess(img, pc));
     preprocess_ms = ms_since(t0);
     if (chw.shape() != Shape{want[1], want[2], want[3]})
-      return make_error(ErrorKind::kInvalidArgument, "preprocessor_config.json gives pixels ", shape_to_string(chw.shape()),
-                        " but the vision tower takes ", shape_to_string(want));
+      return make_error(ErrorKind::kInvalidArgument, "preprocessor_config.json gives pixels ",
+                        shape_to_string(chw.shape()), " but the vision tower takes ", shape_to_string(want));
     HLX_ASSIGN_OR_RETURN(pixels, chw.reshaped(want));
   } else {
     HLX_ASSIGN_OR_RETURN(Tensor p, read_npy(a.pixels));

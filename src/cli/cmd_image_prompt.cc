@@ -32,8 +32,9 @@ Status run_image_prompt(const ImagePromptArgs& a) {
   HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(a.model));
   HLX_ASSIGN_OR_RETURN(Checkpoint ck, Checkpoint::open(a.model));
   if (!models::is_gemma3_vlm(config, ck.names()))
-    return make_error(ErrorKind::kUnsupported, a.model,
-                      ": image-prompt implements Gemma3 vision-language checkpoints (text expansion before tokenization)");
+    return make_error(
+        ErrorKind::kUnsupported, a.model,
+        ": image-prompt implements Gemma3 vision-language checkpoints (text expansion before tokenization)");
   HLX_ASSIGN_OR_RETURN(models::VlmSpec spec, models::vlm_spec_from_config(config, ck.names()));
   HLX_ASSIGN_OR_RETURN(auto tok, tok::Tokenizer::load(a.model + "/tokenizer.json"));
   mm::ImageBlockText layout;
@@ -61,10 +62,10 @@ Status run_image_prompt(const ImagePromptArgs& a) {
     int64_t begin = 0, end = int64_t(ids.size());
     if (!a.chunk.empty() && std::sscanf(a.chunk.c_str(), "%ld,%ld", &begin, &end) != 2)
       return make_error(ErrorKind::kInvalidArgument, "--chunk '", a.chunk, "' (expected B,E)");
-    const mm::MaskRule rule =
-        spec.mask_mode == models::ImageMaskMode::kBidirectional ? mm::MaskRule::kBidirectional : mm::MaskRule::kImageBlocks;
-    HLX_ASSIGN_OR_RETURN(Tensor mask, mm::prefill_mask(ids, spec.image_token_id, begin, end,
-                                                       a.rows > 0 ? a.rows : end - begin, rule));
+    const mm::MaskRule rule = spec.mask_mode == models::ImageMaskMode::kBidirectional ? mm::MaskRule::kBidirectional
+                                                                                      : mm::MaskRule::kImageBlocks;
+    HLX_ASSIGN_OR_RETURN(
+        Tensor mask, mm::prefill_mask(ids, spec.image_token_id, begin, end, a.rows > 0 ? a.rows : end - begin, rule));
     HLX_RETURN_IF_ERROR(write_npy(a.mask_out, mask));
   }
   return ok_status();

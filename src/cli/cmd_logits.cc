@@ -36,22 +36,24 @@ Status run_image_logits(const LogitsArgs& a, const std::vector<int64_t>& prompt,
   HLX_ASSIGN_OR_RETURN(std::vector<mm::Image> images, load_image_files(a.images));
   if (!a.modules_dir.empty()) o.modules_dir = a.modules_dir;
   HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::TextModel> model, engine::TextModel::load(a.model, o));
-  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision, engine::VisionModel::load(a.model, {o.threads, nullptr}));
+  HLX_ASSIGN_OR_RETURN(std::unique_ptr<engine::VisionModel> vision,
+                       engine::VisionModel::load(a.model, {o.threads, nullptr}));
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> expanded, expand_image_ids(*vision, prompt, images));
   Tensor logits;
   TextGenParams gen;
   gen.max_new_tokens = 1;
-  HLX_ASSIGN_OR_RETURN(TextGenResult r,
-                       generate_text(*model, nullptr, expanded, gen, [](std::string_view) {},
-                                     ImageInput{std::move(images), vision.get()}, [&](std::span<const float> row) {
-                                       if (logits.raw()) return;
-                                       logits = Tensor::empty(DType::kF32, {int64_t(row.size())});
-                                       std::copy(row.begin(), row.end(), logits.data<float>());
-                                     }));
+  HLX_ASSIGN_OR_RETURN(TextGenResult r, generate_text(
+                                            *model, nullptr, expanded, gen, [](std::string_view) {},
+                                            ImageInput{std::move(images), vision.get()},
+                                            [&](std::span<const float> row) {
+                                              if (logits.raw()) return;
+                                              logits = Tensor::empty(DType::kF32, {int64_t(row.size())});
+                                              std::copy(row.begin(), row.end(), logits.data<float>());
+                                            }));
   if (!logits.raw()) return make_error(ErrorKind::kInternal, "no logits row was produced");
   std::fprintf(stderr, "prompt %lld rows (%lld image%s); preprocess %.1f ms, encode %.1f ms, prefill %.1f ms\n",
-               (long long)r.prompt_tokens, (long long)r.images, r.images == 1 ? "" : "s", r.preprocess_ms,
-               r.encode_ms, r.prefill_ms);
+               (long long)r.prompt_tokens, (long long)r.images, r.images == 1 ? "" : "s", r.preprocess_ms, r.encode_ms,
+               r.prefill_ms);
   return write_npy(a.out, logits);
 }
 

@@ -115,7 +115,8 @@ Status run_mrope(const MropeArgs& a) {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? "," : " ") << ids[i];
     std::cout << "\n";
   }
-  HLX_ASSIGN_OR_RETURN(mm::MropePositions p, mm::qwen_mrope_positions(ids, int32_t(a.image_token), grids, a.merge_size));
+  HLX_ASSIGN_OR_RETURN(mm::MropePositions p,
+                       mm::qwen_mrope_positions(ids, int32_t(a.image_token), grids, a.merge_size));
   Tensor t = Tensor::empty(DType::kI32, {3, p.length});
   std::copy(p.positions.begin(), p.positions.end(), t.data<int32_t>());
   HLX_RETURN_IF_ERROR(write_npy(a.out, t));

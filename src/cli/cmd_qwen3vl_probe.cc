@@ -50,9 +50,7 @@ Result<std::vector<int32_t>> parse_ids(const std::string& text) {
   return v;
 }
 
-int64_t argmax(const float* row, int64_t n) {
-  return std::max_element(row, row + n) - row;
-}
+int64_t argmax(const float* row, int64_t n) { return std::max_element(row, row + n) - row; }
 
 Status run_probe(const ProbeArgs& a) {
   const std::string out = a.out_dir + "/";
@@ -70,7 +68,8 @@ Status run_probe(const ProbeArgs& a) {
     HLX_ASSIGN_OR_RETURN(engine::Qwen3VLImageFeatures f, vision->encode(px));
     HLX_RETURN_IF_ERROR(write_npy(str_cat(out, "features_", k, ".npy"), f.features));
     HLX_RETURN_IF_ERROR(write_npy(str_cat(out, "deepstack_", k, ".npy"), f.deepstack));
-    std::cout << "grid " << k << " " << f.grid.t << " " << f.grid.h << " " << f.grid.w << " bucket " << f.bucket << "\n";
+    std::cout << "grid " << k << " " << f.grid.t << " " << f.grid.h << " " << f.grid.w << " bucket " << f.bucket
+              << "\n";
     grids.push_back(f.grid);
     feats.push_back(std::move(f));
   }
@@ -142,16 +141,16 @@ Status run_probe(const ProbeArgs& a) {
   if (a.time_prefill > 0) {
     std::vector<double> with, without;
     for (int64_t r = 0; r < a.time_prefill; ++r) {
-      for (const engine::DeepstackPayload* p : {static_cast<const engine::DeepstackPayload*>(&ds),
-                                                static_cast<const engine::DeepstackPayload*>(nullptr)}) {
+      for (const engine::DeepstackPayload* p :
+           {static_cast<const engine::DeepstackPayload*>(&ds), static_cast<const engine::DeepstackPayload*>(nullptr)}) {
         HLX_ASSIGN_OR_RETURN(int64_t s, text->admit(engine::AdmissionRequest{n, 0, {}}));
         const auto t0 = std::chrono::steady_clock::now();
         HLX_RETURN_IF_ERROR(text->prefill_embeddings_mrope(s, emb, ids64, pos, delta, n, p).status());
         (p ? with : without).push_back(ms_since(t0));
         HLX_RETURN_IF_ERROR(text->release(s));
       }
-      std::cout << "prefill " << n << " rows: deepstack " << with.back() << " ms, without payload "
-                << without.back() << " ms\n";
+      std::cout << "prefill " << n << " rows: deepstack " << with.back() << " ms, without payload " << without.back()
+                << " ms\n";
     }
     auto median = [](std::vector<double> v) {
       std::sort(v.begin(), v.end());
@@ -166,8 +165,9 @@ Status run_probe(const ProbeArgs& a) {
     HLX_ASSIGN_OR_RETURN(int64_t s2, text->admit(engine::AdmissionRequest{n, 0, {}}));
     Tensor rows = Tensor::empty(DType::kF32, {n, vocab});
     for (int64_t r = 0; r < n; ++r) {
-      engine::DeepstackPayload part{ds.visual_positions, ds.layer_features,
-                                    int64_t(std::lower_bound(visual.begin(), visual.end(), int32_t(r + 1)) - visual.begin())};
+      engine::DeepstackPayload part{
+          ds.visual_positions, ds.layer_features,
+          int64_t(std::lower_bound(visual.begin(), visual.end(), int32_t(r + 1)) - visual.begin())};
       HLX_ASSIGN_OR_RETURN(Tensor lg, text->prefill_embeddings_mrope(s2, emb, ids64, pos, delta, r + 1,
                                                                      a.no_deepstack ? nullptr : &part));
       std::memcpy(rows.data<float>() + r * vocab, lg.data<float>(), size_t(vocab) * sizeof(float));

@@ -53,7 +53,8 @@ std::string default_model_name(const std::string& dir) {
 }
 
 Status check_range(const char* flag, double v, double lo, double hi) {
-  if (!(v >= lo && v <= hi)) return make_error(ErrorKind::kInvalidArgument, flag, " ", v, " is outside [", lo, ", ", hi, "]");
+  if (!(v >= lo && v <= hi))
+    return make_error(ErrorKind::kInvalidArgument, flag, " ", v, " is outside [", lo, ", ", hi, "]");
   return ok_status();
 }
 
@@ -94,9 +95,11 @@ Status run_serve(ServeArgs a) {
   if (!a.allowed_image_dir.empty()) {
     std::error_code ec;
     if (!std::filesystem::is_directory(a.allowed_image_dir, ec))
-      return make_error(ErrorKind::kInvalidArgument, "--allowed-image-dir '", a.allowed_image_dir, "' is not a directory");
+      return make_error(ErrorKind::kInvalidArgument, "--allowed-image-dir '", a.allowed_image_dir,
+                        "' is not a directory");
     char* real = realpath(a.allowed_image_dir.c_str(), nullptr);
-    if (!real) return make_error(ErrorKind::kIo, "--allowed-image-dir '", a.allowed_image_dir, "': ", std::strerror(errno));
+    if (!real)
+      return make_error(ErrorKind::kIo, "--allowed-image-dir '", a.allowed_image_dir, "': ", std::strerror(errno));
     o.images.allowed_dir = real;
     std::free(real);
   }
@@ -116,8 +119,11 @@ Status run_serve(ServeArgs a) {
   std::error_code ec;
   if (std::filesystem::exists(a.model + "/tokenizer_config.json", ec)) {
     auto tmpl = load_checkpoint_template(a.model);
-    if (tmpl.ok()) info.chat_template = std::move(*tmpl);
-    else std::fprintf(stderr, "hlx serve: no chat template (%s); /v1/chat/completions is disabled\n", tmpl.status().to_string().c_str());
+    if (tmpl.ok())
+      info.chat_template = std::move(*tmpl);
+    else
+      std::fprintf(stderr, "hlx serve: no chat template (%s); /v1/chat/completions is disabled\n",
+                   tmpl.status().to_string().c_str());
   }
   HLX_ASSIGN_OR_RETURN(engine::TextModelOptions mo, a.flags.options());
   mo.slots = a.slots;
@@ -178,14 +184,16 @@ CommandRun setup_serve(CLI::App& root) {
   auto args = std::make_shared<ServeArgs>();
   server::ServerOptions& o = args->opts;
   CLI::App* sub = root.add_subcommand("serve", "OpenAI-compatible HTTP server (docs/SERVER.md)");
-  sub->add_option("-m,--model", args->model, "checkpoint directory (config.json + safetensors + tokenizer files)")->required();
+  sub->add_option("-m,--model", args->model, "checkpoint directory (config.json + safetensors + tokenizer files)")
+      ->required();
   sub->add_option("--host", o.host, "address to listen on (default 127.0.0.1)");
   sub->add_option("--port", o.port, "TCP port (default 8080; 0 = any free port)");
   sub->add_option("--served-model-name", o.model_name, "model id in /v1/models and responses (default: DIR's name)");
   args->flags.add_to(sub);
   sub->add_option("--slots", args->slots, "KV slots = requests decoded together (default 4)");
   sub->add_flag("--compile-all", args->compile_all, "compile every prefill bucket and decode batch at load");
-  sub->add_option("--api-key", o.api_key, "require 'Authorization: Bearer KEY' on /v1/* (default: $HLX_API_KEY, else none)");
+  sub->add_option("--api-key", o.api_key,
+                  "require 'Authorization: Bearer KEY' on /v1/* (default: $HLX_API_KEY, else none)");
   sub->add_option("--allowed-image-dir", args->allowed_image_dir,
                   "directory whose files image_url may name (file:// or absolute path); default: none");
   sub->add_option("--max-queue", o.max_queue, "requests waiting for a slot before 429 (default 64)");
@@ -208,10 +216,14 @@ CommandRun setup_serve(CLI::App& root) {
   sub->add_option("--max-images", o.max_images_per_request, "images per request (default 8)");
   sub->add_option("--image-cache-mib", args->image_cache_mib,
                   "encoded features of recent images kept for reuse, MiB (default 256, 0 disables)");
-  sub->add_option("--read-timeout", args->read_timeout_s, "seconds for a request's headers and body to arrive (default 30)");
-  sub->add_option("--write-timeout", args->write_timeout_s, "seconds a write may wait on a client that stopped reading (default 30)");
-  sub->add_option("--request-timeout", args->request_timeout_s, "seconds from a request's arrival to its end (default 600)");
-  sub->add_option("--shutdown-grace", args->shutdown_grace_s, "seconds in-flight requests get on SIGINT/SIGTERM (default 10)");
+  sub->add_option("--read-timeout", args->read_timeout_s,
+                  "seconds for a request's headers and body to arrive (default 30)");
+  sub->add_option("--write-timeout", args->write_timeout_s,
+                  "seconds a write may wait on a client that stopped reading (default 30)");
+  sub->add_option("--request-timeout", args->request_timeout_s,
+                  "seconds from a request's arrival to its end (default 600)");
+  sub->add_option("--shutdown-grace", args->shutdown_grace_s,
+                  "seconds in-flight requests get on SIGINT/SIGTERM (default 10)");
   sub->add_option("--keep-alive-timeout", args->keep_alive_timeout_s,
                   "seconds a kept connection may wait for its next request (default 5; 0: close after each response)");
   sub->add_option("--max-keep-alive-requests", o.max_requests_per_connection,

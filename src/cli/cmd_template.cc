@@ -50,8 +50,8 @@ Status run_template(const TemplateOptions& o) {
     HLX_ASSIGN_OR_RETURN(std::string src, read_text(o.template_file));
     tmpl = ChatTemplate::from_source(src, specials);
   } else {
-    tmpl = ChatTemplate::from_tokenizer_config(
-        o.tokenizer_config.empty() ? o.model_dir + "/tokenizer_config.json" : o.tokenizer_config);
+    tmpl = ChatTemplate::from_tokenizer_config(o.tokenizer_config.empty() ? o.model_dir + "/tokenizer_config.json"
+                                                                          : o.tokenizer_config);
   }
   if (!tmpl.ok()) return tmpl.status();
   HLX_ASSIGN_OR_RETURN(std::string mtext, read_text(o.messages));

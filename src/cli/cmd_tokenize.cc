@@ -25,8 +25,7 @@ using nlohmann::json;
 
 struct TokenizeArgs {
   std::string tokenizer, model_dir, text, file, decode;
-  bool has_text = false, jsonl = false, decode_jsonl = false, add_special = false,
-       skip_special = false, stream = false;
+  bool has_text = false, jsonl = false, decode_jsonl = false, add_special = false, skip_special = false, stream = false;
 };
 
 Result<std::vector<uint32_t>> parse_ids(const std::string& s) {
@@ -40,12 +39,10 @@ Result<std::vector<uint32_t>> parse_ids(const std::string& s) {
       uint64_t v = 0;
       for (char c : part) {
         if (c < '0' || c > '9' || v > 0xFFFFFFFFull)
-          return make_error(ErrorKind::kInvalidArgument, "--decode: \"", part,
-                            "\" is not a token id");
+          return make_error(ErrorKind::kInvalidArgument, "--decode: \"", part, "\" is not a token id");
         v = v * 10 + uint64_t(c - '0');
       }
-      if (v > 0xFFFFFFFFull)
-        return make_error(ErrorKind::kInvalidArgument, "--decode: ", part, " is out of range");
+      if (v > 0xFFFFFFFFull) return make_error(ErrorKind::kInvalidArgument, "--decode: ", part, " is out of range");
       ids.push_back(uint32_t(v));
     }
     i = j + 1;
@@ -53,12 +50,10 @@ Result<std::vector<uint32_t>> parse_ids(const std::string& s) {
   return ids;
 }
 
-std::string dump_string(const std::string& s) {
-  return json(s).dump(-1, ' ', false, json::error_handler_t::replace);
-}
+std::string dump_string(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
-Result<std::string> stream_decode(const std::shared_ptr<const tok::Tokenizer>& t,
-                                  const std::vector<uint32_t>& ids, bool skip_special) {
+Result<std::string> stream_decode(const std::shared_ptr<const tok::Tokenizer>& t, const std::vector<uint32_t>& ids,
+                                  bool skip_special) {
   tok::StreamDecoder dec(t, skip_special);
   std::string out;
   for (uint32_t id : ids) {
@@ -94,8 +89,7 @@ int run_jsonl(const TokenizeArgs& a, const std::shared_ptr<const tok::Tokenizer>
         fail("line is not a JSON array of token ids");
         continue;
       }
-      Result<std::string> text =
-          a.stream ? stream_decode(t, ids, a.skip_special) : t->decode(ids, a.skip_special);
+      Result<std::string> text = a.stream ? stream_decode(t, ids, a.skip_special) : t->decode(ids, a.skip_special);
       if (!text.ok()) {
         fail(text.status().to_string());
         continue;
@@ -135,13 +129,11 @@ CommandRun setup_tokenize(CLI::App& root) {
     a->has_text = sub->count("--text") > 0;
     std::string path = a->tokenizer;
     if (path.empty() && !a->model_dir.empty()) path = a->model_dir + "/tokenizer.json";
-    if (path.empty())
-      return report(make_error(ErrorKind::kInvalidArgument, "tokenize: --tokenizer or -m required"));
-    int modes = int(a->has_text) + int(!a->file.empty()) + int(sub->count("--decode") > 0) +
-                int(a->jsonl);
+    if (path.empty()) return report(make_error(ErrorKind::kInvalidArgument, "tokenize: --tokenizer or -m required"));
+    int modes = int(a->has_text) + int(!a->file.empty()) + int(sub->count("--decode") > 0) + int(a->jsonl);
     if (modes != 1)
-      return report(make_error(ErrorKind::kInvalidArgument,
-                               "tokenize: give exactly one of --text, --file, --decode, --jsonl"));
+      return report(
+          make_error(ErrorKind::kInvalidArgument, "tokenize: give exactly one of --text, --file, --decode, --jsonl"));
     std::error_code ec;
     if (!std::filesystem::exists(path, ec))
       return report(make_error(ErrorKind::kNotFound, "'", path, "' does not exist"));
@@ -151,8 +143,7 @@ CommandRun setup_tokenize(CLI::App& root) {
     if (sub->count("--decode") > 0) {
       auto ids = parse_ids(a->decode);
       if (!ids.ok()) return report(ids.status());
-      auto text = a->stream ? stream_decode(*t, *ids, a->skip_special)
-                            : (*t)->decode(*ids, a->skip_special);
+      auto text = a->stream ? stream_decode(*t, *ids, a->skip_special) : (*t)->decode(*ids, a->skip_special);
       if (!text.ok()) return report(text.status());
       std::cout << *text << '\n';
       return 0;

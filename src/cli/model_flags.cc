@@ -37,7 +37,8 @@ Result<engine::TextModelOptions> ModelFlags::options() const {
   } else if (!weights.empty()) {
     auto w = dtype_from_name(weights);
     if (!w || (*w != DType::kBF16 && *w != DType::kF32 && *w != DType::kF16))
-      return make_error(ErrorKind::kInvalidArgument, "--weights '", weights, "' (expected int8, int4, bf16, f16 or f32)");
+      return make_error(ErrorKind::kInvalidArgument, "--weights '", weights,
+                        "' (expected int8, int4, bf16, f16 or f32)");
     o.stored_weight_dtype = *w;
   }
   return o;

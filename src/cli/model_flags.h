@@ -13,8 +13,8 @@ namespace hlx::cli {
 struct ModelFlags {
   int64_t capacity = 0;  // 0: the model's default (docs/CAPACITY.md)
   std::string kv_dtype = "auto";
-  int threads = 0;       // 0: all cores
-  std::string weights;   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
+  int threads = 0;                       // 0: all cores
+  std::string weights;                   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
   std::vector<int64_t> prefill_buckets;  // empty: the model's default (default_prefill_buckets)
   std::string prefix_cache = "on";       // on | off: BatchEngineOptions::prefix_cache
 

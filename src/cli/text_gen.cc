@@ -73,7 +73,7 @@ uint64_t checkpoint_bytes(const std::string& dir) {
 double per_second(int64_t count, double ms) { return ms > 0 ? double(count) * 1000.0 / ms : 0.0; }
 
 Result<std::unique_ptr<engine::TextModel>> load_model_with_progress(const std::string& dir,
-                                                                   const engine::TextModelOptions& options) {
+                                                                    const engine::TextModelOptions& options) {
   const double mib = double(checkpoint_bytes(dir)) / (1 << 20);
   char label[512];
   std::snprintf(label, sizeof label, "hlx: loading %s (%.1f MiB)", dir.c_str(), mib);
@@ -200,8 +200,8 @@ std::string summary_line(const TextGenResult& r) {
                 "prompt %lld tokens%s, generated %lld tokens%s; prefill %.1f ms (%.1f tokens/s), decode %.1f ms "
                 "(%.1f tokens/s); finish: %s",
                 (long long)r.prompt_tokens, cached, (long long)r.tokens.size(), images, r.prefill_ms,
-                per_second(r.prompt_tokens - r.cached_tokens, r.prefill_ms), r.decode_ms, per_second(decoded, r.decode_ms),
-                r.finish.c_str());
+                per_second(r.prompt_tokens - r.cached_tokens, r.prefill_ms), r.decode_ms,
+                per_second(decoded, r.decode_ms), r.finish.c_str());
   return buf;
 }
 
@@ -226,7 +226,8 @@ Status check_no_image_tokens(const std::string& dir, const std::vector<int64_t>&
 }
 
 namespace {
-Result<std::vector<int64_t>> image_token_counts(const engine::VisionModel& vision, const std::vector<mm::Image>& images) {
+Result<std::vector<int64_t>> image_token_counts(const engine::VisionModel& vision,
+                                                const std::vector<mm::Image>& images) {
   std::vector<int64_t> tokens;
   for (size_t i = 0; i < images.size(); ++i) {
     auto t = vision.image_tokens(images[i]);
@@ -246,8 +247,9 @@ Result<std::string> expand_image_text(const engine::VisionModel& vision, std::st
 Result<std::vector<int64_t>> expand_image_ids(const engine::VisionModel& vision, const std::vector<int64_t>& ids,
                                               const std::vector<mm::Image>& images) {
   if (vision.family() == models::VlmFamily::kGemma3)
-    return make_error(ErrorKind::kUnsupported, "--tokens with --image: Gemma3 image prompts are expanded on the text "
-                                               "before tokenization; give the prompt as text (-p)");
+    return make_error(ErrorKind::kUnsupported,
+                      "--tokens with --image: Gemma3 image prompts are expanded on the text "
+                      "before tokenization; give the prompt as text (-p)");
   HLX_ASSIGN_OR_RETURN(std::vector<int64_t> tokens, image_token_counts(vision, images));
   return engine::expand_image_tokens(ids, vision.image_token_id(), tokens);
 }

@@ -25,7 +25,7 @@ namespace hlx::cli {
 // TextModel::load with a progress indicator on stderr: while stderr is a TTY, an elapsed-time
 // spinner on one line; otherwise one line per phase ("loading ...", "loaded ...").
 Result<std::unique_ptr<engine::TextModel>> load_model_with_progress(const std::string& dir,
-                                                                   const engine::TextModelOptions& options);
+                                                                    const engine::TextModelOptions& options);
 
 // DIR/tokenizer.json (kNotFound naming the file and how to get one when it is missing).
 Result<std::shared_ptr<const tok::Tokenizer>> load_checkpoint_tokenizer(const std::string& dir);
@@ -39,21 +39,21 @@ struct TextGenParams {
   float top_p = 1.f;
   float min_p = 0.f;
   uint64_t seed = 0;
-  std::vector<std::string> stop;  // stop strings (non-empty, valid UTF-8)
+  std::vector<std::string> stop;        // stop strings (non-empty, valid UTF-8)
   std::vector<std::string> logit_bias;  // "ID=BIAS" (--logit-bias), parsed by generate_text
-  bool prefix_cache = true;  // --prefix-cache: reuse rows an earlier call left in the model's slots
-  int64_t logprobs = -1;  // >= 0: each token's logprob and this many top ids (--logprobs K)
-  bool json = false;             // --json: the output is one JSON object (json_object)
-  std::string json_schema_file;  // --json-schema F: the output validates against F's schema
+  bool prefix_cache = true;             // --prefix-cache: reuse rows an earlier call left in the model's slots
+  int64_t logprobs = -1;                // >= 0: each token's logprob and this many top ids (--logprobs K)
+  bool json = false;                    // --json: the output is one JSON object (json_object)
+  std::string json_schema_file;         // --json-schema F: the output validates against F's schema
 };
 
 struct TextGenResult {
-  int64_t prompt_tokens = 0;    // after image placeholder expansion
-  int64_t cached_tokens = 0;    // prompt rows reused from the prefix cache, not prefilled
+  int64_t prompt_tokens = 0;  // after image placeholder expansion
+  int64_t cached_tokens = 0;  // prompt rows reused from the prefix cache, not prefilled
   int64_t images = 0;
-  std::vector<int64_t> tokens;  // generated ids (including a final EOS)
-  std::string text;             // generated text up to (not including) a stop string
-  std::string finish;           // "stop" | "length" | "cancelled" | "error"
+  std::vector<int64_t> tokens;                  // generated ids (including a final EOS)
+  std::string text;                             // generated text up to (not including) a stop string
+  std::string finish;                           // "stop" | "length" | "cancelled" | "error"
   std::vector<engine::TokenLogprobs> logprobs;  // one per token when params.logprobs >= 0
   double preprocess_ms = 0, encode_ms = 0, prefill_ms = 0, decode_ms = 0;
 };
@@ -72,8 +72,7 @@ struct ImageInput {
 // `tokenizer` may be null (no text then); `on_logits` (optional) sees every logits row.
 Result<TextGenResult> generate_text(engine::TextModel& model, const std::shared_ptr<const tok::Tokenizer>& tokenizer,
                                     const std::vector<int64_t>& prompt, const TextGenParams& params,
-                                    const std::function<void(std::string_view)>& on_text,
-                                    ImageInput images = {},
+                                    const std::function<void(std::string_view)>& on_text, ImageInput images = {},
                                     const std::function<void(std::span<const float>)>& on_logits = {});
 
 // "prompt 12 tokens, generated 20 tokens; prefill 310.2 tok/s, decode 95.1 tok/s; finish: length"
@@ -100,8 +99,8 @@ Result<std::vector<int64_t>> expand_image_ids(const engine::VisionModel& vision,
 // Decodes every --image file (PNG/JPEG, EXIF orientation applied), naming the file on error.
 Result<std::vector<mm::Image>> load_image_files(const std::vector<std::string>& paths);
 // VisionModel::load with one line on stderr (family, load time, tokens per image).
-Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(
-    const std::string& dir, int threads, std::shared_ptr<const tok::Tokenizer> tokenizer);
+Result<std::unique_ptr<engine::VisionModel>> load_vision_with_progress(const std::string& dir, int threads,
+                                                                       std::shared_ptr<const tok::Tokenizer> tokenizer);
 // Compiles the entries an (expanded) image prompt will use (the model's image prefill buckets,
 // decode), so the summary's prefill time is not compile time. Prompts the engine will refuse
 // (over capacity) are left for it to report.

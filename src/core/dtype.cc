@@ -4,15 +4,24 @@ namespace hlx {
 
 std::string_view dtype_name(DType t) {
   switch (t) {
-    case DType::kF32: return "f32";
-    case DType::kF16: return "f16";
-    case DType::kBF16: return "bf16";
-    case DType::kI64: return "i64";
-    case DType::kI32: return "i32";
-    case DType::kI16: return "i16";
-    case DType::kI8: return "i8";
-    case DType::kU8: return "ui8";
-    case DType::kI1: return "i1";
+    case DType::kF32:
+      return "f32";
+    case DType::kF16:
+      return "f16";
+    case DType::kBF16:
+      return "bf16";
+    case DType::kI64:
+      return "i64";
+    case DType::kI32:
+      return "i32";
+    case DType::kI16:
+      return "i16";
+    case DType::kI8:
+      return "i8";
+    case DType::kU8:
+      return "ui8";
+    case DType::kI1:
+      return "i1";
   }
   return "?";
 }
@@ -25,15 +34,24 @@ std::optional<DType> dtype_from_name(std::string_view name) {
 
 std::string_view dtype_safetensors_name(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
-    case DType::kI64: return "I64";
-    case DType::kI32: return "I32";
-    case DType::kI16: return "I16";
-    case DType::kI8: return "I8";
-    case DType::kU8: return "U8";
-    case DType::kI1: return "BOOL";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
+    case DType::kI64:
+      return "I64";
+    case DType::kI32:
+      return "I32";
+    case DType::kI16:
+      return "I16";
+    case DType::kI8:
+      return "I8";
+    case DType::kU8:
+      return "U8";
+    case DType::kI1:
+      return "BOOL";
   }
   return "?";
 }
@@ -63,7 +81,7 @@ f16 f32_to_f16(float f) {
   uint16_t sign = uint16_t((u >> 16) & 0x8000u);
   uint32_t a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return f16{uint16_t(sign | 0x7e00u | ((a >> 13) & 0x3ffu))};  // nan
-  if (a >= 0x477ff000u) return f16{uint16_t(sign | 0x7c00u)};  // rounds to >= 65520: inf
+  if (a >= 0x477ff000u) return f16{uint16_t(sign | 0x7c00u)};                        // rounds to >= 65520: inf
   if (a < 0x38800000u) {
     // Result is subnormal or zero: round a * 2^24 to the nearest integer, ties to even.
     if (a < 0x33000000u) return f16{sign};  // below half the smallest subnormal

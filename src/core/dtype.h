@@ -10,17 +10,25 @@ namespace hlx {
 
 enum class DType : uint8_t { kF32, kF16, kBF16, kI64, kI32, kI16, kI8, kU8, kI1 };
 
-inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16,
-                                       DType::kI64, DType::kI32, DType::kI16,
-                                       DType::kI8,  DType::kU8,  DType::kI1};
+inline constexpr DType kAllDTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kI64, DType::kI32,
+                                       DType::kI16, DType::kI8,  DType::kU8,   DType::kI1};
 
 // Bytes per element; i1 is stored as one byte holding 0 or 1.
 constexpr size_t dtype_size(DType t) {
   switch (t) {
-    case DType::kF32: case DType::kI32: return 4;
-    case DType::kF16: case DType::kBF16: case DType::kI16: return 2;
-    case DType::kI64: return 8;
-    case DType::kI8: case DType::kU8: case DType::kI1: return 1;
+    case DType::kF32:
+    case DType::kI32:
+      return 4;
+    case DType::kF16:
+    case DType::kBF16:
+    case DType::kI16:
+      return 2;
+    case DType::kI64:
+      return 8;
+    case DType::kI8:
+    case DType::kU8:
+    case DType::kI1:
+      return 1;
   }
   return 0;
 }
@@ -38,11 +46,23 @@ std::string_view dtype_safetensors_name(DType t);
 std::optional<DType> dtype_from_safetensors_name(std::string_view name);
 
 // 16-bit float storage types. Arithmetic happens in f32.
-struct bf16 { uint16_t bits; };
-struct f16 { uint16_t bits; };
+struct bf16 {
+  uint16_t bits;
+};
+struct f16 {
+  uint16_t bits;
+};
 
-inline uint32_t f32_bits(float f) { uint32_t u; std::memcpy(&u, &f, 4); return u; }
-inline float f32_from_bits(uint32_t u) { float f; std::memcpy(&f, &u, 4); return f; }
+inline uint32_t f32_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float f32_from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 
 inline float bf16_to_f32(bf16 h) { return f32_from_bits(uint32_t(h.bits) << 16); }
 // Round to nearest, ties to even; NaN stays NaN (quiet), infinities stay infinite.

@@ -4,16 +4,26 @@ namespace hlx {
 
 const char* error_kind_name(ErrorKind kind) {
   switch (kind) {
-    case ErrorKind::kOk: return "ok";
-    case ErrorKind::kInvalidArgument: return "invalid argument";
-    case ErrorKind::kParse: return "parse error";
-    case ErrorKind::kVerify: return "verification error";
-    case ErrorKind::kUnsupported: return "unsupported";
-    case ErrorKind::kIo: return "i/o error";
-    case ErrorKind::kOutOfRange: return "out of range";
-    case ErrorKind::kCapacityExceeded: return "capacity exceeded";
-    case ErrorKind::kNotFound: return "not found";
-    case ErrorKind::kInternal: return "internal error";
+    case ErrorKind::kOk:
+      return "ok";
+    case ErrorKind::kInvalidArgument:
+      return "invalid argument";
+    case ErrorKind::kParse:
+      return "parse error";
+    case ErrorKind::kVerify:
+      return "verification error";
+    case ErrorKind::kUnsupported:
+      return "unsupported";
+    case ErrorKind::kIo:
+      return "i/o error";
+    case ErrorKind::kOutOfRange:
+      return "out of range";
+    case ErrorKind::kCapacityExceeded:
+      return "capacity exceeded";
+    case ErrorKind::kNotFound:
+      return "not found";
+    case ErrorKind::kInternal:
+      return "internal error";
   }
   return "unknown error";
 }

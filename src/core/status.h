@@ -38,8 +38,7 @@ class [[nodiscard]] Status {
  public:
   Status() = default;
   Status(ErrorKind kind, std::string message)
-      : rep_(kind == ErrorKind::kOk ? nullptr
-                                    : std::make_shared<Rep>(Rep{kind, std::move(message)})) {}
+      : rep_(kind == ErrorKind::kOk ? nullptr : std::make_shared<Rep>(Rep{kind, std::move(message)})) {}
 
   bool ok() const { return rep_ == nullptr; }
   ErrorKind kind() const { return rep_ ? rep_->kind : ErrorKind::kOk; }
@@ -70,8 +69,7 @@ class [[nodiscard]] Result {
  public:
   Result(T value) : v_(std::move(value)) {}  // NOLINT: implicit by design
   Result(Status status) : v_(std::move(status)) {
-    if (std::get<Status>(v_).ok())
-      v_ = Status(ErrorKind::kInternal, "Result constructed from an ok Status");
+    if (std::get<Status>(v_).ok()) v_ = Status(ErrorKind::kInternal, "Result constructed from an ok Status");
   }
 
   bool ok() const { return v_.index() == 0; }
@@ -97,15 +95,14 @@ class [[nodiscard]] Result {
 #define HLX_CONCAT(a, b) HLX_CONCAT_INNER(a, b)
 
 // Returns the Status from the enclosing function when `expr` fails.
-#define HLX_RETURN_IF_ERROR(expr)                  \
-  do {                                             \
-    ::hlx::Status hlx_status_ = (expr);            \
-    if (!hlx_status_.ok()) return hlx_status_;     \
+#define HLX_RETURN_IF_ERROR(expr)              \
+  do {                                         \
+    ::hlx::Status hlx_status_ = (expr);        \
+    if (!hlx_status_.ok()) return hlx_status_; \
   } while (0)
 
 // HLX_ASSIGN_OR_RETURN(auto x, compute()); declares x from a Result or returns its error.
-#define HLX_ASSIGN_OR_RETURN(lhs, expr) \
-  HLX_ASSIGN_OR_RETURN_IMPL(HLX_CONCAT(hlx_result_, __LINE__), lhs, expr)
+#define HLX_ASSIGN_OR_RETURN(lhs, expr) HLX_ASSIGN_OR_RETURN_IMPL(HLX_CONCAT(hlx_result_, __LINE__), lhs, expr)
 #define HLX_ASSIGN_OR_RETURN_IMPL(tmp, lhs, expr) \
   auto tmp = (expr);                              \
   if (!tmp.ok()) return tmp.status();             \

@@ -19,9 +19,11 @@ std::string shape_to_string(const Shape& shape) {
 Result<int64_t> checked_num_elements(const Shape& shape, int64_t max_elements) {
   int64_t n = 1;
   for (int64_t d : shape) {
-    if (d < 0) return make_error(ErrorKind::kInvalidArgument, "negative dimension in shape [", shape_to_string(shape), "]");
+    if (d < 0)
+      return make_error(ErrorKind::kInvalidArgument, "negative dimension in shape [", shape_to_string(shape), "]");
     if (d != 0 && n > max_elements / d)
-      return make_error(ErrorKind::kInvalidArgument, "shape [", shape_to_string(shape), "] has more than ", max_elements, " elements");
+      return make_error(ErrorKind::kInvalidArgument, "shape [", shape_to_string(shape), "] has more than ",
+                        max_elements, " elements");
     n *= d;
   }
   return n;
@@ -78,7 +80,8 @@ Tensor Tensor::borrow(DType dtype, Shape shape, void* data, std::shared_ptr<void
 Result<Tensor> Tensor::reshaped(Shape shape) const {
   HLX_ASSIGN_OR_RETURN(int64_t n, checked_num_elements(shape));
   if (n != num_elements())
-    return make_error(ErrorKind::kInvalidArgument, "cannot reshape ", type_string(), " to [", shape_to_string(shape), "]");
+    return make_error(ErrorKind::kInvalidArgument, "cannot reshape ", type_string(), " to [", shape_to_string(shape),
+                      "]");
   Tensor t = *this;
   t.shape_ = std::move(shape);
   return t;
@@ -90,8 +93,6 @@ Tensor Tensor::clone() const {
   return t;
 }
 
-std::string Tensor::type_string() const {
-  return str_cat(dtype_name(dtype_), "[", shape_to_string(shape_), "]");
-}
+std::string Tensor::type_string() const { return str_cat(dtype_name(dtype_), "[", shape_to_string(shape_), "]"); }
 
 }  // namespace hlx

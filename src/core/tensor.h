@@ -48,8 +48,14 @@ class Tensor {
 
   void* raw() { return data_; }
   const void* raw() const { return data_; }
-  template <class T> T* data() { return static_cast<T*>(data_); }
-  template <class T> const T* data() const { return static_cast<const T*>(data_); }
+  template <class T>
+  T* data() {
+    return static_cast<T*>(data_);
+  }
+  template <class T>
+  const T* data() const {
+    return static_cast<const T*>(data_);
+  }
   const std::shared_ptr<void>& storage() const { return storage_; }
 
   // Same bytes, new shape with the same element count.

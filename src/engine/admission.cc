@@ -10,8 +10,8 @@ Admission check_admission(const AdmissionLimits& limits, const AdmissionRequest&
   a.max_new_tokens = request.max_new_tokens;
   a.context_capacity = limits.context_capacity;
   if (limits.context_capacity <= 0) {
-    a.status = make_error(ErrorKind::kInvalidArgument, "context capacity must be positive, got ",
-                          limits.context_capacity);
+    a.status =
+        make_error(ErrorKind::kInvalidArgument, "context capacity must be positive, got ", limits.context_capacity);
     return a;
   }
   if (request.effective_prompt_len <= 0) {
@@ -77,9 +77,7 @@ Status SlotPool::release(int64_t slot) {
   return ok_status();
 }
 
-bool SlotPool::in_use(int64_t slot) const {
-  return slot >= 0 && slot < slots() && in_use_[size_t(slot)];
-}
+bool SlotPool::in_use(int64_t slot) const { return slot >= 0 && slot < slots() && in_use_[size_t(slot)]; }
 
 int64_t SlotPool::free_count() const {
   int64_t n = 0;

@@ -48,19 +48,19 @@ struct BatchEngine::Active {
   // each released as soon as the next stage has consumed it.
   bool multimodal = false;
   ExpandedPrompt expanded;
-  std::vector<PreparedImage> prepared;  // per image, pixels until encoded
-  std::vector<std::string> image_keys;  // per image, its image-feature cache key (cache on)
-  std::vector<EncodedImage> features;   // per encoded image, until merged
-  Tensor merged;                        // [rows, hidden], until the last prefill chunk
+  std::vector<PreparedImage> prepared;          // per image, pixels until encoded
+  std::vector<std::string> image_keys;          // per image, its image-feature cache key (cache on)
+  std::vector<EncodedImage> features;           // per encoded image, until merged
+  Tensor merged;                                // [rows, hidden], until the last prefill chunk
   std::optional<TextModel::MropeInputs> mrope;  // M-RoPE models: positions, DeepStack rows
   bool merged_ready = false;
   std::vector<PrefillChunk> chunks;
   size_t next_chunk = 0;
-  int64_t written = 0;   // prompt rows already in the slot
-  int64_t pending = -1;  // the token the next decode feeds (decoding when >= 0)
-  int64_t position = 0;  // its cache row
-  std::string text;      // decoded generated text so far (cut at a stop string)
-  size_t emitted = 0;    // bytes of `text` already sent in events
+  int64_t written = 0;                    // prompt rows already in the slot
+  int64_t pending = -1;                   // the token the next decode feeds (decoding when >= 0)
+  int64_t position = 0;                   // its cache row
+  std::string text;                       // decoded generated text so far (cut at a stop string)
+  size_t emitted = 0;                     // bytes of `text` already sent in events
   std::optional<TokenLogprobs> logprobs;  // of the token being pushed (sampling.logprobs)
   std::optional<JsonConstraint> json;     // structured output: where the text is in the grammar
   std::vector<float> masked;              // the row the sampler sees under the JSON mask
@@ -102,7 +102,8 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
   const bool multimodal = num_images > 0;
   auto refuse = [&](Status s) -> Status {
     if (admission)
-      *admission = Admission{s, int64_t(request.prompt.size()), request.max_new_tokens, model_.shape().context_capacity};
+      *admission =
+          Admission{s, int64_t(request.prompt.size()), request.max_new_tokens, model_.shape().context_capacity};
     return s;
   };
   ImagePromptLimits image_limits;
@@ -129,8 +130,9 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
   }
   // Admission is pure (limits are fixed at load), so it runs here on the caller's thread.
   const std::vector<int64_t> text_ids = multimodal ? located->text_ids() : std::vector<int64_t>();
-  Admission adm = multimodal ? check_admission(model_.limits(), AdmissionRequest{located->size(), request.max_new_tokens, text_ids})
-                             : check_text_admission(model_.limits(), request.prompt, request.max_new_tokens);
+  Admission adm =
+      multimodal ? check_admission(model_.limits(), AdmissionRequest{located->size(), request.max_new_tokens, text_ids})
+                 : check_text_admission(model_.limits(), request.prompt, request.max_new_tokens);
   if (multimodal && !adm.ok())
     adm.status = adm.status.with_context(str_cat("prompt of ", request.prompt.size(), " tokens, ",
                                                  located->size() - int64_t(text_ids.size()), " of them the rows of ",
@@ -140,8 +142,7 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
   auto sampler = Sampler::create(request.sampling, request.prompt);
   if (!sampler.ok()) return sampler.status();
   for (size_t i = 0; i < request.stop.size(); ++i)
-    if (request.stop[i].empty())
-      return make_error(ErrorKind::kInvalidArgument, "stop string ", i, " is empty");
+    if (request.stop[i].empty()) return make_error(ErrorKind::kInvalidArgument, "stop string ", i, " is empty");
   if (!request.stop.empty() && !options_.tokenizer)
     return make_error(ErrorKind::kInvalidArgument, "stop strings need a tokenizer; the engine has none");
   const int64_t vocab = model_.spec().vocab_size;
@@ -152,12 +153,14 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
   if (request.eos_token_ids)
     for (int64_t t : *request.eos_token_ids)
       if (t < 0 || t >= vocab)
-        return make_error(ErrorKind::kInvalidArgument, "eos token id ", t, " is outside the vocabulary [0, ", vocab, ")");
+        return make_error(ErrorKind::kInvalidArgument, "eos token id ", t, " is outside the vocabulary [0, ", vocab,
+                          ")");
 
   auto a = std::make_unique<Active>();
   if (request.json_grammar) {
     if (!options_.tokenizer)
-      return make_error(ErrorKind::kInvalidArgument, "structured output (a JSON grammar) needs a tokenizer; the engine has none");
+      return make_error(ErrorKind::kInvalidArgument,
+                        "structured output (a JSON grammar) needs a tokenizer; the engine has none");
     std::lock_guard<std::mutex> lock(json_mu_);
     if (!json_trie_) {
       HLX_ASSIGN_OR_RETURN(json_trie_, TokenTrie::build(*options_.tokenizer, vocab));
@@ -324,8 +327,10 @@ bool BatchEngine::push_token(Active& a, int64_t token) {
       a.text += *piece;
       if (eos || length) {
         auto rest = a.decoder->finish();
-        if (rest.ok()) a.text += *rest;
-        else err = rest.status();
+        if (rest.ok())
+          a.text += *rest;
+        else
+          err = rest.status();
       }
     } else {
       err = piece.status();
@@ -341,8 +346,10 @@ bool BatchEngine::push_token(Active& a, int64_t token) {
     }
   }
   if (f == Finish::kNone) {
-    if (eos) f = Finish::kStop;
-    else if (length) f = Finish::kLength;
+    if (eos)
+      f = Finish::kStop;
+    else if (length)
+      f = Finish::kLength;
   }
   size_t upto = a.text.size();
   if (f == Finish::kNone && err.ok()) upto -= stop_holdback(a.text, a.emitted, a.req.stop);
@@ -574,7 +581,8 @@ void BatchEngine::decode_all() {
   if (rows.empty()) return;
   auto out = model_.decode(rows);
   if (!out.ok()) {
-    for (Active* a : rows_of) finish(*a, Finish::kError, out.status().with_context(str_cat("decode of ", rows.size(), " rows")));
+    for (Active* a : rows_of)
+      finish(*a, Finish::kError, out.status().with_context(str_cat("decode of ", rows.size(), " rows")));
     return;
   }
   const int64_t v = model_.spec().vocab_size;
@@ -617,7 +625,8 @@ void BatchEngine::reap() {
 
 Status BatchEngine::step() {
   if (std::this_thread::get_id() != owner_)
-    return make_error(ErrorKind::kInvalidArgument, "BatchEngine::step called from a thread that does not own the engine");
+    return make_error(ErrorKind::kInvalidArgument,
+                      "BatchEngine::step called from a thread that does not own the engine");
   if (in_step_) return make_error(ErrorKind::kInternal, "BatchEngine::step re-entered from an on_event callback");
   in_step_ = true;
   drain_inbox();
@@ -669,7 +678,8 @@ size_t BatchEngine::side_tensor_bytes() const {
     total += bytes(a.merged);
     if (a.mrope) {
       total += bytes(a.mrope->positions);
-      if (a.mrope->deepstack) total += bytes(a.mrope->deepstack->visual_positions) + bytes(a.mrope->deepstack->layer_features);
+      if (a.mrope->deepstack)
+        total += bytes(a.mrope->deepstack->visual_positions) + bytes(a.mrope->deepstack->layer_features);
     }
   };
   for (const auto& a : waiting_) add(*a);

@@ -138,10 +138,10 @@ class BatchEngine {
   struct Active;
   using Clock = std::chrono::steady_clock;
 
-  void drain_inbox();                      // owning thread, takes the mutex
-  void apply_cancel(RequestId id);         // owning thread
+  void drain_inbox();               // owning thread, takes the mutex
+  void apply_cancel(RequestId id);  // owning thread
   void admit_waiting();
-  bool prefilling(RequestId id) const;     // a running request that has not sampled its first token
+  bool prefilling(RequestId id) const;  // a running request that has not sampled its first token
   // Prefix reuse: the free slot a text prompt goes to, how many leading rows it keeps, and the
   // slot they are copied from (== slot: already there).
   struct Placement {
@@ -152,7 +152,7 @@ class BatchEngine {
   // Image requests before their first chunk: encodes one image (returns true: that was this step's
   // work, or the request failed), or once all are encoded merges the rows (returns false).
   bool prepare_image_rows(Active& a);
-  Status merge_image_rows(Active& a);      // merged rows (and the DeepStack payload) of a request
+  Status merge_image_rows(Active& a);  // merged rows (and the DeepStack payload) of a request
   void decode_all();
   // Samples the next token from a logits row (through the JSON mask when the request has one).
   Result<int64_t> sample(Active& a, std::span<const float> logits);
@@ -160,8 +160,8 @@ class BatchEngine {
   bool push_token(Active& a, int64_t token);
   void finish(Active& a, Finish why, Status error = ok_status());
   void emit(Active& a, Event e);
-  void reap();                             // drops finished rows, stores completions
-  void store(Active& a);                   // keeps a finished request's Completion
+  void reap();            // drops finished rows, stores completions
+  void store(Active& a);  // keeps a finished request's Completion
   void publish_counts();
 
   TextModel& model_;
@@ -177,8 +177,8 @@ class BatchEngine {
   std::set<RequestId> live_;  // submitted, not yet finished
   int64_t queued_count_ = 0, running_count_ = 0;
 
-  std::deque<std::unique_ptr<Active>> waiting_;        // admitted, no slot yet
-  std::vector<std::unique_ptr<Active>> active_;        // holding a slot, in admission order
+  std::deque<std::unique_ptr<Active>> waiting_;  // admitted, no slot yet
+  std::vector<std::unique_ptr<Active>> active_;  // holding a slot, in admission order
   std::map<RequestId, Completion> completions_;
   std::unique_ptr<ImageFeatureCache> image_cache_;  // null: disabled or no vision model
   std::string tower_id_;                            // VisionModel::describe(), part of the image key

@@ -52,8 +52,8 @@ struct Node {
 };
 
 // Fixed nodes of every grammar.
-constexpr int kNodeAnyValue = 0, kNodeAnyString = 1, kNodeAnyNumber = 2, kNodeAnyLiterals = 3,
-              kNodeAnyObject = 4, kNodeAnyArray = 5;
+constexpr int kNodeAnyValue = 0, kNodeAnyString = 1, kNodeAnyNumber = 2, kNodeAnyLiterals = 3, kNodeAnyObject = 4,
+              kNodeAnyArray = 5;
 
 enum FrameKind : uint8_t { kFValue, kFObject, kFAnyObject, kFArray, kFString, kFNumber, kFLiteral };
 
@@ -103,11 +103,19 @@ ByteSet first_bytes(const JsonGrammarImpl& g, int n) {
       number();
       break;
     case kObject:
-    case kAnyObject: s.add('{'); break;
-    case kArray: s.add('['); break;
-    case kString: s.add('"'); break;
+    case kAnyObject:
+      s.add('{');
+      break;
+    case kArray:
+      s.add('[');
+      break;
+    case kString:
+      s.add('"');
+      break;
     case kNumber:
-    case kInteger: number(); break;
+    case kInteger:
+      number();
+      break;
     case kLiterals:
       for (const auto& l : node.literals) s.add(uint8_t(l[0]));
       break;
@@ -129,16 +137,18 @@ class Compiler {
 
   Result<int> compile(const json& s, const std::string& path, int depth) {
     if (depth > kJsonMaxDepth - 2)
-      return make_error(ErrorKind::kUnsupported, "json_schema: ", path, " nests deeper than ", kJsonMaxDepth - 2, " levels");
+      return make_error(ErrorKind::kUnsupported, "json_schema: ", path, " nests deeper than ", kJsonMaxDepth - 2,
+                        " levels");
     if (s.is_boolean()) {
       if (s.get<bool>()) return kNodeAnyValue;
       return make_error(ErrorKind::kUnsupported, "json_schema: ", path, " is `false` (matches nothing)");
     }
     if (!s.is_object()) return make_error(ErrorKind::kInvalidArgument, "json_schema: ", path, " is not an object");
-    static const char* kKnown[] = {"type",     "properties", "required", "additionalProperties", "items",
-                                   "minItems", "maxItems",   "enum",     "const",                "anyOf",
-                                   "minLength", "maxLength", "pattern",  "title",                "description",
-                                   "$schema",  "strict",     "default",  "examples"};
+    static const char* kKnown[] = {"type",    "properties", "required",    "additionalProperties",
+                                   "items",   "minItems",   "maxItems",    "enum",
+                                   "const",   "anyOf",      "minLength",   "maxLength",
+                                   "pattern", "title",      "description", "$schema",
+                                   "strict",  "default",    "examples"};
     std::vector<std::string> unknown;
     for (auto it = s.begin(); it != s.end(); ++it)
       if (std::find_if(std::begin(kKnown), std::end(kKnown), [&](const char* k) { return it.key() == k; }) ==
@@ -178,7 +188,8 @@ class Compiler {
       return make_union(std::move(branches), path + ".anyOf");
     }
     if (!s.contains("type")) {
-      for (const char* k : {"properties", "required", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern"})
+      for (const char* k :
+           {"properties", "required", "items", "minItems", "maxItems", "minLength", "maxLength", "pattern"})
         if (s.contains(k))
           return make_error(ErrorKind::kUnsupported, "json_schema: ", path, " has `", k, "` but no `type`");
       return kNodeAnyValue;
@@ -196,8 +207,10 @@ class Compiler {
         names.push_back(name.get<std::string>());
       }
       for (const char* k : kTypedKeywords)
-        if (s.contains(k) && std::none_of(names.begin(), names.end(), [&](const std::string& n) { return applies(k, n); }))
-          return make_error(ErrorKind::kUnsupported, "json_schema: ", path, ": `", k, "` does not apply to any of its types");
+        if (s.contains(k) &&
+            std::none_of(names.begin(), names.end(), [&](const std::string& n) { return applies(k, n); }))
+          return make_error(ErrorKind::kUnsupported, "json_schema: ", path, ": `", k,
+                            "` does not apply to any of its types");
       for (const std::string& name : names) {
         HLX_ASSIGN_OR_RETURN(int b, typed(s, name, path, depth, /*foreign_ok=*/true));
         branches.push_back(b);
@@ -241,9 +254,9 @@ class Compiler {
     return v.get<int64_t>();
   }
 
-  static constexpr const char* kTypedKeywords[] = {"properties", "required", "additionalProperties",
-                                                    "items",      "minItems", "maxItems",
-                                                    "minLength",  "maxLength", "pattern"};
+  static constexpr const char* kTypedKeywords[] = {"properties", "required",  "additionalProperties",
+                                                   "items",      "minItems",  "maxItems",
+                                                   "minLength",  "maxLength", "pattern"};
   static bool applies(const char* k, const std::string& type) {
     const std::string key = k;
     if (type == "object") return key == "properties" || key == "required" || key == "additionalProperties";
@@ -262,7 +275,8 @@ class Compiler {
     return ok_status();
   }
 
-  Result<int> typed(const json& s, const std::string& type, const std::string& path, int depth, bool foreign_ok = false) {
+  Result<int> typed(const json& s, const std::string& type, const std::string& path, int depth,
+                    bool foreign_ok = false) {
     foreign_ok_ = foreign_ok;
     if (type == "object") {
       HLX_RETURN_IF_ERROR(only(s, type, path, {"properties", "required", "additionalProperties"}));
@@ -281,7 +295,8 @@ class Compiler {
       if (!props.is_object())
         return make_error(ErrorKind::kInvalidArgument, "json_schema: ", path, ".properties is not an object");
       if (props.size() > 64)
-        return make_error(ErrorKind::kUnsupported, "json_schema: ", path, " has ", props.size(), " properties, more than 64");
+        return make_error(ErrorKind::kUnsupported, "json_schema: ", path, " has ", props.size(),
+                          " properties, more than 64");
       Node n;
       n.kind = kObject;
       // nlohmann::json sorts keys; the declared order is the text's, kept by ordered_json.
@@ -358,9 +373,13 @@ class Compiler {
     }
     Node n;
     n.kind = kLiterals;
-    if (type == "boolean") n.literals = {"false", "true"};
-    else if (type == "null") n.literals = {"null"};
-    else return make_error(ErrorKind::kUnsupported, "json_schema: ", path, ".type \"", type, "\" is not a JSON-schema type");
+    if (type == "boolean")
+      n.literals = {"false", "true"};
+    else if (type == "null")
+      n.literals = {"null"};
+    else
+      return make_error(ErrorKind::kUnsupported, "json_schema: ", path, ".type \"", type,
+                        "\" is not a JSON-schema type");
     return add(std::move(n));
   }
 
@@ -378,11 +397,15 @@ class Compiler {
     };
     auto set_escape = [&](PatternAtom& a, char e) -> bool {
       switch (e) {
-        case 'd': set_range(a, '0', '9'); return true;
+        case 'd':
+          set_range(a, '0', '9');
+          return true;
         case 'w':
           set_range(a, '0', '9'), set_range(a, 'a', 'z'), set_range(a, 'A', 'Z'), set_range(a, '_', '_');
           return true;
-        case 's': set_range(a, ' ', ' '), set_range(a, '\t', '\r'); return true;
+        case 's':
+          set_range(a, ' ', ' '), set_range(a, '\t', '\r');
+          return true;
         default:
           if (std::isalnum(uint8_t(e))) return false;  // \b, \S, \1 ...: not supported
           set_range(a, uint8_t(e), uint8_t(e));
@@ -393,7 +416,8 @@ class Compiler {
       PatternAtom a;
       const char c = p[i];
       if (c == '(' || c == ')' || c == '|' || c == '^' || c == '$') return bad(str_cat("'", c, "' at ", i));
-      if (c == '*' || c == '+' || c == '?' || c == '{') return bad(str_cat("quantifier '", c, "' without an atom at ", i));
+      if (c == '*' || c == '+' || c == '?' || c == '{')
+        return bad(str_cat("quantifier '", c, "' without an atom at ", i));
       if (c == '.') {
         set_range(a, 0, 255);
         a.cls[0] &= ~(uint64_t(1) << '\n');
@@ -583,8 +607,10 @@ Step step_literal(JsonFrame& f, const std::vector<std::string>& lits, uint8_t c)
   bool complete = false;
   for (size_t i = 0; i < lits.size(); ++i) {
     if (!((f.mask >> i) & 1)) continue;
-    if (lits[i].size() == size_t(f.a)) complete = true;
-    else if (uint8_t(lits[i][size_t(f.a)]) == c) alive |= uint64_t(1) << i;
+    if (lits[i].size() == size_t(f.a))
+      complete = true;
+    else if (uint8_t(lits[i][size_t(f.a)]) == c)
+      alive |= uint64_t(1) << i;
   }
   if (!alive) return complete ? kPopRetry : kReject;
   f.mask = alive;
@@ -634,7 +660,8 @@ Step step_string(JsonFrame& f, const Node& n, uint8_t c) {
       if (c >= 0x80) {
         int left;
         uint8_t lo = 0x80, hi = 0xBF;
-        if (c >= 0xC2 && c <= 0xDF) left = 1;
+        if (c >= 0xC2 && c <= 0xDF)
+          left = 1;
         else if (c >= 0xE0 && c <= 0xEF) {
           left = 2;
           if (c == 0xE0) lo = 0xA0;
@@ -708,19 +735,36 @@ bool json_feed(const JsonGrammarImpl& g, JsonState& s, uint8_t c) {
         FrameKind k;
         switch (v.kind) {
           case kAny:
-            if (c == '{') node = kNodeAnyObject, k = kFAnyObject;
-            else if (c == '[') node = kNodeAnyArray, k = kFArray;
-            else if (c == '"') node = kNodeAnyString, k = kFString;
-            else if (c == '-' || (c >= '0' && c <= '9')) node = kNodeAnyNumber, k = kFNumber;
-            else node = kNodeAnyLiterals, k = kFLiteral;
+            if (c == '{')
+              node = kNodeAnyObject, k = kFAnyObject;
+            else if (c == '[')
+              node = kNodeAnyArray, k = kFArray;
+            else if (c == '"')
+              node = kNodeAnyString, k = kFString;
+            else if (c == '-' || (c >= '0' && c <= '9'))
+              node = kNodeAnyNumber, k = kFNumber;
+            else
+              node = kNodeAnyLiterals, k = kFLiteral;
             break;
-          case kObject: k = kFObject; break;
-          case kAnyObject: k = kFAnyObject; break;
-          case kArray: k = kFArray; break;
-          case kString: k = kFString; break;
+          case kObject:
+            k = kFObject;
+            break;
+          case kAnyObject:
+            k = kFAnyObject;
+            break;
+          case kArray:
+            k = kFArray;
+            break;
+          case kString:
+            k = kFString;
+            break;
           case kNumber:
-          case kInteger: k = kFNumber; break;
-          default: k = kFLiteral; break;
+          case kInteger:
+            k = kFNumber;
+            break;
+          default:
+            k = kFLiteral;
+            break;
         }
         push(s, k, node);
         if (k == kFLiteral) {
@@ -866,10 +910,15 @@ bool json_feed(const JsonGrammarImpl& g, JsonState& s, uint8_t c) {
         break;
     }
     switch (r) {
-      case kConsumed: return true;
-      case kReject: return false;
-      case kPopRetry: --s.depth; break;
-      case kRetry: break;
+      case kConsumed:
+        return true;
+      case kReject:
+        return false;
+      case kPopRetry:
+        --s.depth;
+        break;
+      case kRetry:
+        break;
     }
   }
 }
@@ -1005,7 +1054,9 @@ std::shared_ptr<const TokenTrie> make_trie(std::vector<std::string> bytes, int64
 
 JsonConstraint::JsonConstraint(std::shared_ptr<const JsonGrammar> grammar, std::shared_ptr<const TokenTrie> trie,
                                std::shared_ptr<JsonMaskCache> cache)
-    : grammar_(std::move(grammar)), trie_(std::move(trie)), cache_(cache ? std::move(cache) : std::make_shared<JsonMaskCache>()) {
+    : grammar_(std::move(grammar)),
+      trie_(std::move(trie)),
+      cache_(cache ? std::move(cache) : std::make_shared<JsonMaskCache>()) {
   state_ = json_initial(grammar_->impl());
 }
 
@@ -1032,7 +1083,8 @@ const std::vector<uint64_t>& JsonConstraint::allowed() {
     s.depth = parent.depth;
     std::memcpy(s.frames, parent.frames, size_t(parent.depth) * sizeof(JsonFrame));
     if (json_feed(g, s, t.byte_[i])) {
-      for (uint32_t k = t.ids_begin_[i]; k < t.ids_begin_[i + 1]; ++k) mask[t.ids_[k] >> 6] |= uint64_t(1) << (t.ids_[k] & 63);
+      for (uint32_t k = t.ids_begin_[i]; k < t.ids_begin_[i + 1]; ++k)
+        mask[t.ids_[k] >> 6] |= uint64_t(1) << (t.ids_[k] & 63);
       ++i;
     } else {
       i = t.skip_[i];

@@ -70,8 +70,10 @@ Result<std::vector<int64_t>> expand_image_tokens(std::span<const int64_t> prompt
   std::vector<int64_t> out;
   size_t k = 0;
   for (int64_t id : prompt) {
-    if (id == image_token_id) out.insert(out.end(), size_t(tokens_per_image[k++]), id);
-    else out.push_back(id);
+    if (id == image_token_id)
+      out.insert(out.end(), size_t(tokens_per_image[k++]), id);
+    else
+      out.push_back(id);
   }
   return out;
 }

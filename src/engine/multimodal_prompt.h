@@ -17,7 +17,7 @@ namespace hlx::engine {
 struct ImagePromptLimits {
   bool accepts_images = false;  // false: a text-only model (any image is an error)
   int64_t image_token_id = -1;
-  int64_t max_images = 0;       // per request
+  int64_t max_images = 0;  // per request
 };
 
 int64_t count_image_tokens(std::span<const int64_t> prompt, int64_t image_token_id);

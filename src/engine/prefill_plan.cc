@@ -19,8 +19,10 @@ std::vector<RowSpan> runs_of(std::span<const int64_t> ids, int64_t id) {
   std::vector<RowSpan> out;
   for (int64_t i = 0; i < int64_t(ids.size()); ++i) {
     if (ids[size_t(i)] != id) continue;
-    if (!out.empty() && out.back().end == i) out.back().end = i + 1;
-    else out.push_back({i, i + 1});
+    if (!out.empty() && out.back().end == i)
+      out.back().end = i + 1;
+    else
+      out.push_back({i, i + 1});
   }
   return out;
 }
@@ -67,8 +69,7 @@ Result<std::vector<PrefillChunk>> plan_prefill_chunks(const std::vector<int64_t>
     // Prefill is compute-bound, so padded rows are its cost: a full chunk of the largest bucket
     // below the rest, then the remainder, is taken when it computes fewer rows than one chunk of
     // `holds` (210 rows with buckets 32/128/512: 128 + 128 instead of 512) and splits no span.
-    if (holds && below && !split_by(atomic, pos + below) &&
-        below + smallest_holding(buckets, rest - below) < holds) {
+    if (holds && below && !split_by(atomic, pos + below) && below + smallest_holding(buckets, rest - below) < holds) {
       chunks.push_back({pos, below, below, 0});
       pos += below;
       rest -= below;

@@ -26,7 +26,8 @@ Result<std::unique_ptr<Qwen3VLVisionModel>> Qwen3VLVisionModel::load(const std::
   const std::string pp = (std::filesystem::path(model_dir) / "preprocessor_config.json").string();
   std::error_code ec;
   if (!std::filesystem::exists(pp, ec))
-    return make_error(ErrorKind::kNotFound, "'", pp, "' does not exist: image requests need the checkpoint's processor config");
+    return make_error(ErrorKind::kNotFound, "'", pp,
+                      "' does not exist: image requests need the checkpoint's processor config");
   HLX_ASSIGN_OR_RETURN(m->image_config_, mm::Qwen2VLImageConfig::load(pp));
   const auto& v = m->spec_.vision;
   const auto& ic = m->image_config_;
@@ -34,8 +35,8 @@ Result<std::unique_ptr<Qwen3VLVisionModel>> Qwen3VLVisionModel::load(const std::
   if (ic.patch_size != v.patch_size || ic.merge_size != v.spatial_merge_size ||
       ic.temporal_patch_size != v.temporal_patch_size)
     return make_error(ErrorKind::kInvalidArgument, pp, ": patch_size ", ic.patch_size, ", merge_size ", ic.merge_size,
-                      ", temporal_patch_size ", ic.temporal_patch_size, " do not match the tower's ", v.patch_size, ", ",
-                      v.spatial_merge_size, ", ", v.temporal_patch_size);
+                      ", temporal_patch_size ", ic.temporal_patch_size, " do not match the tower's ", v.patch_size,
+                      ", ", v.spatial_merge_size, ", ", v.temporal_patch_size);
   const int64_t unit = v.merge_unit();
   m->max_patches_ = (ic.max_pixels / (ic.patch_size * ic.patch_size) + unit - 1) / unit * unit;
   m->buckets_ = options.patch_buckets.empty() ? models::qwen3_vl_default_patch_buckets(v, m->max_patches_)
@@ -117,8 +118,9 @@ Result<Qwen3VLImageFeatures> Qwen3VLVisionModel::encode(const mm::Qwen2VLImage& 
   std::memcpy(patches.data<float>(), image.patches.data<float>(), size_t(n * d) * sizeof(float));
   Tensor valid = Tensor::empty(DType::kI32, {});
   *valid.data<int32_t>() = int32_t(n);
-  HLX_ASSIGN_OR_RETURN(std::vector<Tensor> out,
-                       program->run("vision_encode_padded", {patches, pos.embed_index, pos.embed_weight, pos.rotary, valid}));
+  HLX_ASSIGN_OR_RETURN(
+      std::vector<Tensor> out,
+      program->run("vision_encode_padded", {patches, pos.embed_index, pos.embed_weight, pos.rotary, valid}));
   const int64_t rows = bucket / v.merge_unit(), tokens = n / v.merge_unit(), hidden = v.out_hidden_size,
                 k = int64_t(v.deepstack_visual_indexes.size());
   if (out.size() != 2 || out[0].shape() != Shape{rows, hidden} || out[1].shape() != Shape{k, rows, hidden})
@@ -156,8 +158,8 @@ class Qwen3VLVision final : public VisionModel {
     const auto& ic = tower_->image_config();
     int64_t h = image.height, w = image.width;
     if (ic.do_resize) {
-      HLX_ASSIGN_OR_RETURN(auto hw, mm::qwen_smart_resize(image.height, image.width, ic.factor(), ic.min_pixels,
-                                                          ic.max_pixels));
+      HLX_ASSIGN_OR_RETURN(auto hw,
+                           mm::qwen_smart_resize(image.height, image.width, ic.factor(), ic.min_pixels, ic.max_pixels));
       std::tie(h, w) = hw;
     }
     return mm::qwen_image_tokens(mm::ImageGrid{1, h / ic.patch_size, w / ic.patch_size}, ic.merge_size);

@@ -41,8 +41,8 @@ struct Qwen3VLVisionStats {
 // One image's tower outputs: rows in the merged-grid order of its image tokens.
 struct Qwen3VLImageFeatures {
   mm::ImageGrid grid;
-  Tensor features;   // f32 [tokens, hidden]: the rows that replace the image's expanded pad tokens
-  Tensor deepstack;  // f32 [K, tokens, hidden]: DeepStack feature k, added after decoder layer k
+  Tensor features;     // f32 [tokens, hidden]: the rows that replace the image's expanded pad tokens
+  Tensor deepstack;    // f32 [K, tokens, hidden]: DeepStack feature k, added after decoder layer k
   int64_t bucket = 0;  // patch rows of the module that ran
 };
 

@@ -78,10 +78,10 @@ struct Event {
   };
   RequestId id = 0;
   Kind kind = Kind::kToken;
-  int64_t token = -1;       // kToken only
+  int64_t token = -1;  // kToken only
   // kToken with sampling.logprobs: the token's log-probabilities (see TokenLogprobs).
   std::optional<TokenLogprobs> logprobs;
-  std::string text;         // UTF-8 text delta (always empty without a tokenizer)
+  std::string text;               // UTF-8 text delta (always empty without a tokenizer)
   Finish finish = Finish::kNone;  // kFinished only
   Status error;                   // kFinished with Finish::kError
   // kFinished only: the request's stage timings and prompt length, as in its Completion.
@@ -107,11 +107,11 @@ struct Completion {
   std::string text;  // decoded generated text without the stop string (empty without tokenizer)
   Finish finish = Finish::kNone;
   Status error;
-  double queue_ms = 0;    // submit -> slot acquired
+  double queue_ms = 0;       // submit -> slot acquired
   double preprocess_ms = 0;  // decoded images -> pixel tensors (in submit, on the caller's thread)
   double encode_ms = 0;      // vision_encode calls (engine thread, before the first prefill chunk)
-  double prefill_ms = 0;  // sum of this request's prefill chunk calls
-  double decode_ms = 0;   // first token -> finished (wall time, shared with the batch)
+  double prefill_ms = 0;     // sum of this request's prefill chunk calls
+  double decode_ms = 0;      // first token -> finished (wall time, shared with the batch)
   int64_t prefill_chunks = 0;
 };
 

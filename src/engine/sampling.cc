@@ -283,7 +283,7 @@ constexpr double kExpError = 5e-10;
 
 constexpr double kLog2e = 0x1.71547652b82fep0, kLn2Hi = 0x1.62e42fee00000p-1, kLn2Lo = 0x1.a39ef35793c76p-33;
 constexpr int kExpDegree = 8;
-constexpr double kExpTaylor[kExpDegree + 1] = {1.0,      1.0,       1.0 / 2,    1.0 / 6,    1.0 / 24,
+constexpr double kExpTaylor[kExpDegree + 1] = {1.0,       1.0,       1.0 / 2,    1.0 / 6,    1.0 / 24,
                                                1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320};
 
 // exp(x) for x in [kTailGap, 0] as head_pass_avx2 computes it, one at a time (same error bound):
@@ -299,8 +299,8 @@ double exp_poly(double x) {
 // For each id of row[0, n) (n a multiple of 8): d = row * inv_t - xmax, its mass exp(d) (0
 // outside the head) and bucket[id] (see above); counts and masses summed per bucket.
 __attribute__((target("avx2,fma"))) void head_pass_avx2(const float* row, size_t n, double inv_t, double xmax,
-                                                        double scale, uint16_t* bucket,
-                                                        uint32_t* bucket_count, double* bucket_mass) {
+                                                        double scale, uint16_t* bucket, uint32_t* bucket_count,
+                                                        double* bucket_mass) {
   const __m256d vinv = _mm256_set1_pd(inv_t), vxmax = _mm256_set1_pd(xmax), vscale = _mm256_set1_pd(scale);
   const __m256d gap = _mm256_set1_pd(kTailGap), zero = _mm256_setzero_pd();
   const __m256d last_head = _mm256_set1_pd(kBucketsHead - 1), tail = _mm256_set1_pd(kBucketsHead),
@@ -312,38 +312,40 @@ __attribute__((target("avx2,fma"))) void head_pass_avx2(const float* row, size_t
   // Blocks of 512: the histogram reads the block's stores back from L1 after they retired
   // (reading a lane just stored stalls on store forwarding); masses are not kept.
   for (size_t blk = 0; blk < n; blk += 512) {
-   const size_t blk_end = std::min(n, blk + 512);
-   for (size_t i = blk; i < blk_end; i += 4) {
-    const __m128 f = _mm_loadu_ps(row + i);
-    const __m128i finite32 = _mm_cmplt_epi32(_mm_and_si128(_mm_castps_si128(f), abs_mask), inf_bits);
-    const __m256d finite = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(finite32));
-    const __m256d d = _mm256_sub_pd(_mm256_mul_pd(_mm256_cvtps_pd(f), vinv), vxmax);
-    const __m256d head = _mm256_and_pd(finite, _mm256_cmp_pd(d, gap, _CMP_GE_OQ));
-    const __m256d x = _mm256_and_pd(d, head);  // 0 outside the head
-    // exp(x) = 2^k exp(r), x = k ln2 + r (Cody-Waite), exp(r) by its Taylor polynomial.
-    const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    const __m256d r = _mm256_fnmadd_pd(k, ln2_lo, _mm256_fnmadd_pd(k, ln2_hi, x));
-    __m256d p = _mm256_set1_pd(c[kExpDegree]);
-    for (int j = kExpDegree - 1; j >= 0; --j) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[j]));
-    const __m256i two_k = _mm256_slli_epi64(
-        _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
-    _mm256_store_pd(mass + (i - blk), _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(two_k)), head));
-    __m256d b = _mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(zero, x), vscale), last_head);
-    b = _mm256_blendv_pd(nonfinite, _mm256_blendv_pd(tail, b, head), finite);
-    const __m128i bi = _mm256_cvttpd_epi32(b);
-    _mm_storel_epi64(reinterpret_cast<__m128i*>(bucket + i), _mm_packus_epi32(bi, bi));
-   }
-   for (size_t j = blk; j < blk_end; ++j) {
-     ++bucket_count[bucket[j]];
-     bucket_mass[bucket[j]] += mass[j - blk];
-   }
+    const size_t blk_end = std::min(n, blk + 512);
+    for (size_t i = blk; i < blk_end; i += 4) {
+      const __m128 f = _mm_loadu_ps(row + i);
+      const __m128i finite32 = _mm_cmplt_epi32(_mm_and_si128(_mm_castps_si128(f), abs_mask), inf_bits);
+      const __m256d finite = _mm256_castsi256_pd(_mm256_cvtepi32_epi64(finite32));
+      const __m256d d = _mm256_sub_pd(_mm256_mul_pd(_mm256_cvtps_pd(f), vinv), vxmax);
+      const __m256d head = _mm256_and_pd(finite, _mm256_cmp_pd(d, gap, _CMP_GE_OQ));
+      const __m256d x = _mm256_and_pd(d, head);  // 0 outside the head
+      // exp(x) = 2^k exp(r), x = k ln2 + r (Cody-Waite), exp(r) by its Taylor polynomial.
+      const __m256d k = _mm256_round_pd(_mm256_mul_pd(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m256d r = _mm256_fnmadd_pd(k, ln2_lo, _mm256_fnmadd_pd(k, ln2_hi, x));
+      __m256d p = _mm256_set1_pd(c[kExpDegree]);
+      for (int j = kExpDegree - 1; j >= 0; --j) p = _mm256_fmadd_pd(p, r, _mm256_set1_pd(c[j]));
+      const __m256i two_k = _mm256_slli_epi64(
+          _mm256_add_epi64(_mm256_cvtepi32_epi64(_mm256_cvtpd_epi32(k)), _mm256_set1_epi64x(1023)), 52);
+      _mm256_store_pd(mass + (i - blk), _mm256_and_pd(_mm256_mul_pd(p, _mm256_castsi256_pd(two_k)), head));
+      __m256d b = _mm256_min_pd(_mm256_mul_pd(_mm256_sub_pd(zero, x), vscale), last_head);
+      b = _mm256_blendv_pd(nonfinite, _mm256_blendv_pd(tail, b, head), finite);
+      const __m128i bi = _mm256_cvttpd_epi32(b);
+      _mm_storel_epi64(reinterpret_cast<__m128i*>(bucket + i), _mm_packus_epi32(bi, bi));
+    }
+    for (size_t j = blk; j < blk_end; ++j) {
+      ++bucket_count[bucket[j]];
+      bucket_mass[bucket[j]] += mass[j - blk];
+    }
   }
 }
 
 // head_pass_avx2 8 at a time (n a multiple of 8).
-__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma"))) void head_pass_avx512(
-    const float* row, size_t n, double inv_t, double xmax, double scale, uint16_t* bucket, uint32_t* bucket_count,
-    double* bucket_mass) {
+__attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma"))) void head_pass_avx512(const float* row, size_t n,
+                                                                                        double inv_t, double xmax,
+                                                                                        double scale, uint16_t* bucket,
+                                                                                        uint32_t* bucket_count,
+                                                                                        double* bucket_mass) {
   const __m512d vinv = _mm512_set1_pd(inv_t), vxmax = _mm512_set1_pd(xmax), vscale = _mm512_set1_pd(scale);
   const __m512d gap = _mm512_set1_pd(kTailGap), zero = _mm512_setzero_pd();
   const __m512d last_head = _mm512_set1_pd(kBucketsHead - 1), tail = _mm512_set1_pd(kBucketsHead),
@@ -361,14 +363,16 @@ __attribute__((target("avx512f,avx512dq,avx512vl,avx512bw,fma"))) void head_pass
       const __m512d d = _mm512_sub_pd(_mm512_mul_pd(_mm512_maskz_cvtps_pd(all, f), vinv), vxmax);
       const __mmask8 head = finite & _mm512_cmp_pd_mask(d, gap, _CMP_GE_OQ);
       const __m512d x = _mm512_maskz_mov_pd(head, d);
-      const __m512d k = _mm512_maskz_roundscale_pd(all, _mm512_mul_pd(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      const __m512d k =
+          _mm512_maskz_roundscale_pd(all, _mm512_mul_pd(x, log2e), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
       const __m512d r = _mm512_fnmadd_pd(k, ln2_lo, _mm512_fnmadd_pd(k, ln2_hi, x));
       __m512d p = _mm512_set1_pd(c[kExpDegree]);
       for (int j = kExpDegree - 1; j >= 0; --j) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(c[j]));
       _mm512_store_pd(mass + (i - blk), _mm512_maskz_scalef_pd(head, p, k));  // p 2^k
       __m512d b = _mm512_maskz_min_pd(all, _mm512_mul_pd(_mm512_sub_pd(zero, x), vscale), last_head);
       b = _mm512_mask_blend_pd(finite, nonfinite, _mm512_mask_blend_pd(head, tail, b));
-      _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + i), _mm256_cvtepi32_epi16(_mm512_maskz_cvttpd_epi32(all, b)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(bucket + i),
+                       _mm256_cvtepi32_epi16(_mm512_maskz_cvttpd_epi32(all, b)));
     }
     for (size_t j = blk; j < blk_end; ++j) {
       ++bucket_count[bucket[j]];
@@ -383,8 +387,8 @@ using HeadPass = void (*)(const float*, size_t, double, double, double, uint16_t
 HeadPass head_pass() {
   static const HeadPass f = [] {
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512bw"))
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512bw"))
       return &head_pass_avx512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return &head_pass_avx2;
     return HeadPass(nullptr);

@@ -34,8 +34,8 @@ Tensor scalar_i32(int64_t v) {
 }
 
 // Non-weight inputs and results of an entry, as text_entries.h defines them.
-void expected_signature(const models::TextModelSpec& spec, const models::EngineShape& shape,
-                        const EntryRequest& r, std::vector<std::pair<std::string, shlo::TensorType>>* inputs,
+void expected_signature(const models::TextModelSpec& spec, const models::EngineShape& shape, const EntryRequest& r,
+                        std::vector<std::pair<std::string, shlo::TensorType>>* inputs,
                         std::vector<std::pair<std::string, shlo::TensorType>>* results) {
   const DType i32 = DType::kI32;
   switch (r.entry) {
@@ -52,9 +52,8 @@ void expected_signature(const models::TextModelSpec& spec, const models::EngineS
       inputs->push_back({"length", tt(i32, {})});
       inputs->push_back({"start", tt(i32, {})});
       inputs->push_back({"slot", tt(i32, {})});
-      results->push_back({"logits", models::entry_all_logits(r.entry)
-                                        ? tt(DType::kF32, {r.rows, spec.vocab_size})
-                                        : tt(DType::kF32, {spec.vocab_size})});
+      results->push_back({"logits", models::entry_all_logits(r.entry) ? tt(DType::kF32, {r.rows, spec.vocab_size})
+                                                                      : tt(DType::kF32, {spec.vocab_size})});
       break;
     case TextEntry::kPrefillEmbeddingsMrope:
     case TextEntry::kPrefillEmbeddingsDeepstack: {
@@ -95,7 +94,8 @@ void expected_signature(const models::TextModelSpec& spec, const models::EngineS
 std::string explain_cache_mismatch(const shlo::TensorType& want, const shlo::TensorType& got) {
   if (want.rank() != 4 || got.rank() != 4) return "";
   std::string s;
-  if (got.shape[0] != want.shape[0]) s += str_cat(" (module slots ", got.shape[0], ", engine slots ", want.shape[0], ")");
+  if (got.shape[0] != want.shape[0])
+    s += str_cat(" (module slots ", got.shape[0], ", engine slots ", want.shape[0], ")");
   if (got.shape[1] != want.shape[1])
     s += str_cat(" (module context_capacity ", got.shape[1], ", engine context_capacity ", want.shape[1], ")");
   if (got.dtype != want.dtype)
@@ -147,16 +147,16 @@ Status check_text_module(const shlo::Module& module, const models::TextModelSpec
       continue;
     }
     if (next_input >= inputs.size())
-      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " has more inputs than the ",
-                        inputs.size(), " the contract defines (argument #", k, ", ", type_str(got), ")");
+      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " has more inputs than the ", inputs.size(),
+                        " the contract defines (argument #", k, ", ", type_str(got), ")");
     const auto& [label, want] = inputs[next_input++];
     if (got != want)
       return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " input '", label, "': expected ",
                         type_str(want), ", found ", type_str(got), explain_cache_mismatch(want, got));
   }
   if (next_weight != layout.size())
-    return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " binds ", next_weight,
-                      " weights, expected ", layout.size(), " (text_checkpoint_layout)");
+    return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " binds ", next_weight, " weights, expected ",
+                      layout.size(), " (text_checkpoint_layout)");
   if (next_input != inputs.size())
     return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " has ", next_input, " inputs, expected ",
                       inputs.size());
@@ -165,8 +165,8 @@ Status check_text_module(const shlo::Module& module, const models::TextModelSpec
                       " results, expected ", results.size());
   for (size_t i = 0; i < results.size(); ++i)
     if (fn->result_types[i] != results[i].second)
-      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " result '", results[i].first,
-                        "': expected ", type_str(results[i].second), ", found ", type_str(fn->result_types[i]),
+      return make_error(ErrorKind::kInvalidArgument, source, ": @", name, " result '", results[i].first, "': expected ",
+                        type_str(results[i].second), ", found ", type_str(fn->result_types[i]),
                         explain_cache_mismatch(results[i].second, fn->result_types[i]));
   const shlo::Attr* id = shlo::find_attr(module.attrs, shlo::kIdentityAttr);
   std::string want_id = hlx::sha256_hex(models::text_entry_description(spec, shape, request));
@@ -175,8 +175,9 @@ Status check_text_module(const shlo::Module& module, const models::TextModelSpec
                       " (expected \"", want_id, "\")");
   if (id->str != want_id)
     return make_error(ErrorKind::kInvalidArgument, source, ": ", shlo::kIdentityAttr, " is \"", id->str,
-                      "\", expected \"", want_id, "\" for ", name, " rows=", request.rows, " context_capacity=",
-                      shape.context_capacity, " slots=", shape.slots, " kv=", dtype_name(shape.kv_dtype));
+                      "\", expected \"", want_id, "\" for ", name, " rows=", request.rows,
+                      " context_capacity=", shape.context_capacity, " slots=", shape.slots,
+                      " kv=", dtype_name(shape.kv_dtype));
   return ok_status();
 }
 
@@ -190,8 +191,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   m->stats_.config_ms = ms_since(t0);
   const models::TextModelSpec& spec = m->spec_;
 
-  if (options.slots < 1)
-    return make_error(ErrorKind::kInvalidArgument, "slots must be >= 1, got ", options.slots);
+  if (options.slots < 1) return make_error(ErrorKind::kInvalidArgument, "slots must be >= 1, got ", options.slots);
   if (options.kv_dtype && *options.kv_dtype != DType::kBF16 && *options.kv_dtype != DType::kF32)
     return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16 or f32, got ", dtype_name(*options.kv_dtype));
   int64_t capacity = options.context_capacity ? options.context_capacity : default_context_capacity(spec);
@@ -221,7 +221,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
       m->masked_variant_ = vlm.prefill_variant();
       m->image_token_id_ = vlm.image_token_id;
       m->mask_rule_ = vlm.mask_mode == models::ImageMaskMode::kBidirectional ? mm::MaskRule::kBidirectional
-                                                                            : mm::MaskRule::kImageBlocks;
+                                                                             : mm::MaskRule::kImageBlocks;
     }
   }
   if (!spec.mrope_section.empty()) {
@@ -257,20 +257,22 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     m->stats_.weight_bytes += t.nbytes();
     m->weights_.emplace_back(info.name, std::move(t));
   }
-  if (options.weight_format == kernels::WeightFormat::kAsStored && options.stored_weight_dtype && !m->weights_.empty() &&
-      m->weights_.front().second.dtype() != *options.stored_weight_dtype)
-    return make_error(ErrorKind::kInvalidArgument, "weights ", dtype_name(*options.stored_weight_dtype),
-                      " asked, but ", model_dir, " stores ", dtype_name(m->weights_.front().second.dtype()),
-                      " weights (", m->weights_.front().first, "); use its own type or int8");
+  if (options.weight_format == kernels::WeightFormat::kAsStored && options.stored_weight_dtype &&
+      !m->weights_.empty() && m->weights_.front().second.dtype() != *options.stored_weight_dtype)
+    return make_error(ErrorKind::kInvalidArgument, "weights ", dtype_name(*options.stored_weight_dtype), " asked, but ",
+                      model_dir, " stores ", dtype_name(m->weights_.front().second.dtype()), " weights (",
+                      m->weights_.front().first, "); use its own type or int8");
   m->stats_.checkpoint_ms = ms_since(t0);
   if (!options.kv_dtype)
-    options.kv_dtype = !m->weights_.empty() && m->weights_.front().second.dtype() == DType::kF32 ? DType::kF32 : DType::kBF16;
+    options.kv_dtype =
+        !m->weights_.empty() && m->weights_.front().second.dtype() == DType::kF32 ? DType::kF32 : DType::kBF16;
   m->options_.kv_dtype = options.kv_dtype;
   m->shape_ = models::EngineShape{capacity, options.slots, *options.kv_dtype};
   // Identity: the stored quantization method (its tensors are packed, not the module's weights)
   // and the format the runtime quantizes the remaining matmul weights to.
-  m->spec_.weight_format = weight_format_tag(
-      quant, options.weight_format == kernels::WeightFormat::kAsStored ? "" : kernels::weight_format_name(options.weight_format));
+  m->spec_.weight_format = weight_format_tag(quant, options.weight_format == kernels::WeightFormat::kAsStored
+                                                        ? ""
+                                                        : kernels::weight_format_name(options.weight_format));
 
   // Every module is emitted (or read and checked) now, so identity and capacity mismatches fail
   // here; only compilation may be deferred.
@@ -357,8 +359,8 @@ Status TextModel::compile(Entry& e) {
 Result<TextModel::Entry*> TextModel::compiled(TextEntry entry, int64_t rows) {
   auto it = entries_.find({int(entry), rows});
   if (it == entries_.end())
-    return make_error(ErrorKind::kNotFound, "no ", models::entry_name(entry), " entry for ", rows,
-                      " rows was prepared", entry == TextEntry::kPrefillAllLogits ? " (load with all_logits)" : "");
+    return make_error(ErrorKind::kNotFound, "no ", models::entry_name(entry), " entry for ", rows, " rows was prepared",
+                      entry == TextEntry::kPrefillAllLogits ? " (load with all_logits)" : "");
   HLX_RETURN_IF_ERROR(compile(it->second));
   return &it->second;
 }
@@ -368,8 +370,10 @@ Status TextModel::warm_up(int64_t prompt_len, bool all_logits, int64_t decode_ba
   if (prompt_len > 0) {
     HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks,
                          plan_prefill_chunks(buckets_, shape_.context_capacity, 0, prompt_len));
-    TextEntry kind = embeddings ? (has_masked_entries() ? TextEntry::kPrefillEmbeddingsMasked : TextEntry::kPrefillEmbeddings)
-                                : all_logits ? TextEntry::kPrefillAllLogits : TextEntry::kPrefill;
+    TextEntry kind = embeddings
+                         ? (has_masked_entries() ? TextEntry::kPrefillEmbeddingsMasked : TextEntry::kPrefillEmbeddings)
+                     : all_logits ? TextEntry::kPrefillAllLogits
+                                  : TextEntry::kPrefill;
     for (const auto& c : chunks) HLX_RETURN_IF_ERROR(compiled(kind, c.bucket).status());
   }
   if (decode_batch > 0) HLX_RETURN_IF_ERROR(compiled(TextEntry::kDecode, decode_batch).status());
@@ -616,7 +620,9 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
     float* dst = out.data<float>() + r * hidden;
     const int64_t base = tokens[size_t(r)] * hidden;
     switch (table->dtype()) {
-      case DType::kF32: std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float)); break;
+      case DType::kF32:
+        std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float));
+        break;
       case DType::kBF16:
         for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(table->data<bf16>()[base + c]);
         break;
@@ -678,9 +684,10 @@ namespace {
 // The boundary checks of a whole-prompt DeepStack payload (per-chunk ones: check_deepstack_payload).
 Status check_payload(const models::TextModelSpec& spec, const DeepstackPayload& p, std::span<const int64_t> token_ids,
                      int64_t image_token_id) {
-  auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, "deepstack payload: ", args...); };
-  if (spec.deepstack_layers.empty())
-    return bad("the model (", spec.model_type, ") has no DeepStack layers");
+  auto bad = [](const auto&... args) {
+    return make_error(ErrorKind::kInvalidArgument, "deepstack payload: ", args...);
+  };
+  if (spec.deepstack_layers.empty()) return bad("the model (", spec.model_type, ") has no DeepStack layers");
   const Tensor& vp = p.visual_positions;
   const Tensor& lf = p.layer_features;
   if (vp.dtype() != DType::kI32 || vp.rank() != 1 || !vp.defined())
@@ -715,8 +722,9 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
   const bool mrope = rope_positions != nullptr;
   const char* what = mrope ? "prefill_embeddings_mrope" : masked ? "prefill_embeddings_masked" : "prefill_embeddings";
   if (!options_.embeddings)
-    return make_error(ErrorKind::kInvalidArgument,
-                      "prefill_embeddings: the model was loaded without prefill_embeddings entries (options.embeddings)");
+    return make_error(
+        ErrorKind::kInvalidArgument,
+        "prefill_embeddings: the model was loaded without prefill_embeddings entries (options.embeddings)");
   if (!mrope) HLX_RETURN_IF_ERROR(check_plain_rope(slot, what));
   if (mrope && spec_.mrope_section.empty())
     return make_error(ErrorKind::kInvalidArgument, what, ": the model (", spec_.model_type, ") has no mrope_section");
@@ -728,8 +736,8 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
     return make_error(ErrorKind::kInvalidArgument, what, ": embeddings are ", embeddings.type_string(),
                       ", expected f32 [", n, ", ", hidden, "] (one row per token id)");
   if (end_row <= start || end_row > n)
-    return make_error(ErrorKind::kInvalidArgument, what, ": end row ", end_row, " must lie in (cache length ",
-                      start, ", ", n, " rows given]");
+    return make_error(ErrorKind::kInvalidArgument, what, ": end row ", end_row, " must lie in (cache length ", start,
+                      ", ", n, " rows given]");
   if (end_row > shape_.context_capacity)
     return make_error(ErrorKind::kOutOfRange, "prefill of rows [", start, ", ", end_row, ") of slot ", slot,
                       " would end past context_capacity ", shape_.context_capacity);
@@ -750,8 +758,8 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
                         ", expected i32 [3, ", n, "] (axes T, H, W per row)");
     for (int64_t i = 0; i < 3 * n; ++i)
       if (rp.data<int32_t>()[i] < 0)
-        return make_error(ErrorKind::kInvalidArgument, what, ": rope_positions[", i / n, ", ", i % n, "] = ",
-                          rp.data<int32_t>()[i], " is negative");
+        return make_error(ErrorKind::kInvalidArgument, what, ": rope_positions[", i / n, ", ", i % n,
+                          "] = ", rp.data<int32_t>()[i], " is negative");
     // Decode rotates row r at r + delta (checked per row there); |delta| must fit i32.
     if (rope_delta < -int64_t(INT32_MAX) || rope_delta > INT32_MAX)
       return make_error(ErrorKind::kOutOfRange, what, ": rope_delta ", rope_delta, " is outside the i32 range");
@@ -778,8 +786,8 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
     in.kind = mrope ? TextEntry::kPrefillEmbeddingsMrope : TextEntry::kPrefillEmbeddings;
     if (masked) {
       in.kind = TextEntry::kPrefillEmbeddingsMasked;
-      HLX_ASSIGN_OR_RETURN(in.mask, mm::prefill_mask(token_ids, image_token_id_, c.start, c.start + c.length,
-                                                     c.bucket, mask_rule_));
+      HLX_ASSIGN_OR_RETURN(
+          in.mask, mm::prefill_mask(token_ids, image_token_id_, c.start, c.start + c.length, c.bucket, mask_rule_));
     }
     if (deepstack) {
       const int32_t* pos = deepstack->visual_positions.data<int32_t>();
@@ -875,7 +883,8 @@ Result<Tensor> TextModel::decode(std::span<const DecodeRow> rows) {
     const int64_t rotary = r.position + rope_delta_[size_t(r.slot)];
     if (rotary < 0 || rotary > INT32_MAX)
       return make_error(ErrorKind::kOutOfRange, "decode row ", i, ": position ", r.position, " + rope delta ",
-                        rope_delta_[size_t(r.slot)], " of slot ", r.slot, " = ", rotary, " is outside [0, ", INT32_MAX, "]");
+                        rope_delta_[size_t(r.slot)], " of slot ", r.slot, " = ", rotary, " is outside [0, ", INT32_MAX,
+                        "]");
   }
   // Any slot with an M-RoPE delta: decode_mrope for the batch (delta-0 rows rotate at their row,
   // as decode does); otherwise the plain entry, so text-only batches are unchanged.

@@ -48,15 +48,15 @@ inline constexpr int64_t kDefaultContextCapacity = 4096;
 int64_t default_context_capacity(const models::TextModelSpec& spec);
 
 struct TextModelOptions {
-  int64_t context_capacity = 0;          // 0: default_context_capacity(spec)
-  int64_t slots = 1;                     // KV slots = largest decode batch
+  int64_t context_capacity = 0;  // 0: default_context_capacity(spec)
+  int64_t slots = 1;             // KV slots = largest decode batch
   // bf16 or f32; unset: follow the checkpoint (f32 weights -> f32, bf16/f16 -> bf16), so an f32
   // checkpoint's logits are not rounded through a bf16 cache.
   std::optional<DType> kv_dtype;
-  std::vector<int64_t> prefill_buckets;  // empty: models::default_prefill_buckets(capacity)
-  int threads = 0;                       // runtime threads, 0 = all cores
+  std::vector<int64_t> prefill_buckets;    // empty: models::default_prefill_buckets(capacity)
+  int threads = 0;                         // runtime threads, 0 = all cores
   std::optional<std::string> modules_dir;  // load pre-emitted .mlir files instead of emitting
-  bool all_logits = false;               // also prepare prefill_all_logits (hlx logits --all)
+  bool all_logits = false;                 // also prepare prefill_all_logits (hlx logits --all)
   // Also prepare prefill_embeddings (image prompts: merged token + image rows). Always on for a
   // vision-language checkpoint.
   bool embeddings = false;
@@ -78,9 +78,9 @@ struct TextModelOptions {
 struct TextModelStats {
   double config_ms = 0, checkpoint_ms = 0, emit_ms = 0, compile_ms = 0, bind_ms = 0;
   int modules = 0, compiled = 0;
-  size_t kv_bytes = 0;           // all caches, all layers
-  size_t weight_bytes = 0;       // checkpoint tensors as stored (mapped, not copied)
-  size_t arena_bytes = 0;        // sum over compiled entries of their intermediate arenas
+  size_t kv_bytes = 0;      // all caches, all layers
+  size_t weight_bytes = 0;  // checkpoint tensors as stored (mapped, not copied)
+  size_t arena_bytes = 0;   // sum over compiled entries of their intermediate arenas
 };
 
 struct DecodeRow {
@@ -101,7 +101,7 @@ enum class FinishReason { kLength, kStop };
 const char* finish_reason_name(FinishReason r);
 
 struct GenerateResult {
-  std::vector<int64_t> tokens;   // generated ids, including a final EOS when one stopped it
+  std::vector<int64_t> tokens;  // generated ids, including a final EOS when one stopped it
   FinishReason finish = FinishReason::kLength;
   int64_t prompt_tokens = 0;
   double prefill_ms = 0, decode_ms = 0;
@@ -144,8 +144,8 @@ class TextModel {
   // K and V rows, a memcpy inside the caches) from `source` when source != slot. `keep` must lie
   // in [0, prompt size) and rows [0, keep) of reusable_prefix(source) must equal prompt[0, keep).
   // Every check (admission first) before anything changes; on error nothing is touched.
-  Result<int64_t> admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot,
-                                int64_t keep, int64_t source, Admission* admission = nullptr);
+  Result<int64_t> admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot, int64_t keep,
+                                int64_t source, Admission* admission = nullptr);
   // Rows [0, cache_length) of the slot hold K/V.
   Result<int64_t> cache_length(int64_t slot) const;
 
@@ -249,9 +249,9 @@ class TextModel {
  private:
   struct Entry {
     models::EntryRequest request;
-    std::string source;                          // file name, or "emitted"
+    std::string source;  // file name, or "emitted"
     std::shared_ptr<const shlo::Module> module;
-    std::shared_ptr<rt::Program> program;        // null until compiled
+    std::shared_ptr<rt::Program> program;  // null until compiled
   };
   TextModel() = default;
   Status prepare_entry(const models::EntryRequest& request);
@@ -267,8 +267,8 @@ class TextModel {
   // prefill_embeddings, _masked and _mrope: checks, then chunk by chunk. `masked` and
   // `rope_positions` are exclusive (no family has both).
   Result<Tensor> run_prefill_embeddings(int64_t slot, const Tensor& embeddings, std::span<const int64_t> token_ids,
-                                        int64_t end_row, bool masked, const Tensor* rope_positions,
-                                        int64_t rope_delta, const DeepstackPayload* deepstack);
+                                        int64_t end_row, bool masked, const Tensor* rope_positions, int64_t rope_delta,
+                                        const DeepstackPayload* deepstack);
   // Shared by prefill and prefill_all_logits: runs every chunk; collects logits rows.
   Result<Tensor> run_prefill(int64_t slot, std::span<const int64_t> tokens, bool all_rows);
 
@@ -278,11 +278,11 @@ class TextModel {
   TextModelOptions options_;
   std::unique_ptr<Checkpoint> checkpoint_;
   std::vector<std::pair<std::string, Tensor>> weights_;  // layout order, mmap-borrowed
-  std::vector<std::shared_ptr<void>> packed_weights_;   // registrations of weights stored 4-bit
+  std::vector<std::shared_ptr<void>> packed_weights_;    // registrations of weights stored 4-bit
   std::map<std::pair<int, int64_t>, Entry> entries_;     // (entry kind, rows)
   std::vector<Tensor> caches_;
   SlotPool pool_;
-  std::vector<std::vector<int32_t>> history_;            // per slot: tokens of rows [0, cache_length)
+  std::vector<std::vector<int32_t>> history_;  // per slot: tokens of rows [0, cache_length)
   // Per slot: rows below this were written from embeddings; a token prefill must not replay them
   // (their ids would not reproduce their inputs).
   std::vector<int64_t> embedded_end_;
@@ -293,7 +293,7 @@ class TextModel {
   // Gemma3 VLM: the masked entries' variant (empty: none), the image soft-token id, the mask rule.
   std::string masked_variant_;
   mm::MaskRule mask_rule_ = mm::MaskRule::kImageBlocks;
-  std::vector<int64_t> rope_delta_;                      // per slot: M-RoPE decode offset
+  std::vector<int64_t> rope_delta_;  // per slot: M-RoPE decode offset
   int64_t image_token_id_ = -1;
   TextModelStats stats_;
 };

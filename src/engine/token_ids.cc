@@ -20,7 +20,8 @@ Result<std::vector<int64_t>> parse_token_ids(std::string_view text) {
         return make_error(ErrorKind::kInvalidArgument, "token id #", index, " '", std::string(piece),
                           "' is not a non-negative decimal integer");
       if (v > (INT64_MAX - (c - '0')) / 10)
-        return make_error(ErrorKind::kInvalidArgument, "token id #", index, " '", std::string(piece), "' overflows int64");
+        return make_error(ErrorKind::kInvalidArgument, "token id #", index, " '", std::string(piece),
+                          "' overflows int64");
       v = v * 10 + (c - '0');
     }
     ids.push_back(v);

@@ -52,7 +52,8 @@ Result<std::unique_ptr<VisionModel>> FixedVisionModel::load(const std::string& m
   const std::string pp = (std::filesystem::path(model_dir) / "preprocessor_config.json").string();
   std::error_code ec;
   if (!std::filesystem::exists(pp, ec))
-    return make_error(ErrorKind::kNotFound, "'", pp, "' does not exist: image requests need the checkpoint's processor config");
+    return make_error(ErrorKind::kNotFound, "'", pp,
+                      "' does not exist: image requests need the checkpoint's processor config");
   HLX_ASSIGN_OR_RETURN(m->preprocess_, mm::PreprocessConfig::load(pp));
   m->stats_.config_ms = ms_since(t0);
 
@@ -63,8 +64,8 @@ Result<std::unique_ptr<VisionModel>> FixedVisionModel::load(const std::string& m
                                       : (p.do_resize && p.height == side && p.width == side);
   if (!fixed)
     return make_error(ErrorKind::kInvalidArgument, pp, ": the processor does not produce ", side, "x", side,
-                      " images (the vision tower's image_size); crop ", p.crop_height, "x", p.crop_width,
-                      ", resize ", p.height, "x", p.width, " / shortest_edge ", p.shortest_edge);
+                      " images (the vision tower's image_size); crop ", p.crop_height, "x", p.crop_width, ", resize ",
+                      p.height, "x", p.width, " / shortest_edge ", p.shortest_edge);
   const bool gemma = m->spec_.family == models::VlmFamily::kGemma3;
   m->family_ = m->spec_.family;
   m->image_token_id_ = m->spec_.image_token_id;
@@ -139,7 +140,6 @@ Result<int64_t> checkpoint_image_token_id(const std::string& dir) {
   return spec.image_token_id;
 }
 
-
 Result<std::unique_ptr<VisionModel>> VisionModel::load(const std::string& model_dir, VisionModelOptions options) {
   HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::load(model_dir));
   HLX_ASSIGN_OR_RETURN(std::string type, config.model_type());
@@ -187,7 +187,8 @@ Status VisionModel::set_placeholders(const std::string& model_dir, const VisionM
 
 Result<std::string> VisionModel::expand_prompt(std::string_view text, std::span<const int64_t> tokens_per_image) const {
   if (marker_.empty())
-    return make_error(ErrorKind::kNotFound, "the checkpoint has no tokenizer: image prompts cannot be expanded as text");
+    return make_error(ErrorKind::kNotFound,
+                      "the checkpoint has no tokenizer: image prompts cannot be expanded as text");
   const int64_t found = mm::count_placeholders(text, marker_);
   if (found != int64_t(tokens_per_image.size()))
     return make_error(ErrorKind::kInvalidArgument, "the prompt has ", found, " image placeholder(s) ('", marker_,
@@ -205,7 +206,8 @@ Result<std::string> VisionModel::expand_prompt(std::string_view text, std::span<
   return mm::expand_image_placeholders(text, layout, nullptr, tokens_per_image);
 }
 
-Result<mm::MropePositions> VisionModel::mrope_positions(std::span<const int64_t>, std::span<const PreparedImage>) const {
+Result<mm::MropePositions> VisionModel::mrope_positions(std::span<const int64_t>,
+                                                        std::span<const PreparedImage>) const {
   return make_error(ErrorKind::kInvalidArgument, models::vlm_family_name(family_), " prompts have no M-RoPE positions");
 }
 

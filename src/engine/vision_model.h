@@ -48,9 +48,9 @@ struct VisionModelStats {
 
 // One image after the checkpoint's processor, ready for encode().
 struct PreparedImage {
-  Tensor pixels;        // fixed-size towers: f32 [1, 3, S, S]; Qwen3-VL: patches f32 [t*h*w, patch_dim]
-  mm::ImageGrid grid;   // Qwen3-VL: the patch grid (t, h, w); unused otherwise
-  int64_t tokens = 0;   // image-token rows it becomes in the prompt
+  Tensor pixels;       // fixed-size towers: f32 [1, 3, S, S]; Qwen3-VL: patches f32 [t*h*w, patch_dim]
+  mm::ImageGrid grid;  // Qwen3-VL: the patch grid (t, h, w); unused otherwise
+  int64_t tokens = 0;  // image-token rows it becomes in the prompt
 };
 
 // encode()'s output for one image.

@@ -33,7 +33,6 @@ bool is_plain_file_name(const std::string& name) {
          name.find('\0') == std::string::npos;
 }
 
-
 }  // namespace
 
 Result<Checkpoint> Checkpoint::open_single(const std::string& path) {
@@ -66,8 +65,7 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
 
   HLX_ASSIGN_OR_RETURN(std::string text, read_file(index_path, size_t(64) << 20));
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded() || !doc.is_object())
-    return make_error(ErrorKind::kParse, index_path, ": not a JSON object");
+  if (doc.is_discarded() || !doc.is_object()) return make_error(ErrorKind::kParse, index_path, ": not a JSON object");
   auto wm = doc.find("weight_map");
   if (wm == doc.end() || !wm->is_object())
     return make_error(ErrorKind::kParse, index_path, ": missing or non-object 'weight_map'");
@@ -92,8 +90,8 @@ Result<Checkpoint> Checkpoint::open(const std::string& path) {
       shard_names.push_back(shard_name);
     }
     if (!c.shards_[it->second].has(tensor))
-      return make_error(ErrorKind::kNotFound, index_path, ": weight_map puts tensor '", tensor, "' in '",
-                        shard_name, "', which does not contain it");
+      return make_error(ErrorKind::kNotFound, index_path, ": weight_map puts tensor '", tensor, "' in '", shard_name,
+                        "', which does not contain it");
     c.shard_of_[tensor] = it->second;
   }
   // Every tensor stored in a shard must be listed, and in exactly that shard.

@@ -73,7 +73,9 @@ Result<std::string> read_file(const std::string& path, size_t max_bytes) {
     ssize_t n = ::read(fd, bytes.data() + done, bytes.size() - done);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return errno_error("cannot read", path, errno);
-    if (n == 0) return make_error(ErrorKind::kIo, "'", path, "' shrank while reading: got ", done, " of ", bytes.size(), " bytes");
+    if (n == 0)
+      return make_error(ErrorKind::kIo, "'", path, "' shrank while reading: got ", done, " of ", bytes.size(),
+                        " bytes");
     done += size_t(n);
   }
   return bytes;
@@ -112,8 +114,6 @@ Status write_file_pieces(const std::string& path, const std::string_view* pieces
   return ok_status();
 }
 
-Status write_file(const std::string& path, std::string_view bytes) {
-  return write_file_pieces(path, &bytes, 1);
-}
+Status write_file(const std::string& path, std::string_view bytes) { return write_file_pieces(path, &bytes, 1); }
 
 }  // namespace hlx

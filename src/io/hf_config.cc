@@ -19,7 +19,8 @@ const char* json_type_name(const json& v) { return v.type_name(); }
 Result<std::shared_ptr<const json>> parse_object(const std::string& text, const std::string& source) {
   json doc = json::parse(text, nullptr, /*allow_exceptions=*/false);
   if (doc.is_discarded()) return make_error(ErrorKind::kParse, source, ": not valid JSON");
-  if (!doc.is_object()) return make_error(ErrorKind::kParse, source, ": top level is a JSON ", doc.type_name(), ", not an object");
+  if (!doc.is_object())
+    return make_error(ErrorKind::kParse, source, ": top level is a JSON ", doc.type_name(), ", not an object");
   return std::make_shared<const json>(std::move(doc));
 }
 
@@ -51,14 +52,16 @@ std::string ConfigView::where() const { return path_.empty() ? file_ : file_ + "
 std::string ConfigView::key_path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
 
 Status ConfigView::missing(const std::string& key) const {
-  return make_error(ErrorKind::kNotFound, file_.empty() ? "config" : file_, ": required key '", key_path(key), "' is missing");
+  return make_error(ErrorKind::kNotFound, file_.empty() ? "config" : file_, ": required key '", key_path(key),
+                    "' is missing");
 }
 
 Status ConfigView::wrong_type(const std::string& key, const char* expected) const {
   const json* v = find(key);
-  return make_error(ErrorKind::kParse, file_, ": key '", key_path(key), "' should be ", expected, " but is ",
-                    v ? (v->is_number_float() ? str_cat("the float ", v->get<double>()) : std::string("a ") + json_type_name(*v))
-                      : std::string("absent"));
+  return make_error(
+      ErrorKind::kParse, file_, ": key '", key_path(key), "' should be ", expected, " but is ",
+      v ? (v->is_number_float() ? str_cat("the float ", v->get<double>()) : std::string("a ") + json_type_name(*v))
+        : std::string("absent"));
 }
 
 Result<int64_t> ConfigView::to_int(const std::string& key, const json& v) const {
@@ -72,13 +75,15 @@ Result<int64_t> ConfigView::to_int(const std::string& key, const json& v) const 
     // Some exporters write 4096.0 for integer fields.
     if (std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.2e18) return int64_t(d);
   }
-  return make_error(ErrorKind::kParse, file_, ": key '", key_path(key), "' should be an integer but is ",
-                    v.is_number_float() ? str_cat("the float ", v.get<double>()) : std::string("a ") + json_type_name(v));
+  return make_error(
+      ErrorKind::kParse, file_, ": key '", key_path(key), "' should be an integer but is ",
+      v.is_number_float() ? str_cat("the float ", v.get<double>()) : std::string("a ") + json_type_name(v));
 }
 
 Result<double> ConfigView::to_float(const std::string& key, const json& v) const {
   if (!v.is_number())
-    return make_error(ErrorKind::kParse, file_, ": key '", key_path(key), "' should be a number but is a ", json_type_name(v));
+    return make_error(ErrorKind::kParse, file_, ": key '", key_path(key), "' should be a number but is a ",
+                      json_type_name(v));
   return v.get<double>();
 }
 

@@ -52,8 +52,7 @@ class ConfigView {
 
  private:
   friend class HfConfig;
-  ConfigView(std::shared_ptr<const nlohmann::json> doc, const nlohmann::json* node, std::string file,
-             std::string path);
+  ConfigView(std::shared_ptr<const nlohmann::json> doc, const nlohmann::json* node, std::string file, std::string path);
   // Null when absent or JSON null.
   const nlohmann::json* find(const std::string& key) const;
   std::string key_path(const std::string& key) const;

@@ -162,12 +162,14 @@ Result<DType> dtype_from_descr(const std::string& descr, std::optional<DType> u1
   }
   if (descr == "<u2") {
     if (!u16_as)
-      return make_error(ErrorKind::kUnsupported, source, ": npy dtype '<u2' (uint16) needs reinterpret_u16_as "
+      return make_error(ErrorKind::kUnsupported, source,
+                        ": npy dtype '<u2' (uint16) needs reinterpret_u16_as "
                         "(bf16 is stored as its uint16 bits)");
     return *u16_as;
   }
   if (!descr.empty() && descr[0] == '>')
-    return make_error(ErrorKind::kUnsupported, source, ": npy dtype '", descr, "' is big-endian; only little-endian is supported");
+    return make_error(ErrorKind::kUnsupported, source, ": npy dtype '", descr,
+                      "' is big-endian; only little-endian is supported");
   return make_error(ErrorKind::kUnsupported, source, ": npy dtype '", descr,
                     "' is not supported (supported: <f4 <f2 <i8 <i4 <i2 |i1 |u1 |b1, and <u2 as bf16)");
 }
@@ -193,7 +195,8 @@ Result<NpyHeader> parse_npy_header(std::string_view bytes, const std::string& so
   } else if (h.major == 2 || h.major == 3) {
     len_bytes = 4;
   } else {
-    return make_error(ErrorKind::kUnsupported, source, ": npy format version ", h.major, ".", h.minor, " is not supported");
+    return make_error(ErrorKind::kUnsupported, source, ": npy format version ", h.major, ".", h.minor,
+                      " is not supported");
   }
   if (bytes.size() < 8 + len_bytes)
     return make_error(ErrorKind::kIo, source, ": file ends inside the npy header length field");
@@ -210,7 +213,8 @@ Result<NpyHeader> parse_npy_header(std::string_view bytes, const std::string& so
   auto field = [&](const char* key, PyValue::Kind kind) -> Result<const PyValue*> {
     auto it = dict.find(key);
     if (it == dict.end()) return make_error(ErrorKind::kParse, source, ": npy header lacks '", key, "'");
-    if (it->second.kind != kind) return make_error(ErrorKind::kParse, source, ": npy header '", key, "' has the wrong type");
+    if (it->second.kind != kind)
+      return make_error(ErrorKind::kParse, source, ": npy header '", key, "' has the wrong type");
     return &it->second;
   };
   HLX_ASSIGN_OR_RETURN(const PyValue* descr, field("descr", PyValue::kString));
@@ -235,7 +239,8 @@ Result<Tensor> parse_npy(std::string_view bytes, std::optional<DType> reinterpre
     return make_error(ErrorKind::kUnsupported, source, ": npy array is in Fortran order; save it C-contiguous");
   auto count = checked_num_elements(h.shape);
   if (!count.ok())
-    return make_error(ErrorKind::kParse, source, ": npy shape (", shape_to_string(h.shape), "): ", count.status().message());
+    return make_error(ErrorKind::kParse, source, ": npy shape (", shape_to_string(h.shape),
+                      "): ", count.status().message());
   size_t avail = bytes.size() - h.data_offset;
   // count <= 2^48 and itemsize <= 8: the product cannot overflow.
   uint64_t need = uint64_t(*count) * dtype_size(dtype);
@@ -243,8 +248,8 @@ Result<Tensor> parse_npy(std::string_view bytes, std::optional<DType> reinterpre
     return make_error(ErrorKind::kIo, source, ": npy ", h.descr, " shape (", shape_to_string(h.shape), ") needs ", need,
                       " data bytes but the file has ", avail, " (truncated?)");
   if (avail > need)
-    return make_error(ErrorKind::kParse, source, ": npy ", h.descr, " shape (", shape_to_string(h.shape), ") needs ", need,
-                      " data bytes but ", avail - need, " extra bytes follow");
+    return make_error(ErrorKind::kParse, source, ": npy ", h.descr, " shape (", shape_to_string(h.shape), ") needs ",
+                      need, " data bytes but ", avail - need, " extra bytes follow");
   Tensor t = Tensor::empty(dtype, h.shape);
   if (need) std::memcpy(t.raw(), bytes.data() + h.data_offset, need);
   if (dtype == DType::kI1) {
@@ -262,7 +267,8 @@ Result<Tensor> read_npy(const std::string& path, std::optional<DType> reinterpre
 Result<std::string> encode_npy(const Tensor& t) {
   const char* descr = descr_for(t.dtype());
   if (!descr) return make_error(ErrorKind::kUnsupported, "npy writer: no npy dtype for ", dtype_name(t.dtype()));
-  if (!t.defined()) return make_error(ErrorKind::kInvalidArgument, "npy writer: tensor ", t.type_string(), " has no data");
+  if (!t.defined())
+    return make_error(ErrorKind::kInvalidArgument, "npy writer: tensor ", t.type_string(), " has no data");
   std::string dict = str_cat("{'descr': '", descr, "', 'fortran_order': False, 'shape': (");
   for (size_t i = 0; i < t.shape().size(); ++i) dict += str_cat(i ? ", " : "", t.shape()[i]);
   dict += t.shape().size() == 1 ? ",), }" : "), }";

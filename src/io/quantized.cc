@@ -37,8 +37,7 @@ Result<QuantConfig> quant_config(const HfConfig& config) {
     if (lower(version) != "gemm")
       return make_error(ErrorKind::kUnsupported, q.where(), ": awq version '", version, "' (supported: gemm)");
     HLX_ASSIGN_OR_RETURN(bool zero_point, q.optional_bool("zero_point", true));
-    if (!zero_point)
-      return make_error(ErrorKind::kUnsupported, q.where(), ": awq zero_point false (supported: true)");
+    if (!zero_point) return make_error(ErrorKind::kUnsupported, q.where(), ": awq zero_point false (supported: true)");
     HLX_ASSIGN_OR_RETURN(qc.group_size, q.require_int("group_size"));
     HLX_ASSIGN_OR_RETURN(qc.modules_to_not_convert, q.optional_string_array("modules_to_not_convert"));
   } else if (method == "gptq") {
@@ -52,8 +51,7 @@ Result<QuantConfig> quant_config(const HfConfig& config) {
       return make_error(ErrorKind::kUnsupported, q.where(), ": gptq checkpoint_format '", format,
                         "' (supported: gptq)");
   } else {
-    return make_error(ErrorKind::kUnsupported, q.where(), ": quant_method '", method,
-                      "' (supported: awq, gptq)");
+    return make_error(ErrorKind::kUnsupported, q.where(), ": quant_method '", method, "' (supported: awq, gptq)");
   }
   if (qc.bits != 4)
     return make_error(ErrorKind::kUnsupported, q.where(), ": ", method, " bits ", qc.bits, " (supported: 4)");
@@ -97,7 +95,8 @@ Result<Int4Linear> Int4Linear::load(const Checkpoint& ck, const std::string& bas
                         ", expected ", want == DType::kF16 ? "f16 (or bf16/f32)" : dtype_name(want));
     if (t.shape() != shape)
       return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", name, " has shape ", t.type_string(),
-                        ", expected ", shape_to_string(shape), " for a ", n, "x", k, " weight with group_size ", l.group_);
+                        ", expected ", shape_to_string(shape), " for a ", n, "x", k, " weight with group_size ",
+                        l.group_);
     return t;
   };
   HLX_ASSIGN_OR_RETURN(l.qweight_, get(".qweight", DType::kI32, awq ? Shape{k, n / 8} : Shape{k / 8, n}));
@@ -113,8 +112,8 @@ Result<Int4Linear> Int4Linear::load(const Checkpoint& ck, const std::string& bas
     l.g_idx_.assign(gi.data<int32_t>(), gi.data<int32_t>() + k);
     for (int64_t i = 0; i < k; ++i)
       if (l.g_idx_[size_t(i)] < 0 || l.g_idx_[size_t(i)] >= l.groups_)
-        return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", base, ".g_idx[", i, "] = ",
-                          l.g_idx_[size_t(i)], " outside [0, ", l.groups_, ")");
+        return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", base, ".g_idx[", i,
+                          "] = ", l.g_idx_[size_t(i)], " outside [0, ", l.groups_, ")");
   }
   return l;
 }
@@ -134,9 +133,12 @@ uint8_t Int4Linear::zero(int64_t g, int64_t n) const {
 float Int4Linear::scale(int64_t g, int64_t n) const {
   const int64_t i = g * n_ + n;
   switch (scales_.dtype()) {
-    case DType::kF16: return f16_to_f32(scales_.data<f16>()[i]);
-    case DType::kBF16: return bf16_to_f32(scales_.data<bf16>()[i]);
-    default: return scales_.data<float>()[i];
+    case DType::kF16:
+      return f16_to_f32(scales_.data<f16>()[i]);
+    case DType::kBF16:
+      return bf16_to_f32(scales_.data<bf16>()[i]);
+    default:
+      return scales_.data<float>()[i];
   }
 }
 

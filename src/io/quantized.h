@@ -27,7 +27,7 @@ enum class QuantMethod { kNone, kAwq, kGptq };
 struct QuantConfig {
   QuantMethod method = QuantMethod::kNone;
   int64_t bits = 0, group_size = 0;
-  bool desc_act = false;  // GPTQ: g_idx is a shuffled grouping
+  bool desc_act = false;                            // GPTQ: g_idx is a shuffled grouping
   std::vector<std::string> modules_to_not_convert;  // AWQ: linear layers kept unquantized
 };
 

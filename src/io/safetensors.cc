@@ -59,7 +59,8 @@ Result<SafetensorsEntry> parse_entry(const std::string& source, const std::strin
   auto off = v.find("data_offsets");
   if (dt == v.end() || !dt->is_string()) return bad("missing or non-string 'dtype'");
   if (sh == v.end() || !sh->is_array()) return bad("missing or non-array 'shape'");
-  if (off == v.end() || !off->is_array() || off->size() != 2) return bad("'data_offsets' must be an array [begin, end]");
+  if (off == v.end() || !off->is_array() || off->size() != 2)
+    return bad("'data_offsets' must be an array [begin, end]");
 
   SafetensorsEntry e;
   const std::string& dtype_str = dt->get_ref<const std::string&>();
@@ -80,8 +81,8 @@ Result<SafetensorsEntry> parse_entry(const std::string& source, const std::strin
   if (!count.ok()) return bad(count.status().message());
   uint64_t expected = uint64_t(*count) * dtype_size(e.dtype);  // count <= 2^48, no overflow
   if (e.end - e.begin != expected)
-    return bad(dtype_str, "[", shape_to_string(e.shape), "] needs ", expected, " bytes but data_offsets [",
-               e.begin, ", ", e.end, "] span ", e.end - e.begin);
+    return bad(dtype_str, "[", shape_to_string(e.shape), "] needs ", expected, " bytes but data_offsets [", e.begin,
+               ", ", e.end, "] span ", e.end - e.begin);
   return e;
 }
 
@@ -101,8 +102,8 @@ Result<SafetensorsFile> SafetensorsFile::from_bytes(std::string bytes, const std
   return parse(std::move(owned), data, size, source);
 }
 
-Result<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<const void> keepalive, const uint8_t* data,
-                                               size_t size, const std::string& source) {
+Result<SafetensorsFile> SafetensorsFile::parse(std::shared_ptr<const void> keepalive, const uint8_t* data, size_t size,
+                                               const std::string& source) {
   if (size < 8)
     return make_error(ErrorKind::kIo, source, ": file has ", size, " bytes, too short for the 8-byte header length");
   uint64_t header_len = load_le64(data);
@@ -207,7 +208,8 @@ Result<std::string> build_header(const NamedTensors& tensors, const std::map<std
   for (size_t i = 0; i < tensors.size(); ++i) {
     const auto& [name, t] = tensors[i];
     if (name.empty() || name == "__metadata__")
-      return make_error(ErrorKind::kInvalidArgument, "safetensors writer: tensor #", i, " has reserved name '", name, "'");
+      return make_error(ErrorKind::kInvalidArgument, "safetensors writer: tensor #", i, " has reserved name '", name,
+                        "'");
     if (!seen.insert(name).second)
       return make_error(ErrorKind::kInvalidArgument, "safetensors writer: duplicate tensor name '", name, "'");
     if (!t.defined())
@@ -222,7 +224,8 @@ Result<std::string> build_header(const NamedTensors& tensors, const std::map<std
   try {
     text = doc.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::strict);
   } catch (const nlohmann::json::exception& e) {
-    return make_error(ErrorKind::kInvalidArgument, "safetensors writer: a tensor name or metadata string is not valid UTF-8: ", e.what());
+    return make_error(ErrorKind::kInvalidArgument,
+                      "safetensors writer: a tensor name or metadata string is not valid UTF-8: ", e.what());
   }
   // Pad with spaces so the data section starts 8-byte aligned, as the reference writer does.
   text.append((8 - text.size() % 8) % 8, ' ');
@@ -232,13 +235,12 @@ Result<std::string> build_header(const NamedTensors& tensors, const std::map<std
   return out;
 }
 
-std::string_view payload(const Tensor& t) {
-  return std::string_view(static_cast<const char*>(t.raw()), t.nbytes());
-}
+std::string_view payload(const Tensor& t) { return std::string_view(static_cast<const char*>(t.raw()), t.nbytes()); }
 
 }  // namespace
 
-Result<std::string> serialize_safetensors(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+Result<std::string> serialize_safetensors(const NamedTensors& tensors,
+                                          const std::map<std::string, std::string>& metadata) {
   HLX_ASSIGN_OR_RETURN(std::string out, build_header(tensors, metadata));
   for (const auto& [name, t] : tensors) out.append(payload(t));
   return out;
@@ -255,7 +257,8 @@ Status write_safetensors(const std::string& path, const NamedTensors& tensors,
 Result<std::vector<std::string>> write_safetensors_sharded(const std::string& dir, const NamedTensors& tensors,
                                                            uint64_t max_shard_bytes,
                                                            const std::map<std::string, std::string>& metadata) {
-  if (max_shard_bytes == 0) return make_error(ErrorKind::kInvalidArgument, "write_safetensors_sharded: max_shard_bytes is 0");
+  if (max_shard_bytes == 0)
+    return make_error(ErrorKind::kInvalidArgument, "write_safetensors_sharded: max_shard_bytes is 0");
   // Greedy split in the given order.
   std::vector<NamedTensors> shards;
   uint64_t current = 0;

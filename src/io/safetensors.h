@@ -57,8 +57,8 @@ class SafetensorsFile {
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
-  static Result<SafetensorsFile> parse(std::shared_ptr<const void> keepalive, const uint8_t* data,
-                                       size_t size, const std::string& source);
+  static Result<SafetensorsFile> parse(std::shared_ptr<const void> keepalive, const uint8_t* data, size_t size,
+                                       const std::string& source);
 
   std::string source_;
   std::shared_ptr<const void> keepalive_;  // the mapping or the in-memory buffer
@@ -82,8 +82,8 @@ Status write_safetensors(const std::string& path, const NamedTensors& tensors,
 // larger than that gets a shard of its own), writes `model-0000i-of-0000n.safetensors` into `dir`
 // and the Hugging Face index `model.safetensors.index.json` with metadata.total_size and
 // weight_map. Returns the shard file names in order.
-Result<std::vector<std::string>> write_safetensors_sharded(
-    const std::string& dir, const NamedTensors& tensors, uint64_t max_shard_bytes,
-    const std::map<std::string, std::string>& metadata = {});
+Result<std::vector<std::string>> write_safetensors_sharded(const std::string& dir, const NamedTensors& tensors,
+                                                           uint64_t max_shard_bytes,
+                                                           const std::map<std::string, std::string>& metadata = {});
 
 }  // namespace hlx

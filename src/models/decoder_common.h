@@ -23,23 +23,23 @@ struct DecoderContext {
   const EngineShape& shape;
 
   std::map<std::string, shlo::Value> weights;  // by checkpoint name
-  int64_t rows = 0;            // T
-  int64_t batch = 1, q_len = 0;  // B, Tq with B * Tq = T
-  shlo::Value positions;       // [T] i32, rotary positions of every row
-  shlo::Value cache_index;     // [T, 2] i32 (slot, position) written per row; out of range = dropped
-  shlo::Value attn_slot;       // [B] i32
-  shlo::Value attn_q_pos;      // [B, Tq] i32
-  shlo::Value attn_kv_len;     // [B] i32
-  shlo::Value attn_bias;       // [B, Tq, S] f32 additive (masked entries; then no causal rule), or invalid
+  int64_t rows = 0;                            // T
+  int64_t batch = 1, q_len = 0;                // B, Tq with B * Tq = T
+  shlo::Value positions;                       // [T] i32, rotary positions of every row
+  shlo::Value cache_index;                     // [T, 2] i32 (slot, position) written per row; out of range = dropped
+  shlo::Value attn_slot;                       // [B] i32
+  shlo::Value attn_q_pos;                      // [B, Tq] i32
+  shlo::Value attn_kv_len;                     // [B] i32
+  shlo::Value attn_bias;  // [B, Tq, S] f32 additive (masked entries; then no causal rule), or invalid
   shlo::Value inv_freq_global, inv_freq_local;  // [Dh/2] f32 constants
   // M-RoPE entries: positions [3, T] i32 and per axis the inverse frequencies of that axis (zero
   // elsewhere). Rotary then runs once per axis; a zero angle is an exact identity (cos 0 = 1,
   // sin 0 = 0), so with equal axes the result is bit-identical to one 1D rotary.
   shlo::Value mrope_positions;
   std::vector<shlo::Value> inv_freq_mrope;
-  shlo::Value rotary_positions;  // decode_mrope: [T] i32 rotary positions (cache rows stay `positions`)
+  shlo::Value rotary_positions;     // decode_mrope: [T] i32 rotary positions (cache rows stay `positions`)
   std::vector<shlo::Value> caches;  // k_cache.0, v_cache.0, ... (replaced by the updated caches)
-  Status status;                     // first missing weight
+  Status status;                    // first missing weight
 
   DecoderContext(shlo::FunctionBuilder& fb, const TextModelSpec& s, const EngineShape& sh)
       : f(fb), spec(s), shape(sh) {}
@@ -52,11 +52,10 @@ struct DecoderContext {
 };
 
 // x [M, K] (f32, or already matmul_input) times a Hugging Face Linear weight [N, K] (stored
-// dtype) -> [M, N] f32, plus an optional bias [N]. A 16-bit weight meets the activation rounded to its dtype: the runtime's
-// matmul computes 16-bit products anyway, and [M,K]·[N,K]ᵀ with equal 16-bit operands is its
-// packed fast path.
-shlo::Value linear(DecoderContext& c, const shlo::Value& x, const shlo::Value& w,
-                   const shlo::Value* bias = nullptr);
+// dtype) -> [M, N] f32, plus an optional bias [N]. A 16-bit weight meets the activation rounded to its dtype: the
+// runtime's matmul computes 16-bit products anyway, and [M,K]·[N,K]ᵀ with equal 16-bit operands is its packed fast
+// path.
+shlo::Value linear(DecoderContext& c, const shlo::Value& x, const shlo::Value& w, const shlo::Value* bias = nullptr);
 
 // x converted to the weight dtype when that is 16-bit (shared by several linears on the same input).
 shlo::Value matmul_input(DecoderContext& c, const shlo::Value& x);

@@ -66,8 +66,7 @@ Result<TokenizerFacts> read_tokenizer_facts(const std::string& dir, const std::v
       HLX_RETURN_IF_ERROR(note(t["content"].get<std::string>(), t["id"]));
     }
   for (const auto& w : wanted)
-    if (!f.special.count(w))
-      return make_error(ErrorKind::kNotFound, "fixture: '", path, "' has no token \"", w, "\"");
+    if (!f.special.count(w)) return make_error(ErrorKind::kNotFound, "fixture: '", path, "' has no token \"", w, "\"");
   return f;
 }
 
@@ -211,9 +210,14 @@ ojson root_config(const Arch& a, DType dtype) {
   c["text_config"] = std::move(text);
   c["tie_word_embeddings"] = a.tied;
   c["torch_dtype"] = torch_dtype(dtype);
-  c["vision_config"] = {{"hidden_size", 32},   {"image_size", 28},          {"intermediate_size", 64},
-                        {"layer_norm_eps", 1e-6}, {"model_type", "siglip_vision_model"},
-                        {"num_attention_heads", 2}, {"num_hidden_layers", 1}, {"patch_size", 14},
+  c["vision_config"] = {{"hidden_size", 32},
+                        {"image_size", 28},
+                        {"intermediate_size", 64},
+                        {"layer_norm_eps", 1e-6},
+                        {"model_type", "siglip_vision_model"},
+                        {"num_attention_heads", 2},
+                        {"num_hidden_layers", 1},
+                        {"patch_size", 14},
                         {"vision_use_head", false}};
   return c;
 }
@@ -389,7 +393,6 @@ FixtureTensor text_fixture_tensor(const TextModelSpec& spec, const TensorInfo& i
   return {info, d.center, d.half_width};
 }
 
-
 std::vector<std::string> fixture_families() {
   std::vector<std::string> out;
   for (const TextFamily* f : text_families())
@@ -419,8 +422,8 @@ FixtureConfigs configs_for(const Arch& a, DType dtype) {
 Result<TextModelSpec> spec_from_configs(const FixtureConfigs& configs, const FixtureOptions& options) {
   // The fixture's architecture is whatever the production parser makes of its config.json, so a
   // config the parser misreads (or rejects) shows up here, not as a silently different layout.
-  HLX_ASSIGN_OR_RETURN(HfConfig config, HfConfig::parse(configs.config_json, "fixture config.json",
-                                                        configs.generation_config_json));
+  HLX_ASSIGN_OR_RETURN(HfConfig config,
+                       HfConfig::parse(configs.config_json, "fixture config.json", configs.generation_config_json));
   Result<TextModelSpec> spec = text_spec_from_config(config);
   if (!spec.ok()) return spec.status().with_context(str_cat("fixture ", options.family, "/", options.preset));
   return spec;

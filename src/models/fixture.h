@@ -4,11 +4,11 @@
 // and model.safetensors, and, when options.tokenizer_dir names the family's real tokenizer files,
 // copies of tokenizer.json and tokenizer_config.json: then the vocabulary is the real model's
 // (Qwen3 151936 for llama/qwen2/qwen3, Gemma3 262208 for gemma3/gemma3_text) and bos/eos/pad are
-// the ids of the tokenizer's own special tokens, so text prompts and chat templates work. Every parameter is random (norm weights around 1, or around 0 for Gemma's
-// (1 + w) norms; biases non-zero), so an identity norm or a dropped bias cannot pass a test by
-// accident. Values come from a counter-free generator seeded by (seed, tensor name), so a tensor's
-// contents do not depend on which other tensors the layout holds, and the same seed gives the same
-// bytes on every machine.
+// the ids of the tokenizer's own special tokens, so text prompts and chat templates work. Every parameter is random
+// (norm weights around 1, or around 0 for Gemma's (1 + w) norms; biases non-zero), so an identity norm or a dropped
+// bias cannot pass a test by accident. Values come from a counter-free generator seeded by (seed, tensor name), so a
+// tensor's contents do not depend on which other tensors the layout holds, and the same seed gives the same bytes on
+// every machine.
 #pragma once
 
 #include <cstdint>

@@ -15,8 +15,8 @@ namespace hlx::models {
 
 // The numbers a preset chooses; everything else follows from the family.
 struct FixtureArch {
-  std::string family;        // fixture family name
-  int64_t vocab = 320;       // 320, not 256: a dimension equal to a power of two hides transposes
+  std::string family;   // fixture family name
+  int64_t vocab = 320;  // 320, not 256: a dimension equal to a power of two hides transposes
   int64_t hidden = 64, intermediate = 128, layers = 3, heads = 4, kv_heads = 2, head_dim = 16;
   double rope_theta = 10000.0;
   double rms_eps = 1e-6;

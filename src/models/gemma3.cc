@@ -66,8 +66,9 @@ Status parse_gemma3_keys(const HfConfig& config, TextModelSpec& s) {
   HLX_ASSIGN_OR_RETURN(s.attn_logit_softcap, c.optional_float("attn_logit_softcapping", 0.0));
   HLX_ASSIGN_OR_RETURN(s.final_logit_softcap, c.optional_float("final_logit_softcapping", 0.0));
   if (s.attn_logit_softcap < 0 || s.final_logit_softcap < 0)
-    return config_invalid(c, "attn_logit_softcapping", str_cat(s.attn_logit_softcap, ", final_logit_softcapping ",
-                                                               s.final_logit_softcap, ": must be >= 0"));
+    return config_invalid(
+        c, "attn_logit_softcapping",
+        str_cat(s.attn_logit_softcap, ", final_logit_softcapping ", s.final_logit_softcap, ": must be >= 0"));
   // Gemma3TextScaledWordEmbedding: embed_scale = hidden_size**0.5, cast to the weight dtype.
   s.embedding_scale = round_to_dtype(std::sqrt(double(s.hidden_size)), s.weight_dtype);
 
@@ -129,11 +130,8 @@ const TextFixture kGemma3Fixture{gemma3_fixture_tiny, gemma3_fixture_config};
 }  // namespace
 
 // Gemma3TextConfig: 262208/2304/9216/26/8 (kv 4, head_dim 256), 131072, rope_theta 1e6, tied.
-const TextFamily kGemma3TextFamily{"gemma3_text",
-                                   Family::kGemma3,
-                                   {262208, 2304, 9216, 26, 8, 4, 256, 131072, 1000000.0, true},
-                                   parse_gemma3_keys,
-                                   gemma3_layer,
-                                   &kGemma3Fixture};
+const TextFamily kGemma3TextFamily{
+    "gemma3_text",     Family::kGemma3, {262208, 2304, 9216, 26, 8, 4, 256, 131072, 1000000.0, true},
+    parse_gemma3_keys, gemma3_layer,    &kGemma3Fixture};
 
 }  // namespace hlx::models

@@ -59,7 +59,8 @@ const TextFixture kLlamaFixture{llama_fixture_tiny, llama_fixture_config};
 
 // LlamaConfig: 32000/4096/11008/32/32, multi-head attention, max_position_embeddings 2048,
 // rope_theta 1e4, untied.
-const TextFamily kLlamaFamily{"llama", Family::kLlama, {32000, 4096, 11008, 32, 32, 0, 0, 2048, 10000.0, false},
-                              parse_llama_keys, llama_layer, &kLlamaFixture};
+const TextFamily kLlamaFamily{
+    "llama",          Family::kLlama, {32000, 4096, 11008, 32, 32, 0, 0, 2048, 10000.0, false},
+    parse_llama_keys, llama_layer,    &kLlamaFixture};
 
 }  // namespace hlx::models

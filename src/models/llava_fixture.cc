@@ -72,8 +72,8 @@ Result<VisionArch> vision_arch(const FixtureOptions& o) {
   if (o.preset == "tiny") return o.family == "llava-clip" ? kTinyClip : kTinySiglip;
   if (o.preset == "clip-vit-l-336") {
     if (o.family != "llava-clip")
-      return make_error(ErrorKind::kInvalidArgument, "fixture: preset 'clip-vit-l-336' is a CLIP tower (family llava-clip), not '",
-                        o.family, "'");
+      return make_error(ErrorKind::kInvalidArgument,
+                        "fixture: preset 'clip-vit-l-336' is a CLIP tower (family llava-clip), not '", o.family, "'");
     return kClipL336;
   }
   return make_error(ErrorKind::kInvalidArgument, "fixture: unknown preset '", o.preset, "' for ", o.family,
@@ -111,8 +111,10 @@ ojson vision_config(const VisionArch& v) {
   c["num_channels"] = 3;
   c["num_hidden_layers"] = v.layers;
   c["patch_size"] = v.patch;
-  if (v.model_type == "clip_vision_model") c["projection_dim"] = 768;
-  else c["vision_use_head"] = false;
+  if (v.model_type == "clip_vision_model")
+    c["projection_dim"] = 768;
+  else
+    c["vision_use_head"] = false;
   return c;
 }
 
@@ -276,8 +278,8 @@ Result<std::string> vlm_fixture_config(const FixtureOptions& options) {
 Status write_vlm_fixture(const std::string& dir, const FixtureOptions& options) {
   HLX_ASSIGN_OR_RETURN(LlavaFixture fx, make_configs(options));
   std::vector<std::pair<std::string, std::string>> files = {{"config.json", fx.config_json},
-                                                             {"generation_config.json", fx.generation_json},
-                                                             {"preprocessor_config.json", fx.preprocessor_json}};
+                                                            {"generation_config.json", fx.generation_json},
+                                                            {"preprocessor_config.json", fx.preprocessor_json}};
   if (!fx.processor_json.empty()) files.push_back({"processor_config.json", fx.processor_json});
   // tokenizer_config.json with the LLaVA chat template (Gemma3: its own template, which renders an
   // image part as <start_of_image>).
@@ -285,7 +287,8 @@ Status write_vlm_fixture(const std::string& dir, const FixtureOptions& options) 
 
   // Weights: text model, then the whole tower (every layer, post_layernorm), then the projector.
   std::vector<FixtureTensor> tensors;
-  for (const TensorInfo& t : text_checkpoint_layout(fx.spec.text)) tensors.push_back(text_fixture_tensor(fx.spec.text, t));
+  for (const TensorInfo& t : text_checkpoint_layout(fx.spec.text))
+    tensors.push_back(text_fixture_tensor(fx.spec.text, t));
   VlmSpec full = fx.spec;
   full.vision.feature_layer = full.vision.num_layers;
   full.vision.use_post_layernorm = true;

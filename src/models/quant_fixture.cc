@@ -51,15 +51,22 @@ Status write_quantized_text_fixture(const std::string& dir, const FixtureOptions
   const int64_t group = options.quant_group > 0 ? options.quant_group : (options.preset == "tiny" ? 32 : 128);
   ojson root = ojson::parse(configs.config_json);
   if (awq)
-    root["quantization_config"] = {{"bits", 4},           {"group_size", group}, {"modules_to_not_convert", nullptr},
-                                   {"quant_method", "awq"}, {"version", "gemm"},  {"zero_point", true}};
+    root["quantization_config"] = {
+        {"bits", 4},         {"group_size", group}, {"modules_to_not_convert", nullptr}, {"quant_method", "awq"},
+        {"version", "gemm"}, {"zero_point", true}};
   else
-    root["quantization_config"] = {{"bits", 4},          {"checkpoint_format", "gptq"}, {"damp_percent", 0.01},
-                                   {"desc_act", true},   {"group_size", group},         {"quant_method", "gptq"},
-                                   {"static_groups", false}, {"sym", true},             {"true_sequential", true}};
-  HLX_RETURN_IF_ERROR(write_fixture_files(dir, {{"config.json", root.dump(2) + "\n"},
-                                                {"generation_config.json", configs.generation_config_json}},
-                                          options, ""));
+    root["quantization_config"] = {{"bits", 4},
+                                   {"checkpoint_format", "gptq"},
+                                   {"damp_percent", 0.01},
+                                   {"desc_act", true},
+                                   {"group_size", group},
+                                   {"quant_method", "gptq"},
+                                   {"static_groups", false},
+                                   {"sym", true},
+                                   {"true_sequential", true}};
+  HLX_RETURN_IF_ERROR(write_fixture_files(
+      dir, {{"config.json", root.dump(2) + "\n"}, {"generation_config.json", configs.generation_config_json}}, options,
+      ""));
   static const int kSeq[8] = {0, 1, 2, 3, 4, 5, 6, 7};
   static const int kAwqPos[8] = {0, 4, 1, 5, 2, 6, 3, 7};  // column 8c + j sits at nibble kAwqPos[j]
   NamedTensors tensors;
@@ -68,7 +75,8 @@ Status write_quantized_text_fixture(const std::string& dir, const FixtureOptions
     if (!is_quantized_linear(info.name)) {
       std::vector<float> v = fixture_tensor_values(spec, info, options.seed);
       Tensor t = Tensor::zeros(options.dtype, info.shape);
-      if (options.dtype == DType::kF32) std::copy(v.begin(), v.end(), t.data<float>());
+      if (options.dtype == DType::kF32)
+        std::copy(v.begin(), v.end(), t.data<float>());
       else
         for (size_t i = 0; i < v.size(); ++i) t.data<bf16>()[i] = f32_to_bf16(v[i]);
       tensors.emplace_back(info.name, std::move(t));
@@ -76,8 +84,8 @@ Status write_quantized_text_fixture(const std::string& dir, const FixtureOptions
     }
     const int64_t n = info.shape[0], k = info.shape[1];
     if (n % 8 || k % 8 || (awq && k % group))
-      return make_error(ErrorKind::kInvalidArgument, "fixture: ", info.name, " [", n, ", ", k,
-                        "] does not fit ", options.quant, " packing with group_size ", group);
+      return make_error(ErrorKind::kInvalidArgument, "fixture: ", info.name, " [", n, ", ", k, "] does not fit ",
+                        options.quant, " packing with group_size ", group);
     const int64_t groups = (k + group - 1) / group;
     std::mt19937_64 rng(name_seed(options.seed, info.name));
     std::uniform_int_distribution<int> nib(0, 15);

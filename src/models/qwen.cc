@@ -88,11 +88,13 @@ const TextFixture kQwen3Fixture{qwen3_fixture_tiny, qwen3_fixture_config};
 }  // namespace
 
 // Qwen2Config: 151936/4096/22016/32/32, multi-head attention, 32768, rope_theta 1e4, untied.
-const TextFamily kQwen2Family{"qwen2", Family::kQwen2, {151936, 4096, 22016, 32, 32, 0, 0, 32768, 10000.0, false},
-                              parse_qwen2_keys, llama_layer, &kQwen2Fixture};
+const TextFamily kQwen2Family{
+    "qwen2",          Family::kQwen2, {151936, 4096, 22016, 32, 32, 0, 0, 32768, 10000.0, false},
+    parse_qwen2_keys, llama_layer,    &kQwen2Fixture};
 // Qwen3Config: as Qwen2 plus num_key_value_heads 32 and head_dim 128.
-const TextFamily kQwen3Family{"qwen3", Family::kQwen3, {151936, 4096, 22016, 32, 32, 32, 128, 32768, 10000.0, false},
-                              parse_qwen3_keys, llama_layer, &kQwen3Fixture};
+const TextFamily kQwen3Family{
+    "qwen3",          Family::kQwen3, {151936, 4096, 22016, 32, 32, 32, 128, 32768, 10000.0, false},
+    parse_qwen3_keys, llama_layer,    &kQwen3Fixture};
 // Qwen3VLTextConfig: as Qwen3 with max_position_embeddings 128000 and rope_theta 5e5.
 const TextFamily kQwen3VLTextFamily{"qwen3_vl_text",
                                     Family::kQwen3,

@@ -40,12 +40,11 @@
 namespace hlx::models {
 
 struct Qwen3VLVisionSpec {  // Qwen3VLVisionConfig
-  int64_t depth = 27, hidden_size = 1152, intermediate_size = 4304, num_heads = 16, in_channels = 3,
-          patch_size = 16, spatial_merge_size = 2, temporal_patch_size = 2, out_hidden_size = 3584,
-          num_position_embeddings = 2304;
+  int64_t depth = 27, hidden_size = 1152, intermediate_size = 4304, num_heads = 16, in_channels = 3, patch_size = 16,
+          spatial_merge_size = 2, temporal_patch_size = 2, out_hidden_size = 3584, num_position_embeddings = 2304;
   std::vector<int64_t> deepstack_visual_indexes{8, 16, 24};
   VisionActivation activation = VisionActivation::kGeluTanh;  // hidden_act (block MLPs)
-  double layer_norm_eps = 1e-6;                                // nn.LayerNorm(eps=1e-6), fixed upstream
+  double layer_norm_eps = 1e-6;                               // nn.LayerNorm(eps=1e-6), fixed upstream
   std::string weight_prefix = "model.visual.";
   DType weight_dtype = DType::kBF16;
 
@@ -91,7 +90,7 @@ struct Qwen3VLVisionPositions {
   Tensor rotary;        // i32 [2, rows]: patch row, patch column (merge-block order)
 };
 Result<Qwen3VLVisionPositions> qwen3_vl_vision_positions(const Qwen3VLVisionSpec& vision, const VisionGrid& grid,
-                                                          int64_t rows);
+                                                         int64_t rows);
 // vision_encode_padded for `rows` patch rows (a positive multiple of merge_unit).
 Result<shlo::Module> emit_qwen3_vl_vision_padded_entry(const Qwen3VLSpec& spec, int64_t rows);
 std::string qwen3_vl_vision_padded_description(const Qwen3VLSpec& spec, int64_t rows);

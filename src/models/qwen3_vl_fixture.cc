@@ -65,7 +65,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 FixtureTensor vision_tensor(const TensorInfo& info) {
   constexpr float kSqrt3 = 1.7320508f;
   const std::string& n = info.name;
-  if (ends_with(n, "norm.weight") || ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight")) return {info, 1.f, 0.2f};
+  if (ends_with(n, "norm.weight") || ends_with(n, "norm1.weight") || ends_with(n, "norm2.weight"))
+    return {info, 1.f, 0.2f};
   if (ends_with(n, ".bias")) return {info, 0.f, 0.1f * kSqrt3};
   if (ends_with(n, "pos_embed.weight")) return {info, 0.f, 0.5f * kSqrt3};
   int64_t fan_in = 1;
@@ -92,9 +93,8 @@ Result<Qwen3VLFixture> make_configs(const FixtureOptions& o) {
   ojson text_cfg = ojson::parse(text.config_json);
   const int64_t vocab = text_cfg["vocab_size"].get<int64_t>();
   text_cfg["model_type"] = "qwen3_vl_text";
-  text_cfg["rope_scaling"] = {{"mrope_interleaved", true},
-                              {"mrope_section", big ? k2BSection : kTinySection},
-                              {"rope_type", "default"}};
+  text_cfg["rope_scaling"] = {
+      {"mrope_interleaved", true}, {"mrope_section", big ? k2BSection : kTinySection}, {"rope_type", "default"}};
   if (big) {
     text_cfg["hidden_size"] = 2048;
     text_cfg["intermediate_size"] = 6144;
@@ -172,7 +172,8 @@ Status write_qwen3_vl_fixture(const std::string& dir, const FixtureOptions& opti
                                            {"preprocessor_config.json", fx.preprocessor_json}},
                                           options, kChatTemplate));
   std::vector<FixtureTensor> tensors;
-  for (const TensorInfo& t : text_checkpoint_layout(fx.spec.text)) tensors.push_back(text_fixture_tensor(fx.spec.text, t));
+  for (const TensorInfo& t : text_checkpoint_layout(fx.spec.text))
+    tensors.push_back(text_fixture_tensor(fx.spec.text, t));
   for (const TensorInfo& t : qwen3_vl_vision_layout(fx.spec)) tensors.push_back(vision_tensor(t));
   return write_fixture_weights(dir, tensors, options);
 }

@@ -33,12 +33,13 @@ Status validate_vision(const Qwen3VLVisionSpec& v, int64_t text_hidden, const Co
       v.spatial_merge_size <= 0 || v.temporal_patch_size <= 0 || v.out_hidden_size <= 0 ||
       v.num_position_embeddings <= 0 || v.position_side() * v.position_side() != v.num_position_embeddings)
     return invalid(where, str_cat("vision_config has invalid dimensions (depth ", v.depth, ", hidden_size ",
-                                  v.hidden_size, ", num_heads ", v.num_heads, " (head_dim must be a multiple of 4), "
-                                  "intermediate_size ", v.intermediate_size, ", in_channels ", v.in_channels,
-                                  ", patch_size ", v.patch_size, ", spatial_merge_size ", v.spatial_merge_size,
-                                  ", temporal_patch_size ", v.temporal_patch_size, ", out_hidden_size ",
-                                  v.out_hidden_size, ", num_position_embeddings ", v.num_position_embeddings,
-                                  " (must be a square))"));
+                                  v.hidden_size, ", num_heads ", v.num_heads,
+                                  " (head_dim must be a multiple of 4), "
+                                  "intermediate_size ",
+                                  v.intermediate_size, ", in_channels ", v.in_channels, ", patch_size ", v.patch_size,
+                                  ", spatial_merge_size ", v.spatial_merge_size, ", temporal_patch_size ",
+                                  v.temporal_patch_size, ", out_hidden_size ", v.out_hidden_size,
+                                  ", num_position_embeddings ", v.num_position_embeddings, " (must be a square))"));
   if (v.out_hidden_size != text_hidden)
     return invalid(where, str_cat("out_hidden_size ", v.out_hidden_size, " != text hidden_size ", text_hidden));
   for (size_t k = 0; k < v.deepstack_visual_indexes.size(); ++k) {
@@ -83,8 +84,7 @@ Value f32_constant(FunctionBuilder& f, const std::vector<float>& v) {
 // torch.linspace(0, side - 1, n) as f32 values (computed in double and rounded once).
 std::vector<float> linspace(int64_t side, int64_t n) {
   std::vector<float> out(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i)
-    out[size_t(i)] = n == 1 ? 0.f : float(double(side - 1) * double(i) / double(n - 1));
+  for (int64_t i = 0; i < n; ++i) out[size_t(i)] = n == 1 ? 0.f : float(double(side - 1) * double(i) / double(n - 1));
   return out;
 }
 
@@ -210,8 +210,8 @@ Result<Qwen3VLSpec> qwen3_vl_spec_from_config(const HfConfig& config) {
   HLX_ASSIGN_OR_RETURN(s.vision_start_token_id, root.optional_int("vision_start_token_id", s.vision_start_token_id));
   HLX_ASSIGN_OR_RETURN(s.vision_end_token_id, root.optional_int("vision_end_token_id", s.vision_end_token_id));
   if (s.image_token_id < 0 || s.image_token_id >= s.text.vocab_size)
-    return invalid(root, str_cat("image_token_id ", s.image_token_id, " is outside the vocabulary (", s.text.vocab_size,
-                                 ")"));
+    return invalid(
+        root, str_cat("image_token_id ", s.image_token_id, " is outside the vocabulary (", s.text.vocab_size, ")"));
   return s;
 }
 
@@ -261,16 +261,17 @@ std::string qwen3_vl_vision_description(const Qwen3VLSpec& spec, const VisionGri
                "\nspatial_merge_size=", v.spatial_merge_size, "\ntemporal_patch_size=", v.temporal_patch_size,
                "\nout_hidden_size=", v.out_hidden_size, "\nnum_position_embeddings=", v.num_position_embeddings, "\n");
   d += "deepstack_visual_indexes=";
-  for (size_t i = 0; i < v.deepstack_visual_indexes.size(); ++i) d += str_cat(i ? "," : "", v.deepstack_visual_indexes[i]);
-  d += str_cat("\nactivation=", vision_activation_name(v.activation), "\nlayer_norm_eps=",
-               identity_number(v.layer_norm_eps), "\nweight_prefix=", v.weight_prefix,
+  for (size_t i = 0; i < v.deepstack_visual_indexes.size(); ++i)
+    d += str_cat(i ? "," : "", v.deepstack_visual_indexes[i]);
+  d += str_cat("\nactivation=", vision_activation_name(v.activation),
+               "\nlayer_norm_eps=", identity_number(v.layer_norm_eps), "\nweight_prefix=", v.weight_prefix,
                "\nweight_dtype=", dtype_name(v.weight_dtype), "\n");
   d += str_cat("grid=", g.t, "x", g.h, "x", g.w, "\nactivation_dtype=f32\n");
   return d;
 }
 
 Result<Qwen3VLVisionPositions> qwen3_vl_vision_positions(const Qwen3VLVisionSpec& v, const VisionGrid& g,
-                                                          int64_t rows) {
+                                                         int64_t rows) {
   const int64_t m = v.spatial_merge_size, n = g.h * g.w, side = v.position_side();
   if (g.t != 1)
     return make_error(ErrorKind::kUnsupported, "qwen3_vl vision: grid t = ", g.t,
@@ -347,8 +348,8 @@ std::pair<Value, Value> encode_body(Ctx& c, const Value& patches, const Value& e
     for (int64_t k = 0; k < k_taps; ++k)
       if (v.deepstack_visual_indexes[size_t(k)] == i) {
         f.set_scope(str_cat("vision deepstack merger ", k));
-        taps.push_back(f.reshape(merger(c, x, str_cat("deepstack_merger_list.", k), true),
-                                 {1, rows, v.out_hidden_size}));
+        taps.push_back(
+            f.reshape(merger(c, x, str_cat("deepstack_merger_list.", k), true), {1, rows, v.out_hidden_size}));
       }
   }
   f.set_scope("vision merger");
@@ -367,8 +368,8 @@ void bind_weights(Ctx& c, const Qwen3VLSpec& spec) {
 
 Result<shlo::Module> finish(shlo::ModuleBuilder& mb, Ctx& c, const std::pair<Value, Value>& out,
                             const std::string& description, const char* entry, int64_t rows) {
-  c.f.ret({out.first, out.second}, {{{shlo::kArgNameAttr, Attr::string("features")}},
-                                    {{shlo::kArgNameAttr, Attr::string("deepstack")}}});
+  c.f.ret({out.first, out.second},
+          {{{shlo::kArgNameAttr, Attr::string("features")}}, {{shlo::kArgNameAttr, Attr::string("deepstack")}}});
   HLX_RETURN_IF_ERROR(c.status);
   set_identity(mb, description);
   mb.set_attr("hlx.entry", Attr::string(entry));

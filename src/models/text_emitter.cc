@@ -31,7 +31,8 @@ bool is_decode(TextEntry e) { return e == TextEntry::kDecode || e == TextEntry::
 bool is_prefill(TextEntry e) { return !is_decode(e); }
 // Prefill entries that take [3, Lp] rotary positions.
 bool takes_mrope(const TextModelSpec& s, TextEntry e) {
-  return e == TextEntry::kPrefillEmbeddingsMrope || (e == TextEntry::kPrefillEmbeddingsDeepstack && !s.mrope_section.empty());
+  return e == TextEntry::kPrefillEmbeddingsMrope ||
+         (e == TextEntry::kPrefillEmbeddingsDeepstack && !s.mrope_section.empty());
 }
 int64_t visual_rows(const EntryRequest& r) { return r.visual_rows > 0 ? r.visual_rows : r.rows; }
 
@@ -52,8 +53,8 @@ Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryReq
                s.hidden_size, ", vocab ", s.vocab_size, ", intermediate ", s.intermediate_size, ", heads ", s.num_heads,
                "/", s.num_kv_heads, ", head_dim ", s.head_dim, ")");
   if (int64_t(s.layer_is_sliding.size()) != s.num_layers)
-    return bad("text spec of ", s.model_type, ": layer_is_sliding has ", s.layer_is_sliding.size(),
-               " entries for ", s.num_layers, " layers");
+    return bad("text spec of ", s.model_type, ": layer_is_sliding has ", s.layer_is_sliding.size(), " entries for ",
+               s.num_layers, " layers");
   if (!is_float(s.weight_dtype)) return bad("weight dtype ", dtype_name(s.weight_dtype), " is not a float type");
   if ((req.entry == TextEntry::kPrefillEmbeddingsMrope || req.entry == TextEntry::kDecodeMrope) &&
       s.mrope_section.empty())
@@ -70,8 +71,8 @@ Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryReq
     for (size_t k = 0; k < s.deepstack_layers.size(); ++k)
       if (s.deepstack_layers[k] < 0 || s.deepstack_layers[k] >= s.num_layers ||
           (k > 0 && s.deepstack_layers[k] <= s.deepstack_layers[k - 1]))
-        return bad("deepstack layer ", s.deepstack_layers[k], " (index ", k,
-                   ") must be increasing and within [0, ", s.num_layers, ")");
+        return bad("deepstack layer ", s.deepstack_layers[k], " (index ", k, ") must be increasing and within [0, ",
+                   s.num_layers, ")");
     if (req.visual_rows < 0 || visual_rows(req) > req.rows)
       return bad("prefill_embeddings_deepstack visual_rows ", req.visual_rows, " must be in [0, rows ", req.rows, "]");
   } else if (req.visual_rows != 0) {
@@ -94,15 +95,24 @@ Value as_vec1(shlo::FunctionBuilder& f, const Value& s) { return f.reshape(s, {1
 
 const char* entry_name(TextEntry e) {
   switch (e) {
-    case TextEntry::kPrefill: return "prefill";
-    case TextEntry::kPrefillEmbeddings: return "prefill_embeddings";
-    case TextEntry::kPrefillAllLogits: return "prefill_all_logits";
-    case TextEntry::kDecode: return "decode";
-    case TextEntry::kPrefillEmbeddingsMrope: return "prefill_embeddings_mrope";
-    case TextEntry::kPrefillEmbeddingsDeepstack: return "prefill_embeddings_deepstack";
-    case TextEntry::kDecodeMrope: return "decode_mrope";
-    case TextEntry::kPrefillEmbeddingsMasked: return "prefill_embeddings_masked";
-    case TextEntry::kPrefillEmbeddingsMaskedAllLogits: return "prefill_embeddings_masked_all_logits";
+    case TextEntry::kPrefill:
+      return "prefill";
+    case TextEntry::kPrefillEmbeddings:
+      return "prefill_embeddings";
+    case TextEntry::kPrefillAllLogits:
+      return "prefill_all_logits";
+    case TextEntry::kDecode:
+      return "decode";
+    case TextEntry::kPrefillEmbeddingsMrope:
+      return "prefill_embeddings_mrope";
+    case TextEntry::kPrefillEmbeddingsDeepstack:
+      return "prefill_embeddings_deepstack";
+    case TextEntry::kDecodeMrope:
+      return "decode_mrope";
+    case TextEntry::kPrefillEmbeddingsMasked:
+      return "prefill_embeddings_masked";
+    case TextEntry::kPrefillEmbeddingsMaskedAllLogits:
+      return "prefill_embeddings_masked_all_logits";
   }
   return "?";
 }
@@ -130,7 +140,9 @@ std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
 
 Status check_deepstack_payload(const TextModelSpec& spec, const EntryRequest& req, int64_t length,
                                const Tensor& visual_positions, const Tensor& layer_features, int64_t count) {
-  auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, "deepstack payload: ", args...); };
+  auto bad = [](const auto&... args) {
+    return make_error(ErrorKind::kInvalidArgument, "deepstack payload: ", args...);
+  };
   if (req.entry != TextEntry::kPrefillEmbeddingsDeepstack)
     return bad("entry ", entry_name(req.entry), " is not prefill_embeddings_deepstack");
   const int64_t nv = visual_rows(req), k = int64_t(spec.deepstack_layers.size());
@@ -139,8 +151,8 @@ Status check_deepstack_payload(const TextModelSpec& spec, const EntryRequest& re
     return bad("visual_positions must be i32 [", nv, "], got ", visual_positions.type_string());
   if (layer_features.dtype() != DType::kF32 || layer_features.shape() != Shape{k, nv, spec.hidden_size} ||
       !layer_features.defined())
-    return bad("layer_features must be f32 [", k, ", ", nv, ", ", spec.hidden_size, "] (K layers, Nv rows, hidden), got ",
-               layer_features.type_string());
+    return bad("layer_features must be f32 [", k, ", ", nv, ", ", spec.hidden_size,
+               "] (K layers, Nv rows, hidden), got ", layer_features.type_string());
   if (count < 0 || count > nv) return bad("visual count ", count, " outside [0, ", nv, "]");
   const int32_t* p = visual_positions.data<int32_t>();
   for (int64_t i = 0; i < count; ++i) {
@@ -157,8 +169,8 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
   d += str_cat("schema=", kSchema, "\n");
   d += str_cat("family=", family_name(s.family), "\nmodel_type=", s.model_type, "\n");
   d += str_cat("weight_prefix=", s.weight_prefix, "\nlm_head_name=", s.lm_head_name, "\n");
-  d += str_cat("vocab_size=", s.vocab_size, "\nhidden_size=", s.hidden_size, "\nintermediate_size=",
-               s.intermediate_size, "\nnum_layers=", s.num_layers, "\nnum_heads=", s.num_heads,
+  d += str_cat("vocab_size=", s.vocab_size, "\nhidden_size=", s.hidden_size,
+               "\nintermediate_size=", s.intermediate_size, "\nnum_layers=", s.num_layers, "\nnum_heads=", s.num_heads,
                "\nnum_kv_heads=", s.num_kv_heads, "\nhead_dim=", s.head_dim, "\n");
   d += str_cat("rms_norm_eps=", identity_number(s.rms_norm_eps),
                "\nnorm_weight_offset=", identity_number(s.norm_weight_offset), "\n");
@@ -168,8 +180,7 @@ std::string text_entry_description(const TextModelSpec& s, const EngineShape& sh
   d += str_cat("embedding_scale=", identity_number(s.embedding_scale),
                "\nattention_scale=", identity_number(s.attention_scale),
                "\nattn_logit_softcap=", identity_number(s.attn_logit_softcap),
-               "\nfinal_logit_softcap=", identity_number(s.final_logit_softcap),
-               "\n");
+               "\nfinal_logit_softcap=", identity_number(s.final_logit_softcap), "\n");
   describe_rope(d, "rope", s.rope);
   describe_rope(d, "rope_local", s.rope_local);
   // Lines that exist only for M-RoPE / DeepStack specs (absent otherwise, so the identity of every
@@ -322,11 +333,12 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     f.set_scope("deepstack rows");
     const TensorType i32_tv{DType::kI32, {t, nv}};
     Value row = f.iota(i32_tv, 0), v = f.iota(i32_tv, 1);
-    Value match = f.logical_and(f.compare(shlo::CompareDir::kEQ, f.broadcast_in_dim(visual_positions, {t, nv}, {1}), row),
-                                f.compare(shlo::CompareDir::kLT, v, f.broadcast_in_dim(visual_count, {t, nv}, {})));
-    ds_index = f.reduce_sum(f.select(match, v, f.full(0, i32_tv)), {1});                       // [T]
+    Value match =
+        f.logical_and(f.compare(shlo::CompareDir::kEQ, f.broadcast_in_dim(visual_positions, {t, nv}, {1}), row),
+                      f.compare(shlo::CompareDir::kLT, v, f.broadcast_in_dim(visual_count, {t, nv}, {})));
+    ds_index = f.reduce_sum(f.select(match, v, f.full(0, i32_tv)), {1});  // [T]
     ds_has = f.compare(shlo::CompareDir::kGT, f.reduce_sum(f.select(match, f.full(1, i32_tv), f.full(0, i32_tv)), {1}),
-                       f.full(0, i32_rows));                                                     // [T]
+                       f.full(0, i32_rows));  // [T]
   }
   for (int64_t l = 0; l < spec.num_layers; ++l) {
     x = layer(c, l, x);
@@ -359,8 +371,7 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     Value cap = f.full(spec.final_logit_softcap, logits.type());
     logits = f.mul(cap, f.tanh(f.div(logits, cap)));
   }
-  if (rows.dim(0) == 1 && !(entry_all_logits(req.entry) || decode))
-    logits = f.reshape(logits, {spec.vocab_size});
+  if (rows.dim(0) == 1 && !(entry_all_logits(req.entry) || decode)) logits = f.reshape(logits, {spec.vocab_size});
 
   std::vector<Value> results = {logits};
   std::vector<AttrDict> result_attrs = {{{shlo::kArgNameAttr, Attr::string("logits")}}};

@@ -60,8 +60,8 @@
 namespace hlx::models {
 
 struct EngineShape {
-  int64_t context_capacity = 0;   // S: max tokens a slot holds (prompt + generated)
-  int64_t slots = 1;              // N: KV slots
+  int64_t context_capacity = 0;  // S: max tokens a slot holds (prompt + generated)
+  int64_t slots = 1;             // N: KV slots
   DType kv_dtype = DType::kBF16;
 };
 
@@ -84,7 +84,7 @@ const char* entry_name(TextEntry e);
 
 struct EntryRequest {
   TextEntry entry = TextEntry::kPrefill;
-  int64_t rows = 0;  // Lp for prefill entries (a bucket), B for decode
+  int64_t rows = 0;         // Lp for prefill entries (a bucket), B for decode
   int64_t visual_rows = 0;  // prefill_embeddings_deepstack: static max Nv (0 = rows)
   // What the caller means by the entry's inputs (e.g. VlmSpec::prefill_variant(): mask mode, image
   // token ids, image-row scaling), hashed into the identity; empty for the plain entries, whose

@@ -49,7 +49,7 @@ struct TextFamily {
 // Every family hlx runs, in the order error messages list them.
 std::span<const TextFamily* const> text_families();
 const TextFamily* find_text_family(const std::string& model_type);  // nullptr when unknown
-const TextFamily& text_family_of(Family f);  // the first entry of that family (its layer graph)
+const TextFamily& text_family_of(Family f);                         // the first entry of that family (its layer graph)
 
 // The families, one per file (llama.cc, qwen.cc, gemma3.cc).
 extern const TextFamily kLlamaFamily, kQwen2Family, kQwen3Family, kQwen3VLTextFamily, kGemma3TextFamily;

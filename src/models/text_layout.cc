@@ -9,7 +9,7 @@ std::vector<TensorInfo> text_checkpoint_layout(const TextModelSpec& spec) {
   std::vector<TensorInfo> out;
   const std::string& p = spec.weight_prefix;
   const int64_t hidden = spec.hidden_size;
-  const int64_t q_dim = spec.num_heads * spec.head_dim;     // may differ from hidden (Qwen3, Gemma3)
+  const int64_t q_dim = spec.num_heads * spec.head_dim;  // may differ from hidden (Qwen3, Gemma3)
   const int64_t kv_dim = spec.num_kv_heads * spec.head_dim;
   const int64_t inter = spec.intermediate_size;
   auto add = [&](std::string name, Shape shape) { out.push_back({std::move(name), std::move(shape)}); };

@@ -13,10 +13,14 @@ namespace hlx::models {
 
 const char* family_name(Family f) {
   switch (f) {
-    case Family::kLlama: return "llama";
-    case Family::kQwen2: return "qwen2";
-    case Family::kQwen3: return "qwen3";
-    case Family::kGemma3: return "gemma3";
+    case Family::kLlama:
+      return "llama";
+    case Family::kQwen2:
+      return "qwen2";
+    case Family::kQwen3:
+      return "qwen3";
+    case Family::kGemma3:
+      return "gemma3";
   }
   return "?";
 }
@@ -60,10 +64,10 @@ Status parse_rope_dict(const ConfigView& d, const std::string& key, RopeSpec& ro
     HLX_ASSIGN_OR_RETURN(rope.original_max_position, d.require_int("original_max_position_embeddings"));
     if (!(rope.factor > 0) || !(rope.low_freq_factor > 0) || !(rope.high_freq_factor > rope.low_freq_factor) ||
         rope.original_max_position <= 0)
-      return config_invalid(d, "", str_cat("llama3 rope scaling needs factor > 0 (", rope.factor, "), 0 < low_freq_factor (",
+      return config_invalid(d, "",
+                            str_cat("llama3 rope scaling needs factor > 0 (", rope.factor, "), 0 < low_freq_factor (",
                                     rope.low_freq_factor, ") < high_freq_factor (", rope.high_freq_factor,
-                                    ") and original_max_position_embeddings > 0 (", rope.original_max_position,
-                                    ")"));
+                                    ") and original_max_position_embeddings > 0 (", rope.original_max_position, ")"));
     return ok_status();
   }
   return config_unsupported(d, key, str_cat("rope type '", type, "' (implemented: default, linear, llama3)"));
@@ -81,7 +85,7 @@ Status parse_mrope(const ConfigView& c, bool mrope, TextModelSpec& s) {
   if (!mrope) {
     if (where)
       return config_unsupported(*where, "mrope_section",
-                         str_cat("M-RoPE for model_type ", s.model_type, " (implemented for qwen3_vl_text)"));
+                                str_cat("M-RoPE for model_type ", s.model_type, " (implemented for qwen3_vl_text)"));
     return ok_status();
   }
   std::vector<int64_t> section = {24, 20, 20};
@@ -97,13 +101,14 @@ Status parse_mrope(const ConfigView& c, bool mrope, TextModelSpec& s) {
   for (int64_t v : section) sum += v < 0 ? -(int64_t(1) << 40) : v;
   if (section.size() != 3 || sum != s.head_dim / 2)
     return config_invalid(where ? *where : c, "mrope_section",
-                   str_cat("needs 3 non-negative entries summing to head_dim / 2 = ", s.head_dim / 2, ", got [",
-                           [&] {
-                             std::string t;
-                             for (size_t i = 0; i < section.size(); ++i) t += str_cat(i ? ", " : "", section[i]);
-                             return t;
-                           }(),
-                           "]"));
+                          str_cat(
+                              "needs 3 non-negative entries summing to head_dim / 2 = ", s.head_dim / 2, ", got [",
+                              [&] {
+                                std::string t;
+                                for (size_t i = 0; i < section.size(); ++i) t += str_cat(i ? ", " : "", section[i]);
+                                return t;
+                              }(),
+                              "]"));
   s.mrope_section = section;
   return ok_status();
 }
@@ -159,7 +164,8 @@ Status refuse_sliding_window(const ConfigView& c, TextModelSpec& s) {
                                         " (sliding window is implemented for gemma3 only)"));
   HLX_ASSIGN_OR_RETURN(bool use_sliding, c.optional_bool("use_sliding_window", false));
   if (use_sliding)
-    return config_unsupported(c, "use_sliding_window", str_cat("true for model_type ", s.model_type, " (not implemented)"));
+    return config_unsupported(c, "use_sliding_window",
+                              str_cat("true for model_type ", s.model_type, " (not implemented)"));
   s.sliding_window = 0;
   return ok_status();
 }
@@ -212,15 +218,16 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
     return make_error(ErrorKind::kUnsupported, root.where(), ": model_type '", root_type,
                       "' wraps a text_config (wrappers implemented for text: gemma3, llava, qwen3_vl)");
   }
-  if (root_type == "gemma3_text" && has_arch("Gemma3ForConditionalGeneration")) s.weight_prefix = "model.language_model.";
+  if (root_type == "gemma3_text" && has_arch("Gemma3ForConditionalGeneration"))
+    s.weight_prefix = "model.language_model.";
   s.model_type = type;
 
   const TextFamily* family = find_text_family(type);
   if (!family) {
     std::string names;
     for (const TextFamily* f : text_families()) names += str_cat(f->model_type, ", ");
-    return make_error(ErrorKind::kUnsupported, c.where(), ": model_type '", type,
-                      "' is not a supported text decoder (", names, "gemma3, llava, qwen3_vl)");
+    return make_error(ErrorKind::kUnsupported, c.where(), ": model_type '", type, "' is not a supported text decoder (",
+                      names, "gemma3, llava, qwen3_vl)");
   }
   s.family = family->family;
   const FamilyDefaults& def = family->defaults;
@@ -230,7 +237,8 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
   HLX_ASSIGN_OR_RETURN(s.intermediate_size, c.optional_int("intermediate_size", def.intermediate_size));
   HLX_ASSIGN_OR_RETURN(s.num_layers, c.optional_int("num_hidden_layers", def.num_layers));
   HLX_ASSIGN_OR_RETURN(s.num_heads, c.optional_int("num_attention_heads", def.num_heads));
-  HLX_ASSIGN_OR_RETURN(s.num_kv_heads, c.optional_int("num_key_value_heads", def.kv_heads > 0 ? def.kv_heads : s.num_heads));
+  HLX_ASSIGN_OR_RETURN(s.num_kv_heads,
+                       c.optional_int("num_key_value_heads", def.kv_heads > 0 ? def.kv_heads : s.num_heads));
   for (auto [key, v] : {std::pair<const char*, int64_t>{"vocab_size", s.vocab_size},
                         {"hidden_size", s.hidden_size},
                         {"intermediate_size", s.intermediate_size},
@@ -245,8 +253,9 @@ Result<TextModelSpec> text_spec_from_config(const HfConfig& config) {
       def.head_dim > 0 ? def.head_dim : (s.hidden_size % s.num_heads == 0 ? s.hidden_size / s.num_heads : 0);
   HLX_ASSIGN_OR_RETURN(s.head_dim, c.optional_int("head_dim", hd_default));
   if (s.head_dim <= 0 || s.head_dim % 2 != 0)
-    return config_invalid(c, "head_dim", str_cat(s.head_dim, " must be positive and even (hidden_size ", s.hidden_size,
-                                                 ", num_attention_heads ", s.num_heads, ")"));
+    return config_invalid(c, "head_dim",
+                          str_cat(s.head_dim, " must be positive and even (hidden_size ", s.hidden_size,
+                                  ", num_attention_heads ", s.num_heads, ")"));
 
   HLX_ASSIGN_OR_RETURN(s.rms_norm_eps, c.optional_float("rms_norm_eps", 1e-6));
   if (!(s.rms_norm_eps > 0)) return config_invalid(c, "rms_norm_eps", str_cat(s.rms_norm_eps, " must be > 0"));
@@ -344,7 +353,8 @@ std::vector<float> rope_inv_freq(const RopeSpec& rope, int64_t head_dim) {
       float scaled = wavelen > low_freq_wavelen ? f / float(rope.factor) : f;
       const bool medium = !(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen);
       if (medium) {
-        const float smooth = float((old_ctx / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor));
+        const float smooth =
+            float((old_ctx / wavelen - rope.low_freq_factor) / (rope.high_freq_factor - rope.low_freq_factor));
         scaled = (1 - smooth) * scaled / float(rope.factor) + smooth * scaled;
       }
       f = scaled;

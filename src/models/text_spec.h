@@ -29,25 +29,25 @@ struct RopeSpec {
 
 struct TextModelSpec {
   Family family = Family::kLlama;
-  std::string model_type;             // as written in config.json
-  std::string weight_prefix;          // "model." or "model.language_model." / "language_model.model."
-  std::string lm_head_name;           // "lm_head.weight", or the embedding name when tied
+  std::string model_type;     // as written in config.json
+  std::string weight_prefix;  // "model." or "model.language_model." / "language_model.model."
+  std::string lm_head_name;   // "lm_head.weight", or the embedding name when tied
   int64_t vocab_size = 0, hidden_size = 0, intermediate_size = 0, num_layers = 0;
   int64_t num_heads = 0, num_kv_heads = 0, head_dim = 0;
   double rms_norm_eps = 1e-6;
-  float norm_weight_offset = 0.f;     // Gemma: (1 + w)
+  float norm_weight_offset = 0.f;  // Gemma: (1 + w)
   Activation activation = Activation::kSilu;
-  bool attention_bias = false;        // Qwen2: q/k/v biases
-  bool qk_norm = false;               // Qwen3, Gemma3: per-head RMSNorm on q and k before rotary
-  bool sandwich_norms = false;        // Gemma3: post-attention and post-feedforward norms
+  bool attention_bias = false;  // Qwen2: q/k/v biases
+  bool qk_norm = false;         // Qwen3, Gemma3: per-head RMSNorm on q and k before rotary
+  bool sandwich_norms = false;  // Gemma3: post-attention and post-feedforward norms
   bool tie_word_embeddings = false;
-  double embedding_scale = 1.0;       // Gemma: sqrt(hidden), rounded to the weight dtype
-  double attention_scale = 0.0;       // 1/sqrt(head_dim) or 1/sqrt(query_pre_attn_scalar)
+  double embedding_scale = 1.0;                                // Gemma: sqrt(hidden), rounded to the weight dtype
+  double attention_scale = 0.0;                                // 1/sqrt(head_dim) or 1/sqrt(query_pre_attn_scalar)
   double attn_logit_softcap = 0.0, final_logit_softcap = 0.0;  // 0 = none
-  RopeSpec rope;                      // global (full-attention) layers
-  RopeSpec rope_local;                // sliding layers (Gemma3: rope_local_base_freq, no scaling)
-  int64_t sliding_window = 0;         // 0 = none
-  std::vector<bool> layer_is_sliding; // per layer
+  RopeSpec rope;                                               // global (full-attention) layers
+  RopeSpec rope_local;                 // sliding layers (Gemma3: rope_local_base_freq, no scaling)
+  int64_t sliding_window = 0;          // 0 = none
+  std::vector<bool> layer_is_sliding;  // per layer
   int64_t max_position_embeddings = 0;
   // Qwen3-VL interleaved M-RoPE (rope_scaling / rope_parameters `mrope_section`): empty = 1D
   // rotary. Frequency i of head_dim/2 takes its angle from axis H when i % 3 == 1 and

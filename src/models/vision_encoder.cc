@@ -35,8 +35,7 @@ struct VisionContext {
   Value weight(const std::string& name) {
     auto it = weights.find(name);
     if (it != weights.end()) return it->second;
-    if (status.ok())
-      status = make_error(ErrorKind::kInternal, "the vision layout has no tensor '", name, "'");
+    if (status.ok()) status = make_error(ErrorKind::kInternal, "the vision layout has no tensor '", name, "'");
     return Value();
   }
   Value layer_weight(int64_t layer, const std::string& suffix) {
@@ -84,7 +83,8 @@ Value vision_activation(FunctionBuilder& f, VisionActivation a, const Value& x) 
       Value inner = f.mul(f.full(std::sqrt(2.0 / M_PI), ty), f.add(x, f.mul(f.full(0.044715, ty), x3)));
       return f.mul(f.mul(f.full(0.5, ty), x), f.add(f.full(1.0, ty), f.tanh(inner)));
     }
-    case VisionActivation::kGeluErf: return gelu_erf(f, x);
+    case VisionActivation::kGeluErf:
+      return gelu_erf(f, x);
   }
   return Value();
 }
@@ -100,8 +100,8 @@ Value patch_embedding(VisionContext& c, const Value& pixels) {
   // Like the VALID convolution, ignore the border pixels beyond the last whole patch.
   Value x = pixels;
   if (g * p != v.image_size) x = f.slice(x, {0, 0, 0, 0}, {1, ch, g * p, g * p});
-  x = f.reshape(x, {ch, g, p, g, p});                     // (c, gy, py, gx, px)
-  x = f.transpose(x, {1, 3, 0, 2, 4});                    // (gy, gx, c, py, px)
+  x = f.reshape(x, {ch, g, p, g, p});   // (c, gy, py, gx, px)
+  x = f.transpose(x, {1, 3, 0, 2, 4});  // (gy, gx, c, py, px)
   x = f.reshape(x, {g * g, ch * p * p});
   Value w = f.reshape(c.weight(v.weight_prefix + "embeddings.patch_embedding.weight"), {d, ch * p * p});
   Value bias;
@@ -172,8 +172,8 @@ Value gemma3_projector(VisionContext& c, const Value& x, VisionStage stage) {
   // Patch (gy, gx) with gy = oy * k + ky, gx = ox * k + kx: sum over (ky, kx), divide by k^2.
   Value grid = f.reshape(x, {side, k, side, k, d});  // (oy, ky, ox, kx, d)
   Value sum = f.reduce_sum(grid, {1, 3});            // (oy, ox, d)
-  Value pooled = f.div(f.reshape(sum, {side * side, d}),
-                       f.full(double(k * k), TensorType{DType::kF32, {side * side, d}}));
+  Value pooled =
+      f.div(f.reshape(sum, {side * side, d}), f.full(double(k * k), TensorType{DType::kF32, {side * side, d}}));
   if (stage == VisionStage::kPooled) return pooled;
   Value normed = shlo::rms_norm(f, pooled, c.weight(s.projector_prefix + "mm_soft_emb_norm.weight"),
                                 float(s.projector_norm_eps), 1.f);
@@ -186,8 +186,7 @@ Status validate(const VlmSpec& s) {
   const VisionSpec& v = s.vision;
   auto bad = [](const auto&... args) { return make_error(ErrorKind::kInvalidArgument, args...); };
   if (v.hidden_size <= 0 || v.num_heads <= 0 || v.hidden_size % v.num_heads != 0 || v.intermediate_size <= 0 ||
-      v.patch_size <= 0 || v.image_size < v.patch_size || v.num_channels <= 0 ||
-      v.num_layers <= 0)
+      v.patch_size <= 0 || v.image_size < v.patch_size || v.num_channels <= 0 || v.num_layers <= 0)
     return bad("vision spec has invalid dimensions (hidden ", v.hidden_size, ", heads ", v.num_heads, ", intermediate ",
                v.intermediate_size, ", image ", v.image_size, ", patch ", v.patch_size, ", channels ", v.num_channels,
                ", layers ", v.num_layers, ")");
@@ -219,8 +218,8 @@ std::string vision_entry_description(const VlmSpec& s, VisionStage stage) {
   if (stage != VisionStage::kFeatures) d += str_cat("stage=", vision_stage_name(stage), "\n");
   d += str_cat("vision_family=", vision_family_name(v.family), "\nvision_model_type=", v.model_type, "\n");
   d += str_cat("image_size=", v.image_size, "\npatch_size=", v.patch_size, "\nnum_channels=", v.num_channels,
-               "\nhidden_size=", v.hidden_size, "\nintermediate_size=", v.intermediate_size, "\nnum_layers=",
-               v.num_layers, "\nnum_heads=", v.num_heads, "\n");
+               "\nhidden_size=", v.hidden_size, "\nintermediate_size=", v.intermediate_size,
+               "\nnum_layers=", v.num_layers, "\nnum_heads=", v.num_heads, "\n");
   d += str_cat("layer_norm_eps=", identity_number(v.layer_norm_eps),
                "\nactivation=", vision_activation_name(v.activation), "\n");
   d += str_cat("feature_layer=", v.feature_layer, "\nselect_strategy=", v.select_strategy,
@@ -229,12 +228,14 @@ std::string vision_entry_description(const VlmSpec& s, VisionStage stage) {
   if (s.family == VlmFamily::kGemma3) {
     d += str_cat("projector_prefix=", s.projector_prefix,
                  "\nprojector=avg_pool+gemma_rms_norm+matmul\nmm_tokens_per_image=", s.mm_tokens_per_image,
-                 "\npool_kernel=", s.pool_kernel(), "\nprojector_norm_eps=", identity_number(s.projector_norm_eps), "\n");
+                 "\npool_kernel=", s.pool_kernel(), "\nprojector_norm_eps=", identity_number(s.projector_norm_eps),
+                 "\n");
     d += str_cat("image_token=", s.image_token_id, "\nboi=", s.boi_token_id, "\neoi=", s.eoi_token_id,
                  "\nmask_mode=", image_mask_mode_name(s.mask_mode), "\nimage_rows=unscaled\n");
   } else {
-    d += str_cat("projector_prefix=", s.projector_prefix, "\nprojector_activation=",
-                 vision_activation_name(s.projector_activation), "\nprojector_bias=", s.projector_bias, "\n");
+    d += str_cat("projector_prefix=", s.projector_prefix,
+                 "\nprojector_activation=", vision_activation_name(s.projector_activation),
+                 "\nprojector_bias=", s.projector_bias, "\n");
   }
   d += str_cat("text_hidden_size=", s.text.hidden_size, "\nactivation_dtype=f32\n");
   return d;

@@ -11,36 +11,48 @@ const char* vision_family_name(VisionFamily f) { return f == VisionFamily::kClip
 
 const char* vision_activation_name(VisionActivation a) {
   switch (a) {
-    case VisionActivation::kQuickGelu: return "quick_gelu";
-    case VisionActivation::kGeluTanh: return "gelu_tanh";
-    case VisionActivation::kGeluErf: return "gelu_erf";
+    case VisionActivation::kQuickGelu:
+      return "quick_gelu";
+    case VisionActivation::kGeluTanh:
+      return "gelu_tanh";
+    case VisionActivation::kGeluErf:
+      return "gelu_erf";
   }
   return "?";
 }
 
 const char* vlm_family_name(VlmFamily f) {
   switch (f) {
-    case VlmFamily::kLlava: return "llava";
-    case VlmFamily::kGemma3: return "gemma3";
-    case VlmFamily::kQwen3VL: return "qwen3_vl";
+    case VlmFamily::kLlava:
+      return "llava";
+    case VlmFamily::kGemma3:
+      return "gemma3";
+    case VlmFamily::kQwen3VL:
+      return "qwen3_vl";
   }
   return "?";
 }
 
 const char* image_mask_mode_name(ImageMaskMode m) {
   switch (m) {
-    case ImageMaskMode::kCausal: return "causal";
-    case ImageMaskMode::kImageBlocks: return "image_blocks";
-    case ImageMaskMode::kBidirectional: return "bidirectional";
+    case ImageMaskMode::kCausal:
+      return "causal";
+    case ImageMaskMode::kImageBlocks:
+      return "image_blocks";
+    case ImageMaskMode::kBidirectional:
+      return "bidirectional";
   }
   return "?";
 }
 
 const char* vision_stage_name(VisionStage s) {
   switch (s) {
-    case VisionStage::kFeatures: return "features";
-    case VisionStage::kTower: return "tower";
-    case VisionStage::kPooled: return "pooled";
+    case VisionStage::kFeatures:
+      return "features";
+    case VisionStage::kTower:
+      return "tower";
+    case VisionStage::kPooled:
+      return "pooled";
   }
   return "?";
 }
@@ -112,7 +124,8 @@ Status parse_tower(const HfConfig& config, VisionSpec& v) {
     v.family = VisionFamily::kSiglip;
     def = &kSiglipDefaults;
   } else {
-    return unsupported(c, "model_type", str_cat("'", vtype, "' (implemented vision towers: clip_vision_model, siglip_vision_model)"));
+    return unsupported(c, "model_type",
+                       str_cat("'", vtype, "' (implemented vision towers: clip_vision_model, siglip_vision_model)"));
   }
   // Gemma3Config without a vision_config: SiglipVisionConfig().
   if (root_type == "gemma3" && !has_vision) {
@@ -159,9 +172,9 @@ bool is_vision_language(const HfConfig& config) {
 
 bool is_gemma3_vlm(const HfConfig& config, const std::vector<std::string>& names) {
   auto type = config.model_type();
-  return type.ok() && *type == "gemma3" &&
-         std::any_of(names.begin(), names.end(),
-                     [](const std::string& n) { return n.find("vision_tower.vision_model.") != std::string::npos; });
+  return type.ok() && *type == "gemma3" && std::any_of(names.begin(), names.end(), [](const std::string& n) {
+           return n.find("vision_tower.vision_model.") != std::string::npos;
+         });
 }
 
 Result<VlmSpec> vlm_spec_from_config(const HfConfig& config, const std::vector<std::string>& names) {
@@ -182,7 +195,8 @@ Result<VlmSpec> llava_spec_from_config(const HfConfig& config, const std::vector
   // ---- naming scheme: transformers < 4.52 saved `language_model.model.*`, `vision_tower.*`,
   // `multi_modal_projector.*`, `language_model.lm_head.*`; newer saves put them under `model.` and
   // the head at `lm_head.*`.
-  const bool new_names = any_starts_with(names, "model.language_model.") || any_starts_with(names, "model.vision_tower.");
+  const bool new_names =
+      any_starts_with(names, "model.language_model.") || any_starts_with(names, "model.vision_tower.");
   if (new_names) {
     s.text.weight_prefix = "model.language_model.";
     s.text.lm_head_name = s.text.tie_word_embeddings ? s.text.weight_prefix + "embed_tokens.weight" : "lm_head.weight";
@@ -193,8 +207,9 @@ Result<VlmSpec> llava_spec_from_config(const HfConfig& config, const std::vector
   HLX_ASSIGN_OR_RETURN(int64_t image_token_index, root.optional_int("image_token_index", 32000));
   HLX_ASSIGN_OR_RETURN(s.image_token_id, root.optional_int("image_token_id", image_token_index));
   if (s.image_token_id < 0 || s.image_token_id >= s.text.vocab_size)
-    return invalid(root, "image_token_index",
-                   str_cat(s.image_token_id, " is not a token id of the text model (vocab_size ", s.text.vocab_size, ")"));
+    return invalid(
+        root, "image_token_index",
+        str_cat(s.image_token_id, " is not a token id of the text model (vocab_size ", s.text.vocab_size, ")"));
   HLX_ASSIGN_OR_RETURN(s.projector_act, root.optional_string("projector_hidden_act", "gelu"));
   HLX_ASSIGN_OR_RETURN(s.projector_activation, parse_activation(root, "projector_hidden_act", s.projector_act));
   HLX_ASSIGN_OR_RETURN(s.projector_bias, root.optional_bool("multimodal_projector_bias", true));
@@ -263,20 +278,25 @@ Result<VlmSpec> gemma3_vlm_spec_from_config(const HfConfig& config, const std::v
   // The image soft token may lie past the vocabulary (it is looked up as id 0, then replaced);
   // begin/end-of-image are embedded as text.
   if (s.image_token_id < 0) return invalid(root, "image_token_index", str_cat(s.image_token_id, " is negative"));
-  for (auto [key, id] : {std::pair<const char*, int64_t>{"boi_token_index", s.boi_token_id},
-                         {"eoi_token_index", s.eoi_token_id}})
+  for (auto [key, id] :
+       {std::pair<const char*, int64_t>{"boi_token_index", s.boi_token_id}, {"eoi_token_index", s.eoi_token_id}})
     if (id < 0 || id >= s.text.vocab_size)
-      return invalid(root, key, str_cat(id, " is not a token id of the text model (vocab_size ", s.text.vocab_size, ")"));
+      return invalid(root, key,
+                     str_cat(id, " is not a token id of the text model (vocab_size ", s.text.vocab_size, ")"));
   HLX_ASSIGN_OR_RETURN(std::string mode, root.optional_string("hlx_image_mask", "image_blocks"));
-  if (mode == "image_blocks") s.mask_mode = ImageMaskMode::kImageBlocks;
-  else if (mode == "bidirectional") s.mask_mode = ImageMaskMode::kBidirectional;
-  else return unsupported(root, "hlx_image_mask", str_cat("'", mode, "' (implemented: image_blocks, bidirectional)"));
+  if (mode == "image_blocks")
+    s.mask_mode = ImageMaskMode::kImageBlocks;
+  else if (mode == "bidirectional")
+    s.mask_mode = ImageMaskMode::kBidirectional;
+  else
+    return unsupported(root, "hlx_image_mask", str_cat("'", mode, "' (implemented: image_blocks, bidirectional)"));
 
   // ---- the tower: SigLIP, every layer, post_layernorm (last_hidden_state).
   HLX_RETURN_IF_ERROR(parse_tower(config, s.vision));
   VisionSpec& v = s.vision;
   if (v.family != VisionFamily::kSiglip)
-    return unsupported(config.vision(), "model_type", str_cat("'", v.model_type, "' (Gemma3's tower is siglip_vision_model)"));
+    return unsupported(config.vision(), "model_type",
+                       str_cat("'", v.model_type, "' (Gemma3's tower is siglip_vision_model)"));
   v.feature_layer = v.num_layers;
   v.select_strategy = "full";
   v.use_post_layernorm = true;
@@ -294,8 +314,8 @@ Result<VlmSpec> gemma3_vlm_spec_from_config(const HfConfig& config, const std::v
                            " patch grid evenly (image_size ", v.image_size, ", patch_size ", v.patch_size, ")"));
   // The masked prefill applies each sliding layer's window on top of the image-block rule; that
   // equals upstream's (causal AND window) OR same-block only while a block fits in the window.
-  const bool any_sliding = std::find(s.text.layer_is_sliding.begin(), s.text.layer_is_sliding.end(), true) !=
-                           s.text.layer_is_sliding.end();
+  const bool any_sliding =
+      std::find(s.text.layer_is_sliding.begin(), s.text.layer_is_sliding.end(), true) != s.text.layer_is_sliding.end();
   if (any_sliding && s.text.sliding_window > 0 && s.mm_tokens_per_image > s.text.sliding_window)
     return unsupported(root, "mm_tokens_per_image",
                        str_cat(s.mm_tokens_per_image, " image rows per block exceed the sliding_window ",

@@ -61,9 +61,9 @@ struct VisionSpec {  // from config.json's vision_config + the llava wrapper fie
 };
 
 enum class VlmFamily {
-  kLlava,   // LlavaForConditionalGeneration: hidden_states[layer] -> linear/act/linear, causal prompt
-  kGemma3,  // Gemma3ForConditionalGeneration: last_hidden_state -> avg-pool, (1+w) RMSNorm, x.W;
-            // image blocks attend bidirectionally (prefill_embeddings_masked)
+  kLlava,    // LlavaForConditionalGeneration: hidden_states[layer] -> linear/act/linear, causal prompt
+  kGemma3,   // Gemma3ForConditionalGeneration: last_hidden_state -> avg-pool, (1+w) RMSNorm, x.W;
+             // image blocks attend bidirectionally (prefill_embeddings_masked)
   kQwen3VL,  // Qwen3VLForConditionalGeneration: its own spec (models/qwen3_vl.h); M-RoPE + DeepStack
 };
 const char* vlm_family_name(VlmFamily f);  // "llava" | "gemma3" | "qwen3_vl"
@@ -83,16 +83,16 @@ struct VlmSpec {
   VlmFamily family = VlmFamily::kLlava;
   TextModelSpec text;  // text_spec_from_config(config), prefixes adjusted to the naming scheme
   VisionSpec vision;
-  int64_t image_token_id = 0;          // image_token_index / image_token_id
-  std::string projector_prefix;        // "multi_modal_projector." or "model.multi_modal_projector."
+  int64_t image_token_id = 0;    // image_token_index / image_token_id
+  std::string projector_prefix;  // "multi_modal_projector." or "model.multi_modal_projector."
   // LLaVA projector.
   std::string projector_act = "gelu";  // projector_hidden_act as written
   VisionActivation projector_activation = VisionActivation::kGeluErf;
   bool projector_bias = true;  // multimodal_projector_bias
   // Gemma3 projector and prompt layout.
-  int64_t mm_tokens_per_image = 0;      // pooled rows per image (a square: 256 = 16 x 16)
+  int64_t mm_tokens_per_image = 0;               // pooled rows per image (a square: 256 = 16 x 16)
   int64_t boi_token_id = -1, eoi_token_id = -1;  // <start_of_image>, <end_of_image>
-  double projector_norm_eps = 1e-6;     // mm_soft_emb_norm: the *vision* layer_norm_eps
+  double projector_norm_eps = 1e-6;              // mm_soft_emb_norm: the *vision* layer_norm_eps
   ImageMaskMode mask_mode = ImageMaskMode::kCausal;
   // Text rows enter prefill as embed(id) * embedding_scale (text.embedding_scale, rounded to the
   // weight dtype); image rows are the projected features, unscaled (Gemma3 and LLaVA alike).
@@ -101,8 +101,8 @@ struct VlmSpec {
   int64_t tokens_per_image() const {
     return family == VlmFamily::kGemma3 ? mm_tokens_per_image : vision.tokens_per_image();
   }
-  int64_t pooled_side() const;    // Gemma3: sqrt(mm_tokens_per_image)
-  int64_t pool_kernel() const;    // Gemma3: patches_per_side / pooled_side
+  int64_t pooled_side() const;  // Gemma3: sqrt(mm_tokens_per_image)
+  int64_t pool_kernel() const;  // Gemma3: patches_per_side / pooled_side
   // The variant text of the text entries that take image prompts (prefill_embeddings_masked): mask
   // mode, image token ids and the image-row scaling policy, hashed into their identity.
   std::string prefill_variant() const;

@@ -53,8 +53,8 @@ struct PngCtx {
   std::vector<uint8_t> pixels;  // the RGB result, width * height * 3
   std::vector<uint8_t> exif;    // eXIf payload (TIFF structure), when present
   int64_t width = 0, height = 0;
-  int channels = 0;             // 1..4 after transforms
-  int bit_depth = 8;            // 8 or 16 (16 only for plain grayscale)
+  int channels = 0;   // 1..4 after transforms
+  int bit_depth = 8;  // 8 or 16 (16 only for plain grayscale)
   bool truncated = false;
 };
 
@@ -170,8 +170,7 @@ Result<Image> decode_png(std::string_view bytes, const DecodeOptions& opt, const
   ctx.source = source;
   if (!png_decode_c(&ctx)) {
     if (!ctx.status.ok()) return ctx.status;
-    return make_error(ErrorKind::kIo, source, ": corrupt or truncated PNG (", bytes.size(), " bytes): ",
-                      ctx.error);
+    return make_error(ErrorKind::kIo, source, ": corrupt or truncated PNG (", bytes.size(), " bytes): ", ctx.error);
   }
   Image img;
   img.width = ctx.width;
@@ -199,7 +198,7 @@ struct JpegCtx {
   const DecodeOptions* opt = nullptr;
   std::string source;
   Status status;
-  std::vector<uint8_t> raw;  // output_components per pixel
+  std::vector<uint8_t> raw;   // output_components per pixel
   std::vector<uint8_t> exif;  // APP1 payload, when present
   int64_t width = 0, height = 0;
   int components = 0;
@@ -245,10 +244,17 @@ bool jpeg_decode_c(JpegCtx* ctx, JpegErr* err, jpeg_decompress_struct* cinfo) {
     }
   }
   switch (cinfo->jpeg_color_space) {
-    case JCS_GRAYSCALE: cinfo->out_color_space = JCS_GRAYSCALE; break;
+    case JCS_GRAYSCALE:
+      cinfo->out_color_space = JCS_GRAYSCALE;
+      break;
     case JCS_CMYK:
-    case JCS_YCCK: cinfo->out_color_space = JCS_CMYK; ctx->cmyk = true; break;
-    default: cinfo->out_color_space = JCS_RGB; break;
+    case JCS_YCCK:
+      cinfo->out_color_space = JCS_CMYK;
+      ctx->cmyk = true;
+      break;
+    default:
+      cinfo->out_color_space = JCS_RGB;
+      break;
   }
   jpeg_start_decompress(cinfo);
   ctx->width = cinfo->output_width;
@@ -271,15 +277,16 @@ int exif_orientation(const std::vector<uint8_t>& tiff) {
   if (t.size() >= 6 && std::memcmp(t.data(), "Exif\0\0", 6) == 0) t.erase(t.begin(), t.begin() + 6);
   if (t.size() < 8) return 1;
   bool le;
-  if (t[0] == 'I' && t[1] == 'I') le = true;
-  else if (t[0] == 'M' && t[1] == 'M') le = false;
-  else return 1;
+  if (t[0] == 'I' && t[1] == 'I')
+    le = true;
+  else if (t[0] == 'M' && t[1] == 'M')
+    le = false;
+  else
+    return 1;
   auto u16 = [&](size_t o) -> uint32_t {
     return le ? uint32_t(t[o]) | uint32_t(t[o + 1]) << 8 : uint32_t(t[o]) << 8 | uint32_t(t[o + 1]);
   };
-  auto u32 = [&](size_t o) -> uint32_t {
-    return le ? u16(o) | u16(o + 2) << 16 : u16(o) << 16 | u16(o + 2);
-  };
+  auto u32 = [&](size_t o) -> uint32_t { return le ? u16(o) | u16(o + 2) << 16 : u16(o) << 16 | u16(o + 2); };
   size_t ifd = u32(4);
   if (ifd + 2 > t.size()) return 1;
   uint32_t n = u16(ifd);
@@ -311,8 +318,7 @@ Result<Image> decode_jpeg(std::string_view bytes, const DecodeOptions& opt, cons
   std::memset(&cinfo, 0, sizeof(cinfo));
   if (!jpeg_decode_c(&ctx, &err, &cinfo)) {
     if (!ctx.status.ok()) return ctx.status;
-    return make_error(ErrorKind::kIo, source, ": corrupt or truncated JPEG (", bytes.size(), " bytes): ",
-                      ctx.error);
+    return make_error(ErrorKind::kIo, source, ": corrupt or truncated JPEG (", bytes.size(), " bytes): ", ctx.error);
   }
   Image img;
   img.width = ctx.width;
@@ -352,9 +358,12 @@ Result<Image> decode_jpeg(std::string_view bytes, const DecodeOptions& opt, cons
 
 Result<Image> decode_image(std::string_view bytes, const DecodeOptions& options, const std::string& source) {
   switch (sniff_image_format(bytes)) {
-    case ImageFormat::kPng: return decode_png(bytes, options, source);
-    case ImageFormat::kJpeg: return decode_jpeg(bytes, options, source);
-    default: break;
+    case ImageFormat::kPng:
+      return decode_png(bytes, options, source);
+    case ImageFormat::kJpeg:
+      return decode_jpeg(bytes, options, source);
+    default:
+      break;
   }
   return make_error(ErrorKind::kUnsupported, source, ": not a PNG or JPEG image (", bytes.size(),
                     " bytes; supported: PNG, JPEG)");
@@ -377,13 +386,34 @@ Image apply_orientation(const Image& in, int o) {
     for (int64_t x = 0; x < out.width; ++x) {
       int64_t sx = 0, sy = 0;
       switch (o) {
-        case 2: sx = W - 1 - x; sy = y; break;          // FLIP_LEFT_RIGHT
-        case 3: sx = W - 1 - x; sy = H - 1 - y; break;  // ROTATE_180
-        case 4: sx = x; sy = H - 1 - y; break;          // FLIP_TOP_BOTTOM
-        case 5: sx = y; sy = x; break;                  // TRANSPOSE
-        case 6: sx = y; sy = H - 1 - x; break;          // ROTATE_270 (clockwise 90)
-        case 7: sx = W - 1 - y; sy = H - 1 - x; break;  // TRANSVERSE
-        case 8: sx = W - 1 - y; sy = x; break;          // ROTATE_90 (counter-clockwise 90)
+        case 2:
+          sx = W - 1 - x;
+          sy = y;
+          break;  // FLIP_LEFT_RIGHT
+        case 3:
+          sx = W - 1 - x;
+          sy = H - 1 - y;
+          break;  // ROTATE_180
+        case 4:
+          sx = x;
+          sy = H - 1 - y;
+          break;  // FLIP_TOP_BOTTOM
+        case 5:
+          sx = y;
+          sy = x;
+          break;  // TRANSPOSE
+        case 6:
+          sx = y;
+          sy = H - 1 - x;
+          break;  // ROTATE_270 (clockwise 90)
+        case 7:
+          sx = W - 1 - y;
+          sy = H - 1 - x;
+          break;  // TRANSVERSE
+        case 8:
+          sx = W - 1 - y;
+          sy = x;
+          break;  // ROTATE_90 (counter-clockwise 90)
       }
       std::memcpy(out.row(y) + x * 3, in.row(sy) + sx * 3, 3);
     }

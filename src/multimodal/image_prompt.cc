@@ -72,8 +72,8 @@ Result<Tensor> prefill_mask(std::span<const int64_t> ids, int64_t image_token_id
   }
   for (int64_t i = 0; i < len; ++i)
     for (int64_t j = 0; j < len; ++j) {
-      const bool ok = rule == MaskRule::kBidirectional || j <= i ||
-                      (group[size_t(i)] >= 0 && group[size_t(i)] == group[size_t(j)]);
+      const bool ok =
+          rule == MaskRule::kBidirectional || j <= i || (group[size_t(i)] >= 0 && group[size_t(i)] == group[size_t(j)]);
       if (ok) m[i * rows + j] = 0.f;
     }
   return out;

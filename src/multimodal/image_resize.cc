@@ -196,8 +196,8 @@ Status check_window(const Image* image, int64_t in_w, int64_t in_h, int64_t widt
                       image ? image->pixels.size() : 0, " bytes, expected width*height*3");
   if (win.top < 0 || win.left < 0 || win.height <= 0 || win.width <= 0 || win.top + win.height > height ||
       win.left + win.width > width)
-    return make_error(ErrorKind::kInvalidArgument, "resize: window ", win.width, "x", win.height, " at (",
-                      win.left, ", ", win.top, ") is not inside the ", width, "x", height, " result");
+    return make_error(ErrorKind::kInvalidArgument, "resize: window ", win.width, "x", win.height, " at (", win.left,
+                      ", ", win.top, ") is not inside the ", width, "x", height, " result");
   return ok_status();
 }
 
@@ -214,11 +214,16 @@ std::pair<int64_t, int64_t> source_rows(int64_t in_h, int64_t height, const Filt
 
 Result<Resample> resample_from_pil(int64_t value) {
   switch (value) {
-    case 0: return Resample::kNearest;
-    case 1: return Resample::kLanczos;
-    case 2: return Resample::kBilinear;
-    case 3: return Resample::kBicubic;
-    default: break;
+    case 0:
+      return Resample::kNearest;
+    case 1:
+      return Resample::kLanczos;
+    case 2:
+      return Resample::kBilinear;
+    case 3:
+      return Resample::kBicubic;
+    default:
+      break;
   }
   return make_error(ErrorKind::kUnsupported, "resample ", value,
                     " is not supported (0 nearest, 1 lanczos, 2 bilinear, 3 bicubic)");
@@ -227,7 +232,8 @@ Result<Resample> resample_from_pil(int64_t value) {
 Result<Image> resize_window(const Image& image, int64_t width, int64_t height, Resample filter,
                             const ResizeWindow& win) {
   HLX_RETURN_IF_ERROR(check_window(&image, image.width, image.height, width, height, win));
-  if (width == image.width && height == image.height) return crop_or_pad(image, win.top, win.left, win.height, win.width);
+  if (width == image.width && height == image.height)
+    return crop_or_pad(image, win.top, win.left, win.height, win.width);
   if (filter == Resample::kNearest) {
     const auto xs = nearest_table(image.width, width, win.left, win.width);
     const auto ys = nearest_table(image.height, height, win.top, win.height);
@@ -247,7 +253,8 @@ Result<Image> resize_window(const Image& image, int64_t width, int64_t height, R
   Image cur = width != image.width
                   ? horizontal(image, r0, r1, win.width, precompute(image.width, width, f, win.left, win.width))
                   : crop_or_pad(image, r0, win.left, r1 - r0, win.width);
-  if (height != image.height) cur = vertical(cur, r0, win.height, precompute(image.height, height, f, win.top, win.height));
+  if (height != image.height)
+    cur = vertical(cur, r0, win.height, precompute(image.height, height, f, win.top, win.height));
   return cur;
 }
 

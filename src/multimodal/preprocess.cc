@@ -36,14 +36,14 @@ Status read_size(const ConfigView& view, const std::string& key, int64_t* shorte
     if (shortest) *shortest = 0;
     return ok_status();
   }
-  return make_error(ErrorKind::kUnsupported, view.where(), ": ", key,
-                    " must have shortest_edge or height and width (keys: ",
-                    [&] {
-                      std::string s;
-                      for (auto& k : v.keys()) s += (s.empty() ? "" : ", ") + k;
-                      return s;
-                    }(),
-                    ")");
+  return make_error(
+      ErrorKind::kUnsupported, view.where(), ": ", key, " must have shortest_edge or height and width (keys: ",
+      [&] {
+        std::string s;
+        for (auto& k : v.keys()) s += (s.empty() ? "" : ", ") + k;
+        return s;
+      }(),
+      ")");
 }
 
 }  // namespace
@@ -68,8 +68,9 @@ Result<PreprocessConfig> PreprocessConfig::from_config(const ConfigView& view) {
   // Gemma3ImageProcessor: pan-and-scan crops an image into several, each its own image block.
   HLX_ASSIGN_OR_RETURN(bool pan_and_scan, view.optional_bool("do_pan_and_scan", false));
   if (pan_and_scan)
-    return make_error(ErrorKind::kUnsupported, view.where(),
-                      ": do_pan_and_scan true (Gemma3 pan-and-scan crops are not implemented; set it to false or null)");
+    return make_error(
+        ErrorKind::kUnsupported, view.where(),
+        ": do_pan_and_scan true (Gemma3 pan-and-scan crops are not implemented; set it to false or null)");
   HLX_ASSIGN_OR_RETURN(auto mean, view.optional_float_array("image_mean"));
   HLX_ASSIGN_OR_RETURN(auto stdv, view.optional_float_array("image_std"));
   if (!mean.empty()) c.image_mean = mean;
@@ -98,10 +99,8 @@ Result<PreprocessConfig> PreprocessConfig::load(const std::string& path) {
   return from_config(cfg.root());
 }
 
-Result<std::pair<int64_t, int64_t>> resize_output_size(const PreprocessConfig& cfg, int64_t height,
-                                                        int64_t width) {
-  if (height <= 0 || width <= 0)
-    return make_error(ErrorKind::kInvalidArgument, "image is empty: ", width, "x", height);
+Result<std::pair<int64_t, int64_t>> resize_output_size(const PreprocessConfig& cfg, int64_t height, int64_t width) {
+  if (height <= 0 || width <= 0) return make_error(ErrorKind::kInvalidArgument, "image is empty: ", width, "x", height);
   if (cfg.shortest_edge > 0) {
     const int64_t s = cfg.shortest_edge;
     const int64_t short_side = std::min(height, width), long_side = std::max(height, width);
@@ -174,8 +173,7 @@ Image center_crop(const Image& image, int64_t crop_height, int64_t crop_width) {
 }
 
 Result<PreprocessMemory> preprocess_memory(const PreprocessConfig& cfg, int64_t height, int64_t width) {
-  if (height <= 0 || width <= 0)
-    return make_error(ErrorKind::kInvalidArgument, "image is empty: ", width, "x", height);
+  if (height <= 0 || width <= 0) return make_error(ErrorKind::kInvalidArgument, "image is empty: ", width, "x", height);
   const int64_t lo = std::min(height, width), hi = std::max(height, width);
   if (hi > kMaxAspectRatio * lo) {
     char ratio[32];
@@ -202,8 +200,7 @@ Result<Image> preprocess_u8(const Image& image, const PreprocessConfig& cfg) {
   if (m.total() > cfg.max_bytes)
     return make_error(ErrorKind::kInvalidArgument, "image ", image.width, "x", image.height, " needs ", m.total(),
                       " bytes to preprocess (decoded ", m.decoded, ", resampling ", m.coefficients + m.intermediate,
-                      ", resized ", m.resized, ", f32 ", m.output, "), above the budget of ", cfg.max_bytes,
-                      " bytes");
+                      ", resized ", m.resized, ", f32 ", m.output, "), above the budget of ", cfg.max_bytes, " bytes");
   if (image.pixels.size() != size_t(image.width * image.height * 3))
     return make_error(ErrorKind::kInvalidArgument, "preprocess: image ", image.width, "x", image.height, " has ",
                       image.pixels.size(), " bytes, expected width*height*3");

@@ -51,8 +51,7 @@ struct PreprocessConfig {
 };
 
 // HF `get_resize_output_image_size` for the config: (height, width) after the resize step.
-Result<std::pair<int64_t, int64_t>> resize_output_size(const PreprocessConfig& cfg, int64_t height,
-                                                        int64_t width);
+Result<std::pair<int64_t, int64_t>> resize_output_size(const PreprocessConfig& cfg, int64_t height, int64_t width);
 
 // Bytes one image of height x width holds through preprocess(), from the sizes alone: the decoded
 // input (already held by the caller), the resampling weights, the horizontal pass's rows, the

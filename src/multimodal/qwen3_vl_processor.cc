@@ -84,8 +84,8 @@ Result<Qwen2VLImageConfig> Qwen2VLImageConfig::load(const std::string& path) {
   return from_config(cfg.root());
 }
 
-Result<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t width, int64_t factor,
-                                                       int64_t min_pixels, int64_t max_pixels) {
+Result<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
+                                                      int64_t max_pixels) {
   if (height <= 0 || width <= 0)
     return make_error(ErrorKind::kInvalidArgument, "smart_resize: image ", width, "x", height, " is empty");
   if (factor <= 0 || min_pixels <= 0 || max_pixels < min_pixels)
@@ -117,8 +117,8 @@ Result<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t wi
 
 Result<Image> qwen_resize_u8(const Image& image, const Qwen2VLImageConfig& cfg) {
   if (!cfg.do_resize) return image;
-  HLX_ASSIGN_OR_RETURN(auto hw, qwen_smart_resize(image.height, image.width, cfg.factor(), cfg.min_pixels,
-                                                  cfg.max_pixels));
+  HLX_ASSIGN_OR_RETURN(auto hw,
+                       qwen_smart_resize(image.height, image.width, cfg.factor(), cfg.min_pixels, cfg.max_pixels));
   if (hw.first == image.height && hw.second == image.width) return image;  // PIL: same size is a copy
   return resize(image, hw.second, hw.first, cfg.resample);
 }
@@ -212,9 +212,9 @@ Result<MropePositions> qwen_mrope_positions(const std::vector<int32_t>& ids, int
     while (ed < L && ids[size_t(ed)] != image_token_id) ++ed;
     const int64_t gt = g.t, gh = g.h / merge_size, gw = g.w / merge_size, n = gt * gh * gw;
     if (ed == L)
-      return make_error(ErrorKind::kInvalidArgument, "mrope: no image tokens left for image ", k, " of ",
-                        grids.size());
-    if (ed + n > L || std::any_of(ids.begin() + ed, ids.begin() + ed + n, [&](int32_t v) { return v != image_token_id; }))
+      return make_error(ErrorKind::kInvalidArgument, "mrope: no image tokens left for image ", k, " of ", grids.size());
+    if (ed + n > L ||
+        std::any_of(ids.begin() + ed, ids.begin() + ed + n, [&](int32_t v) { return v != image_token_id; }))
       return make_error(ErrorKind::kInvalidArgument, "mrope: image ", k, " needs ", n,
                         " consecutive image tokens from row ", ed, " (grid ", gt, "x", g.h, "x", g.w, ", merge ",
                         merge_size, ")");

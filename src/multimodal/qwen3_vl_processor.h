@@ -60,8 +60,8 @@ struct ImageGrid {
 // closely as the aspect ratio allows; Python round() (half to even) on height / factor.
 // Errors (kInvalidArgument, naming the values): an empty image, aspect ratio above 200, a factor
 // or pixel bound that is not positive.
-Result<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t width, int64_t factor,
-                                                       int64_t min_pixels, int64_t max_pixels);
+Result<std::pair<int64_t, int64_t>> qwen_smart_resize(int64_t height, int64_t width, int64_t factor, int64_t min_pixels,
+                                                      int64_t max_pixels);
 
 struct Qwen2VLImage {
   Tensor patches;  // f32 [t*h*w, patch_dim], rows (t, block row, block col, row in block, col in block)

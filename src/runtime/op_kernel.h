@@ -37,8 +37,7 @@ class KernelRegistry {
   // Factories registered later for the same key are tried first (native fast paths over generic).
   void add(std::string_view key, OpKernelFactory factory);
   // kUnsupported naming the op and its types when no factory accepts it.
-  Result<std::unique_ptr<OpKernel>> compile(std::string_view key, const shlo::Op& op,
-                                            const shlo::Function& fn) const;
+  Result<std::unique_ptr<OpKernel>> compile(std::string_view key, const shlo::Op& op, const shlo::Function& fn) const;
   bool has(std::string_view key) const;
 
   // The process-wide registry with every kernel hlx has (reference kernels, then native ones).
@@ -66,12 +65,14 @@ bool is_fusible_elementwise(const shlo::Op& op, const shlo::Function& fn);
 // operand, each op's right operand}, outputs each op's result, in `ops` order. kUnsupported when
 // the ops are not plain matmuls of one M, K and operand/result types (run them one by one).
 Result<std::unique_ptr<OpKernel>> compile_grouped_dot(const std::vector<const shlo::Op*>& ops,
-                                                     const shlo::Function& fn);
+                                                      const shlo::Function& fn);
 
 // Registration functions, one per kernel family file group; builtin() calls them in this order.
-void register_elementwise_kernels(KernelRegistry& r);  // ops/elementwise*.cc: unary, binary, compare, select, clamp, convert
-void register_shape_kernels(KernelRegistry& r);        // ops/shape*.cc: constant, iota, broadcast, reshape, transpose, slice, dynamic_(update_)slice, concatenate, pad
-void register_structured_kernels(KernelRegistry& r);   // ops/{reduce,gather,scatter,convolution,dot_general}.cc
-void register_native_kernels(KernelRegistry& r);       // kernels/: oneDNN dot_general, hlx.* composites
+void register_elementwise_kernels(
+    KernelRegistry& r);                          // ops/elementwise*.cc: unary, binary, compare, select, clamp, convert
+void register_shape_kernels(KernelRegistry& r);  // ops/shape*.cc: constant, iota, broadcast, reshape, transpose, slice,
+                                                 // dynamic_(update_)slice, concatenate, pad
+void register_structured_kernels(KernelRegistry& r);  // ops/{reduce,gather,scatter,convolution,dot_general}.cc
+void register_native_kernels(KernelRegistry& r);      // kernels/: oneDNN dot_general, hlx.* composites
 
 }  // namespace hlx::rt

@@ -84,8 +84,7 @@ class ProgramImpl : public Program {
         if (tensor.dtype() != t.dtype || tensor.shape() != t.shape)
           return make_error(ErrorKind::kInvalidArgument, "weight '", name, "': argument #", k, " of @", p->name,
                             " expects ", type_str(t), ", got ", tensor.type_string());
-        if (!tensor.defined())
-          return make_error(ErrorKind::kInvalidArgument, "weight '", name, "' has no data");
+        if (!tensor.defined()) return make_error(ErrorKind::kInvalidArgument, "weight '", name, "' has no data");
         found = true;
       }
     if (!found) return make_error(ErrorKind::kNotFound, "no entry argument is marked hlx.weight = \"", name, "\"");
@@ -100,10 +99,13 @@ class ProgramImpl : public Program {
           Step& st = p->steps[size_t(s)];
           if (!st.kernel && !packed) continue;
           Status status = st.kernel ? st.kernel->set_constant_input(i, tensor) : ok_status();
-          if (!status.ok()) return status.with_context(str_cat("weight '", name, "' in @", p->name, " (", st.label, ")"));
+          if (!status.ok())
+            return status.with_context(str_cat("weight '", name, "' in @", p->name, " (", st.label, ")"));
           if (packed && !multiplies_by_packed(st.kernel.get(), i, tensor))
-            return make_error(ErrorKind::kUnsupported, "weight '", name, "' is stored packed (a quantized checkpoint) "
-                              "but @", p->name, " (", st.label, ") does not multiply by it as a matmul weight");
+            return make_error(ErrorKind::kUnsupported, "weight '", name,
+                              "' is stored packed (a quantized checkpoint) "
+                              "but @",
+                              p->name, " (", st.label, ") does not multiply by it as a matmul weight");
         }
       }
     return ok_status();
@@ -113,8 +115,8 @@ class ProgramImpl : public Program {
     HLX_ASSIGN_OR_RETURN(EntryPlan * p, find(entry));
     const shlo::Function& fn = *p->flat;
     if (args.size() != p->input_args.size())
-      return make_error(ErrorKind::kInvalidArgument, "@", p->name, " takes ", p->input_args.size(),
-                        " inputs, got ", args.size());
+      return make_error(ErrorKind::kInvalidArgument, "@", p->name, " takes ", p->input_args.size(), " inputs, got ",
+                        args.size());
     for (size_t i = 0; i < args.size(); ++i) {
       int k = p->input_args[i];
       const auto& t = fn.type_of(fn.args[size_t(k)]);
@@ -129,8 +131,8 @@ class ProgramImpl : public Program {
     kernels::ThreadLimit thread_limit(options_.threads);  // our pool and oneDNN's OpenMP regions
     for (size_t k = 0; k < p->weight_name.size(); ++k)
       if (!p->weight_name[k].empty() && !p->weights[k].defined())
-        return make_error(ErrorKind::kNotFound, "@", p->name, ": weight '", p->weight_name[k],
-                          "' (argument #", k, ") is not bound");
+        return make_error(ErrorKind::kNotFound, "@", p->name, ": weight '", p->weight_name[k], "' (argument #", k,
+                          ") is not bound");
     std::vector<Tensor> vals(fn.value_types.size());
     std::vector<Tensor> arg_tensors(fn.args.size());
     for (size_t i = 0; i < args.size(); ++i) arg_tensors[size_t(p->input_args[i])] = args[i];
@@ -214,8 +216,10 @@ class ProgramImpl : public Program {
     std::vector<Tensor> results;
     for (size_t i = 0; i < p->returns.size(); ++i) {
       ValueId v = p->returns[i];
-      if (p->consts.count(v)) results.push_back(vals[size_t(v)].clone());
-      else results.push_back(vals[size_t(v)]);
+      if (p->consts.count(v))
+        results.push_back(vals[size_t(v)].clone());
+      else
+        results.push_back(vals[size_t(v)]);
     }
     // Outputs aliased to donated arguments end up in the argument's storage.
     for (size_t k = 0; k < p->alias_output.size(); ++k) {
@@ -296,8 +300,8 @@ Result<std::unique_ptr<EntryPlan>> ProgramImpl::compile_entry(const shlo::Functi
         return make_error(ErrorKind::kInvalidArgument, "@", f.name, " argument #", k,
                           ": tf.aliasing_output must be a result index below ", f.result_types.size());
       if (f.result_types[size_t(al->i)] != flat.type_of(args[k]))
-        return make_error(ErrorKind::kInvalidArgument, "@", f.name, " argument #", k, " (", type_str(flat.type_of(args[k])),
-                          ") is donated to result #", al->i, " of a different type (",
+        return make_error(ErrorKind::kInvalidArgument, "@", f.name, " argument #", k, " (",
+                          type_str(flat.type_of(args[k])), ") is donated to result #", al->i, " of a different type (",
                           type_str(f.result_types[size_t(al->i)]), ")");
       p->alias_output[k] = int(al->i);
     }

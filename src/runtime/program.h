@@ -27,8 +27,8 @@ using CustomCallHandler = std::function<Status(const std::vector<Tensor>& operan
 class KernelRegistry;
 
 struct ProgramOptions {
-  int threads = 0;                      // 0 = all cores (OpenMP)
-  bool native_composites = true;        // false: always run decompositions (used by tests)
+  int threads = 0;                // 0 = all cores (OpenMP)
+  bool native_composites = true;  // false: always run decompositions (used by tests)
   std::vector<std::pair<std::string, CustomCallHandler>> custom_calls;
   // Kernels to compile with; null = KernelRegistry::builtin(). Must outlive compile().
   const KernelRegistry* registry = nullptr;
@@ -44,11 +44,11 @@ struct ProgramOptions {
 
 // What compile() decided for one entry, for tests and tools.
 struct PlanStats {
-  size_t arena_bytes = 0;          // one arena per entry, reused across runs
-  size_t intermediate_bytes = 0;   // sum of the sizes of all arena-resident values
-  int steps = 0;                   // kernels run per call (a fused group counts once)
+  size_t arena_bytes = 0;         // one arena per entry, reused across runs
+  size_t intermediate_bytes = 0;  // sum of the sizes of all arena-resident values
+  int steps = 0;                  // kernels run per call (a fused group counts once)
   int fused_groups = 0;
-  int in_place_steps = 0;          // steps whose output 0 reuses an input's buffer
+  int in_place_steps = 0;  // steps whose output 0 reuses an input's buffer
 };
 
 class Program {

@@ -15,10 +15,8 @@ class Flattener {
   Flattener(const shlo::Module& m, const ProgramOptions& o, const KernelRegistry& r, shlo::Function& flat)
       : module_(m), options_(o), reg_(r), flat_(flat) {}
 
-  Status inline_function(const shlo::Function& f, const std::vector<ValueId>& args,
-                         std::vector<ValueId>* results) {
-    if (stack_.size() > 64)
-      return make_error(ErrorKind::kUnsupported, "call depth above 64 at @", f.name);
+  Status inline_function(const shlo::Function& f, const std::vector<ValueId>& args, std::vector<ValueId>* results) {
+    if (stack_.size() > 64) return make_error(ErrorKind::kUnsupported, "call depth above 64 at @", f.name);
     for (const auto& s : stack_)
       if (s == f.name) return make_error(ErrorKind::kUnsupported, "recursive call to @", f.name);
     stack_.push_back(f.name);
@@ -65,8 +63,7 @@ class Flattener {
         for (size_t a = 0; a < operands.size(); ++a)
           if (g->type_of(g->args[a]) != flat_.type_of(operands[a]))
             return make_error(ErrorKind::kInvalidArgument, where(), ": argument ", a, " of @", callee, " is ",
-                              type_str(g->type_of(g->args[a])), ", call passes ",
-                              type_str(flat_.type_of(operands[a])));
+                              type_str(g->type_of(g->args[a])), ", call passes ", type_str(flat_.type_of(operands[a])));
         std::vector<ValueId> rs;
         HLX_RETURN_IF_ERROR(inline_function(*g, operands, &rs));
         if (rs.size() != op.results.size())

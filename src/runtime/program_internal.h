@@ -19,7 +19,6 @@ using shlo::ValueId;
 std::string type_str(const shlo::TensorType& t);
 std::string symbol_of(const shlo::Attr* a);  // a symbol or string attribute; empty otherwise
 
-
 enum class GroupKind { kArena, kOutput, kDonatedArg };
 
 struct Step {
@@ -35,8 +34,8 @@ struct Group {
   GroupKind kind = GroupKind::kArena;
   shlo::TensorType type;
   int first = 0, last = 0;
-  int arg = -1;          // kDonatedArg: entry argument index
-  size_t offset = 0;     // kArena
+  int arg = -1;       // kDonatedArg: entry argument index
+  size_t offset = 0;  // kArena
 };
 
 struct EntryPlan {
@@ -44,14 +43,14 @@ struct EntryPlan {
   std::unique_ptr<shlo::Function> flat;  // kernels may keep references into it
   std::vector<Step> steps;
   std::vector<ValueId> returns;
-  std::vector<int> input_args;            // entry args passed to run(), in order
-  std::vector<std::string> weight_name;   // per entry arg; empty when not a weight
-  std::vector<std::string> arg_label;     // per entry arg, for messages
-  std::vector<int> alias_output;          // per entry arg: donated into output i, or -1
-  std::vector<Tensor> weights;            // per entry arg (bound weights)
+  std::vector<int> input_args;           // entry args passed to run(), in order
+  std::vector<std::string> weight_name;  // per entry arg; empty when not a weight
+  std::vector<std::string> arg_label;    // per entry arg, for messages
+  std::vector<int> alias_output;         // per entry arg: donated into output i, or -1
+  std::vector<Tensor> weights;           // per entry arg (bound weights)
   std::unordered_map<ValueId, Tensor> consts;
   std::vector<Group> groups;
-  std::vector<int> group_of;              // per value; -1 when not a step output / donated arg
+  std::vector<int> group_of;                               // per value; -1 when not a step output / donated arg
   std::vector<std::vector<std::pair<int, int>>> arg_uses;  // per entry arg: (step, input index)
   size_t arena_bytes = 0;
   std::shared_ptr<void> arena;

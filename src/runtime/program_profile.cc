@@ -31,9 +31,12 @@ std::string dump_plan_text(const EntryPlan& p) {
     if (g < 0) return "?";
     const Group& gr = p.groups[size_t(g)];
     switch (gr.kind) {
-      case GroupKind::kArena: return str_cat("arena+", gr.offset);
-      case GroupKind::kOutput: return str_cat("out.g", g);
-      case GroupKind::kDonatedArg: return str_cat("donated-arg", gr.arg);
+      case GroupKind::kArena:
+        return str_cat("arena+", gr.offset);
+      case GroupKind::kOutput:
+        return str_cat("out.g", g);
+      case GroupKind::kDonatedArg:
+        return str_cat("donated-arg", gr.arg);
     }
     return "?";
   };

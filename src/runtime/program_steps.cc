@@ -28,7 +28,6 @@ Status check_const(const shlo::Op& op, const shlo::Function& fn, Tensor* out) {
   return ok_status();
 }
 
-
 void count_uses(const shlo::Op& op, std::vector<int>& uses) {
   for (ValueId v : op.operands) ++uses[size_t(v)];
   for (const auto& b : op.regions)
@@ -110,8 +109,8 @@ Status compile_steps(EntryPlan& p, const KernelRegistry& reg, const ProgramOptio
       if (op.name != "stablehlo.dot_general" || op.operands.size() != 2 || op.results.size() != 1 ||
           !fixed[size_t(op.operands[1])])
         continue;
-      auto [it, added] = by_lhs.emplace(std::make_pair(op.operands[0], int(fn.type_of(op.results[0]).dtype)),
-                                        dot_members.size());
+      auto [it, added] =
+          by_lhs.emplace(std::make_pair(op.operands[0], int(fn.type_of(op.results[0]).dtype)), dot_members.size());
       if (added) dot_members.emplace_back();
       dot_members[it->second].push_back(i);
     }

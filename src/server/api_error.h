@@ -9,11 +9,11 @@
 namespace hlx::server {
 
 struct ApiError {
-  int status = 0;        // HTTP status; 0 = no error
+  int status = 0;  // HTTP status; 0 = no error
   std::string message;
-  std::string type;      // "invalid_request_error", "authentication_error", ...
-  std::string param;     // the offending request field, or empty (null in JSON)
-  std::string code;      // machine-readable reason, or empty (null in JSON)
+  std::string type;   // "invalid_request_error", "authentication_error", ...
+  std::string param;  // the offending request field, or empty (null in JSON)
+  std::string code;   // machine-readable reason, or empty (null in JSON)
 
   bool ok() const { return status == 0; }
   std::string to_json() const;

@@ -140,7 +140,9 @@ Result<EngineWorker::Submitted> EngineWorker::submit(engine::GenerationRequest r
   if (!ch->valid()) return make_error(ErrorKind::kIo, "eventfd: out of file descriptors");
   auto first_seen = std::make_shared<bool>(false);
   // The engine thread is the only one touching first_seen (inside on_event).
-  request.on_event = [this, ch, first_seen, t0 = Clock::now()](const engine::Event& e) { on_event(ch, t0, first_seen, e); };
+  request.on_event = [this, ch, first_seen, t0 = Clock::now()](const engine::Event& e) {
+    on_event(ch, t0, first_seen, e);
+  };
   engine::RequestId id;
   {
     std::shared_lock<std::shared_mutex> life(life_mu_);

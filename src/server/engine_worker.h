@@ -34,8 +34,8 @@ class RequestChannel {
   RequestChannel& operator=(const RequestChannel&) = delete;
 
   bool valid() const { return fd_ >= 0; }
-  int fd() const { return fd_; }  // readable while events are pending
-  void push(engine::Event event);  // engine thread
+  int fd() const { return fd_; }      // readable while events are pending
+  void push(engine::Event event);     // engine thread
   std::vector<engine::Event> take();  // HTTP thread: drains the events and the eventfd
 
  private:
@@ -92,9 +92,9 @@ class EngineWorker {
   // kError finish at once and is cancelled (its later events are dropped).
   std::mutex live_mu_;
   std::map<engine::RequestId, std::shared_ptr<RequestChannel>> live_;
-  std::set<engine::RequestId> failed_;  // failed by fail_all(), until their engine-side end
+  std::set<engine::RequestId> failed_;       // failed by fail_all(), until their engine-side end
   std::set<engine::RequestId> ended_early_;  // finished before submit() registered them
-  void fail_all(const std::string& why);  // engine thread
+  void fail_all(const std::string& why);     // engine thread
   std::thread thread_;
 };
 

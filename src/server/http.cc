@@ -67,7 +67,8 @@ HttpError parse_head(std::string_view block, const HttpLimits& limits, HttpReque
   std::string_view line = next_line(rest);
   size_t sp1 = line.find(' ');
   size_t sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
-  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos || line.find(' ', sp2 + 1) != std::string_view::npos)
+  if (sp1 == std::string_view::npos || sp2 == std::string_view::npos ||
+      line.find(' ', sp2 + 1) != std::string_view::npos)
     return err(400, "malformed request line (expected 'METHOD /path HTTP/1.1')");
   std::string_view method = line.substr(0, sp1), target = line.substr(sp1 + 1, sp2 - sp1 - 1),
                    version = line.substr(sp2 + 1);
@@ -77,9 +78,12 @@ HttpError parse_head(std::string_view block, const HttpLimits& limits, HttpReque
   if (target.empty() || target[0] != '/') return err(400, "request target must be an absolute path ('/...')");
   for (char c : target)
     if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f) return err(400, "control character in the request target");
-  if (version == "HTTP/1.1") req.minor_version = 1;
-  else if (version == "HTTP/1.0") req.minor_version = 0;
-  else return err(505, "unsupported protocol version '" + std::string(version.substr(0, 16)) + "' (HTTP/1.0 or 1.1)");
+  if (version == "HTTP/1.1")
+    req.minor_version = 1;
+  else if (version == "HTTP/1.0")
+    req.minor_version = 0;
+  else
+    return err(505, "unsupported protocol version '" + std::string(version.substr(0, 16)) + "' (HTTP/1.0 or 1.1)");
   req.method = std::string(method);
   req.target = std::string(target);
   size_t q = target.find('?');
@@ -94,7 +98,8 @@ HttpError parse_head(std::string_view block, const HttpLimits& limits, HttpReque
     }
     if (line[0] == ' ' || line[0] == '\t') return err(400, "obsolete header line folding is not accepted");
     size_t colon = line.find(':');
-    if (colon == std::string_view::npos || colon == 0) return err(400, "malformed header line (expected 'Name: value')");
+    if (colon == std::string_view::npos || colon == 0)
+      return err(400, "malformed header line (expected 'Name: value')");
     std::string_view name = line.substr(0, colon);
     for (char c : name)
       if (!is_tchar(c)) return err(400, "malformed header name (no spaces before ':')");
@@ -119,25 +124,44 @@ const std::string* HttpRequest::header(std::string_view lower_name) const {
 
 const char* http_reason(int status) {
   switch (status) {
-    case 100: return "Continue";
-    case 200: return "OK";
-    case 400: return "Bad Request";
-    case 401: return "Unauthorized";
-    case 404: return "Not Found";
-    case 405: return "Method Not Allowed";
-    case 408: return "Request Timeout";
-    case 411: return "Length Required";
-    case 413: return "Content Too Large";
-    case 415: return "Unsupported Media Type";
-    case 417: return "Expectation Failed";
-    case 429: return "Too Many Requests";
-    case 431: return "Request Header Fields Too Large";
-    case 500: return "Internal Server Error";
-    case 501: return "Not Implemented";
-    case 503: return "Service Unavailable";
-    case 504: return "Gateway Timeout";
-    case 505: return "HTTP Version Not Supported";
-    default: return "Unknown";
+    case 100:
+      return "Continue";
+    case 200:
+      return "OK";
+    case 400:
+      return "Bad Request";
+    case 401:
+      return "Unauthorized";
+    case 404:
+      return "Not Found";
+    case 405:
+      return "Method Not Allowed";
+    case 408:
+      return "Request Timeout";
+    case 411:
+      return "Length Required";
+    case 413:
+      return "Content Too Large";
+    case 415:
+      return "Unsupported Media Type";
+    case 417:
+      return "Expectation Failed";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 500:
+      return "Internal Server Error";
+    case 501:
+      return "Not Implemented";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    case 505:
+      return "HTTP Version Not Supported";
+    default:
+      return "Unknown";
   }
 }
 
@@ -206,17 +230,18 @@ static bool lists_token(const HttpRequest& req, std::string_view name, std::stri
 Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& error) {
   const auto deadline = Clock::now() + std::chrono::milliseconds(limits_.read_timeout_ms);
   started_ = streaming_ = chunked_ = complete_ = false;
-  keep_alive_ = false;  // until a request was read whole
+  keep_alive_ = false;                               // until a request was read whole
   size_t head_end = std::string::npos, scanned = 0;  // head_end: first byte after the empty line
   auto fail = [&](HttpError e) {
     error = std::move(e);
-    keep_alive_ = false;   // the framing of what follows is unknown: answer, then close
+    keep_alive_ = false;  // the framing of what follows is unknown: answer, then close
     unread_body_ = true;  // whatever the client is still sending is drained before closing
     return ReadResult::kError;
   };
   auto timeout = [&](const char* what) {
-    return fail(err(408, std::string("the request ") + what + " did not arrive within " +
-                             std::to_string(limits_.read_timeout_ms) + " ms",
+    return fail(err(408,
+                    std::string("the request ") + what + " did not arrive within " +
+                        std::to_string(limits_.read_timeout_ms) + " ms",
                     "request_timeout"));
   };
   // Header block.
@@ -283,11 +308,12 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
   // Only POST routes take a body; other methods without a framing header have none (and are
   // answered 404/405 by the router rather than 411).
   if (req.method == "POST" && !has_length && !chunked)
-    return fail(err(411, "a request body needs a Content-Length header (or Transfer-Encoding: chunked)",
-                    "length_required"));
+    return fail(
+        err(411, "a request body needs a Content-Length header (or Transfer-Encoding: chunked)", "length_required"));
   if (length > limits_.max_body_bytes)
-    return fail(err(413, "request body of " + std::to_string(length) + " bytes exceeds the limit of " +
-                             std::to_string(limits_.max_body_bytes) + " bytes",
+    return fail(err(413,
+                    "request body of " + std::to_string(length) + " bytes exceeds the limit of " +
+                        std::to_string(limits_.max_body_bytes) + " bytes",
                     "payload_too_large"));
   if (const std::string* expect = req.header("expect")) {
     if (lower(*expect) != "100-continue") return fail(err(417, "unsupported Expect: '" + expect->substr(0, 32) + "'"));
@@ -298,8 +324,8 @@ Connection::ReadResult Connection::read_request(HttpRequest& req, HttpError& err
       started_ = false;  // an interim response: the final one is still to come
     }
   }
-  keep_alive_ = req.minor_version == 1 ? !lists_token(req, "connection", "close")
-                                       : lists_token(req, "connection", "keep-alive");
+  keep_alive_ =
+      req.minor_version == 1 ? !lists_token(req, "connection", "close") : lists_token(req, "connection", "keep-alive");
   // Body.
   if (chunked) {
     ReadResult r = read_chunked(req.body, head_end, deadline, error);
@@ -427,21 +453,25 @@ std::string Connection::head(int status, std::string_view content_type, const st
   for (const std::string& line : extra) h += line + "\r\n";
   h += framing;
   // HTTP/1.1 persists by default; an HTTP/1.0 client that asked to keep the connection is told.
-  if (!keep_alive_) h += "Connection: close\r\n";
-  else if (minor_version_ == 0) h += "Connection: keep-alive\r\n";
+  if (!keep_alive_)
+    h += "Connection: close\r\n";
+  else if (minor_version_ == 0)
+    h += "Connection: keep-alive\r\n";
   h += "\r\n";
   return h;
 }
 
 bool Connection::send_response(int status, std::string_view content_type, std::string_view body,
                                const std::vector<std::string>& extra_headers) {
-  std::string out = head(status, content_type, extra_headers, "Content-Length: " + std::to_string(body.size()) + "\r\n");
+  std::string out =
+      head(status, content_type, extra_headers, "Content-Length: " + std::to_string(body.size()) + "\r\n");
   out += body;
   complete_ = send_all(out);
   return complete_;
 }
 
-bool Connection::begin_stream(int status, std::string_view content_type, const std::vector<std::string>& extra_headers) {
+bool Connection::begin_stream(int status, std::string_view content_type,
+                              const std::vector<std::string>& extra_headers) {
   chunked_ = minor_version_ >= 1;
   streaming_ = true;
   if (!chunked_) keep_alive_ = false;  // the body ends where the connection does

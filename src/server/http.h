@@ -48,7 +48,7 @@ struct HttpLimits {
 
 struct HttpRequest {
   std::string method, target, path, query;
-  int minor_version = 1;  // HTTP/1.<minor>
+  int minor_version = 1;                                     // HTTP/1.<minor>
   std::vector<std::pair<std::string, std::string>> headers;  // names lower-cased, values trimmed
   std::string body;
   // The value of a header (first occurrence), or nullptr.
@@ -102,9 +102,9 @@ class Connection {
   // True when the peer has closed or reset the connection (non-blocking check).
   bool peer_closed();
 
-  bool broken() const { return broken_; }  // a write failed or timed out
+  bool broken() const { return broken_; }             // a write failed or timed out
   bool response_started() const { return started_; }  // some response bytes were sent (or tried)
-  bool streaming() const { return streaming_; }        // begin_stream() was called
+  bool streaming() const { return streaming_; }       // begin_stream() was called
 
  private:
   enum class Fill { kOk, kClosed, kTimeout };

@@ -79,20 +79,22 @@ ApiError read_data_uri(std::string_view url, const ImageLimits& limits, const st
   return {};
 }
 
-ApiError read_local_file(const std::string& path, const ImageLimits& limits, const std::string& param, std::string& bytes) {
+ApiError read_local_file(const std::string& path, const ImageLimits& limits, const std::string& param,
+                         std::string& bytes) {
   if (limits.allowed_dir.empty())
     return bad_request("local image files are disabled on this server (start it with --allowed-image-dir DIR)", param,
                        "image_path_not_allowed");
-  const ApiError not_allowed = bad_request(
-      "image path '" + shorten(path) + "' is not a readable file under the allowed image directory", param,
-      "image_path_not_allowed");
+  const ApiError not_allowed =
+      bad_request("image path '" + shorten(path) + "' is not a readable file under the allowed image directory", param,
+                  "image_path_not_allowed");
   if (path.empty() || path[0] != '/' || path.find('\0') != std::string::npos) return not_allowed;
   std::unique_ptr<char, decltype(&std::free)> real(realpath(path.c_str(), nullptr), &std::free);
   if (!real) return not_allowed;
   const std::string resolved(real.get());
   const std::string& root = limits.allowed_dir;
-  const bool inside = resolved == root || (resolved.size() > root.size() && resolved.compare(0, root.size(), root) == 0 &&
-                                           (root.back() == '/' || resolved[root.size()] == '/'));
+  const bool inside =
+      resolved == root || (resolved.size() > root.size() && resolved.compare(0, root.size(), root) == 0 &&
+                           (root.back() == '/' || resolved[root.size()] == '/'));
   if (!inside) return not_allowed;
   int fd = open(resolved.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
   if (fd < 0) return not_allowed;

@@ -27,10 +27,10 @@
 namespace hlx::server {
 
 struct ImageLimits {
-  size_t max_bytes = 16u << 20;         // encoded image bytes
-  int64_t max_pixels = 4096LL * 4096;   // width * height
+  size_t max_bytes = 16u << 20;                // encoded image bytes
+  int64_t max_pixels = 4096LL * 4096;          // width * height
   int64_t max_request_pixels = 4096LL * 4096;  // summed over one request's images (server.cc)
-  std::string allowed_dir;              // realpath of the allowed directory; empty: no local files
+  std::string allowed_dir;                     // realpath of the allowed directory; empty: no local files
 };
 
 // Strict RFC 4648 base64 (standard alphabet). Padding is optional but, when present, must be

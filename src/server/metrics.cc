@@ -77,7 +77,8 @@ std::string Metrics::render(const EngineGauges& g) const {
   std::string out;
   help(out, "hlx_requests_total", "counter", "HTTP requests by endpoint and outcome.");
   for (const auto& [key, n] : requests_)
-    out += "hlx_requests_total{endpoint=\"" + key.first + "\",outcome=\"" + key.second + "\"} " + std::to_string(n) + "\n";
+    out +=
+        "hlx_requests_total{endpoint=\"" + key.first + "\",outcome=\"" + key.second + "\"} " + std::to_string(n) + "\n";
   help(out, "hlx_finish_total", "counter", "Finished generations by finish reason.");
   for (const auto& [reason, n] : finishes_)
     out += "hlx_finish_total{reason=\"" + reason + "\"} " + std::to_string(n) + "\n";
@@ -101,14 +102,18 @@ std::string Metrics::render(const EngineGauges& g) const {
        "Per-request decode wall time (first token to finish, shared with the batch), summed.");
   out += "hlx_decode_seconds_total " + num(decode_seconds_) + "\n";
   help(out, "hlx_prefill_tokens_per_second", "gauge", "Prompt tokens per second of prefill time (lifetime).");
-  out += "hlx_prefill_tokens_per_second " + num(prefill_seconds_ > 0 ? double(prefill_tokens_) / prefill_seconds_ : 0) + "\n";
-  help(out, "hlx_decode_tokens_per_second", "gauge", "Decoded tokens per second of per-request decode time (lifetime).");
-  out += "hlx_decode_tokens_per_second " + num(decode_seconds_ > 0 ? double(decode_tokens_) / decode_seconds_ : 0) + "\n";
+  out += "hlx_prefill_tokens_per_second " + num(prefill_seconds_ > 0 ? double(prefill_tokens_) / prefill_seconds_ : 0) +
+         "\n";
+  help(out, "hlx_decode_tokens_per_second", "gauge",
+       "Decoded tokens per second of per-request decode time (lifetime).");
+  out +=
+      "hlx_decode_tokens_per_second " + num(decode_seconds_ > 0 ? double(decode_tokens_) / decode_seconds_ : 0) + "\n";
   help(out, "hlx_time_to_first_token_seconds", "histogram", "Time from submission to the first generated token.");
   int64_t cumulative = 0;
   for (size_t i = 0; i < kTtftBuckets.size(); ++i) {
     cumulative += ttft_counts_[i];
-    out += "hlx_time_to_first_token_seconds_bucket{le=\"" + num(kTtftBuckets[i], "%g") + "\"} " + std::to_string(cumulative) + "\n";
+    out += "hlx_time_to_first_token_seconds_bucket{le=\"" + num(kTtftBuckets[i], "%g") + "\"} " +
+           std::to_string(cumulative) + "\n";
   }
   out += "hlx_time_to_first_token_seconds_bucket{le=\"+Inf\"} " + std::to_string(ttft_count_) + "\n";
   out += "hlx_time_to_first_token_seconds_sum " + num(ttft_sum_) + "\n";

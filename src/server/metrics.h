@@ -36,7 +36,7 @@ struct EngineGauges {
 
 class Metrics {
  public:
-  static constexpr std::array<double, 13> kTtftBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+  static constexpr std::array<double, 13> kTtftBuckets = {0.005, 0.01, 0.025, 0.05, 0.1,  0.25, 0.5,
                                                           1.0,   2.5,  5.0,   10.0, 30.0, 60.0};
 
   void count_request(const std::string& endpoint, const std::string& outcome);

@@ -91,9 +91,9 @@ ApiError parse_logit_bias(const json& body, std::vector<std::pair<int64_t, float
   if (!v) return {};
   if (!v->is_object()) return wrong_type("logit_bias", "an object mapping token ids to biases", *v);
   if (v->size() > engine::kMaxLogitBias)
-    return bad_request("'logit_bias' has " + std::to_string(v->size()) + " entries; at most " +
-                           std::to_string(engine::kMaxLogitBias),
-                       "logit_bias");
+    return bad_request(
+        "'logit_bias' has " + std::to_string(v->size()) + " entries; at most " + std::to_string(engine::kMaxLogitBias),
+        "logit_bias");
   for (const auto& [key, bias] : v->items()) {
     const std::string param = "logit_bias." + key;
     int64_t id = 0;
@@ -125,15 +125,18 @@ ApiError parse_response_format(const json& body, std::shared_ptr<const engine::J
     return {};
   }
   if (type != "json_schema")
-    return bad_request("'response_format.type' is '" + type.substr(0, 32) + "'; expected text, json_object or json_schema",
-                       "response_format.type", "invalid_value");
+    return bad_request(
+        "'response_format.type' is '" + type.substr(0, 32) + "'; expected text, json_object or json_schema",
+        "response_format.type", "invalid_value");
   const json* js = field(*v, "json_schema");
-  if (!js) return bad_request("'response_format.json_schema' is required for type json_schema", "response_format.json_schema",
-                              "missing_field");
+  if (!js)
+    return bad_request("'response_format.json_schema' is required for type json_schema", "response_format.json_schema",
+                       "missing_field");
   if (!js->is_object()) return wrong_type("response_format.json_schema", "an object", *js);
   const json* name = field(*js, "name");
-  if (!name) return bad_request("'response_format.json_schema.name' is required", "response_format.json_schema.name",
-                                "missing_field");
+  if (!name)
+    return bad_request("'response_format.json_schema.name' is required", "response_format.json_schema.name",
+                       "missing_field");
   if (!name->is_string()) return wrong_type("response_format.json_schema.name", "a string", *name);
   const std::string& n = name->get_ref<const std::string&>();
   if (n.empty() || n.size() > 64 ||
@@ -145,8 +148,9 @@ ApiError parse_response_format(const json& body, std::shared_ptr<const engine::J
   if (const json* d = field(*js, "description"); d && !d->is_string())
     return wrong_type("response_format.json_schema.description", "a string", *d);
   const json* schema = field(*js, "schema");
-  if (!schema) return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema",
-                                  "missing_field");
+  if (!schema)
+    return bad_request("'response_format.json_schema.schema' is required", "response_format.json_schema.schema",
+                       "missing_field");
   if (!schema->is_object()) return wrong_type("response_format.json_schema.schema", "an object", *schema);
   auto g = engine::JsonGrammar::compile_cached(schema->dump());
   if (!g.ok()) {
@@ -195,7 +199,8 @@ ApiError parse_common(const json& body, GenerationParams& p) {
   p.n = n ? *n : 1;
   if (!(e = integer(body, "best_of", best_of)).ok()) return e;
   if (best_of && *best_of != 1)
-    return bad_request("'best_of' = " + std::to_string(*best_of) + " is not supported (only 1)", "best_of", "unsupported");
+    return bad_request("'best_of' = " + std::to_string(*best_of) + " is not supported (only 1)", "best_of",
+                       "unsupported");
   if (!(e = integer(body, "max_tokens", max_tokens)).ok()) return e;
   if (!(e = integer(body, "max_completion_tokens", max_completion_tokens)).ok()) return e;
   // No context comes near 2^31 tokens; the bound also keeps prompt + max_tokens far from overflow.
@@ -208,7 +213,8 @@ ApiError parse_common(const json& body, GenerationParams& p) {
     if (s->is_string()) {
       p.stop.push_back(s->get<std::string>());
     } else if (s->is_array()) {
-      if (s->size() > 16) return bad_request("'stop' has " + std::to_string(s->size()) + " entries; at most 16", "stop");
+      if (s->size() > 16)
+        return bad_request("'stop' has " + std::to_string(s->size()) + " entries; at most 16", "stop");
       for (const json& x : *s) {
         if (!x.is_string()) return wrong_type("stop", "a string or a list of strings", x);
         p.stop.push_back(x.get<std::string>());
@@ -297,16 +303,21 @@ ApiError parse_json_body(std::string_view body, json& out, int max_depth) {
   bool in_string = false, escaped = false;
   for (char c : body) {
     if (in_string) {
-      if (escaped) escaped = false;
-      else if (c == '\\') escaped = true;
-      else if (c == '"') in_string = false;
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
       continue;
     }
-    if (c == '"') in_string = true;
+    if (c == '"')
+      in_string = true;
     else if (c == '[' || c == '{') {
       if (++depth > max_depth)
         return bad_request("JSON nesting deeper than " + std::to_string(max_depth) + " levels", "", "invalid_json");
-    } else if (c == ']' || c == '}') --depth;
+    } else if (c == ']' || c == '}')
+      --depth;
   }
   try {
     out = json::parse(body);
@@ -315,16 +326,17 @@ ApiError parse_json_body(std::string_view body, json& out, int max_depth) {
     // the client's malformed input, never an exception that escapes the request.
     return bad_request(std::string("malformed JSON body: ") + e.what(), "", "invalid_json");
   }
-  if (!out.is_object()) return bad_request("the JSON body must be an object, got " + type_name(out), "", "invalid_json");
+  if (!out.is_object())
+    return bad_request("the JSON body must be an object, got " + type_name(out), "", "invalid_json");
   return {};
 }
 
 namespace {
 
 ApiError prompt_too_large(const char* param, size_t bytes, size_t limit) {
-  return bad_request("the prompt text is " + std::to_string(bytes) + " bytes, over the limit of " +
-                         std::to_string(limit) + " bytes",
-                     param, "prompt_too_large");
+  return bad_request(
+      "the prompt text is " + std::to_string(bytes) + " bytes, over the limit of " + std::to_string(limit) + " bytes",
+      param, "prompt_too_large");
 }
 
 ApiError template_kwargs(const json& kw, json& out) {
@@ -387,8 +399,9 @@ ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimi
     std::string r = role->get<std::string>();
     if (r == "developer") r = "system";
     if (r != "system" && r != "user" && r != "assistant" && r != "tool")
-      return bad_request("'" + at + ".role' is '" + r.substr(0, 32) + "'; expected system, developer, user, assistant or tool",
-                         at + ".role", "invalid_value");
+      return bad_request(
+          "'" + at + ".role' is '" + r.substr(0, 32) + "'; expected system, developer, user, assistant or tool",
+          at + ".role", "invalid_value");
     json msg = json::object();
     msg["role"] = r;
     const json* content = field(m, "content");
@@ -455,7 +468,8 @@ ApiError parse_completion_request(const json& body, CompletionRequest& out, cons
   const json* prompt = field(body, "prompt");
   if (!prompt) return bad_request("'prompt' is required", "prompt", "missing_field");
   const json* p = prompt;
-  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array())) p = &(*p)[0];
+  if (p->is_array() && p->size() == 1 && ((*p)[0].is_string() || (*p)[0].is_array()))
+    p = &(*p)[0];
   else if (p->is_array() && !p->empty() && ((*p)[0].is_string() || (*p)[0].is_array()))
     return bad_request("'prompt' lists " + std::to_string(p->size()) + " prompts; only one per request is supported",
                        "prompt", "unsupported");
@@ -489,9 +503,9 @@ namespace {
 double json_logprob(double lp) { return std::isfinite(lp) ? lp : -9999.0; }
 
 struct TokenText {
-  std::string text;     // valid UTF-8
-  std::string bytes;    // raw
-  bool known = false;   // false: no tokenizer, or an id it does not know
+  std::string text;    // valid UTF-8
+  std::string bytes;   // raw
+  bool known = false;  // false: no tokenizer, or an id it does not know
 };
 
 TokenText token_text(const tok::Tokenizer* tokenizer, int64_t id) {
@@ -518,8 +532,8 @@ json chat_logprobs_json(std::span<const engine::TokenLogprobs> lps, const tok::T
       const TokenText tt = token_text(tokenizer, id);
       top.push_back(json{{"token", tt.text}, {"logprob", json_logprob(v)}, {"bytes", bytes_json(tt)}});
     }
-    content.push_back(
-        json{{"token", t.text}, {"logprob", json_logprob(lp.logprob)}, {"bytes", bytes_json(t)}, {"top_logprobs", top}});
+    content.push_back(json{
+        {"token", t.text}, {"logprob", json_logprob(lp.logprob)}, {"bytes", bytes_json(t)}, {"top_logprobs", top}});
   }
   return json{{"content", content}};
 }
@@ -570,11 +584,11 @@ json text_completion_json(const std::string& id, int64_t created, const std::str
   return r;
 }
 
-json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
-                     const json& delta, const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
+json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index, const json& delta,
+                     const std::string& finish_reason, bool with_usage_null, const json& logprobs) {
   json r = choice_envelope(id, "chat.completion.chunk", created, model);
-  r["choices"] = json::array(
-      {json{{"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
+  r["choices"] = json::array({json{
+      {"index", index}, {"delta", delta}, {"logprobs", logprobs}, {"finish_reason", finish_value(finish_reason)}}});
   if (with_usage_null) r["usage"] = nullptr;
   return r;
 }

@@ -132,9 +132,8 @@ json text_completion_json(const std::string& id, int64_t created, const std::str
                           std::span<const ChoiceResult> choices, const Usage& usage);
 // One SSE chunk of choice `index`. Chat's `delta` is {"role"} for the opening chunk, {"content"}
 // after, {} with the finish; finish empty: "finish_reason": null.
-json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
-                     const json& delta, const std::string& finish_reason, bool with_usage_null,
-                     const json& logprobs = nullptr);
+json chat_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index, const json& delta,
+                     const std::string& finish_reason, bool with_usage_null, const json& logprobs = nullptr);
 json text_chunk_json(const std::string& id, int64_t created, const std::string& model, int64_t index,
                      const std::string& text, const std::string& finish_reason, bool with_usage_null,
                      const json& logprobs = nullptr);

@@ -25,17 +25,25 @@ using Clock = std::chrono::steady_clock;
 std::string outcome_for(int status) {
   if (status < 300) return "ok";
   switch (status) {
-    case 401: return "unauthorized";
-    case 408: return "timeout";
-    case 413: return "too_large";
-    case 429: return "queue_full";
-    case 503: return "unavailable";
-    case 504: return "timeout";
+    case 401:
+      return "unauthorized";
+    case 408:
+      return "timeout";
+    case 413:
+      return "too_large";
+    case 429:
+      return "queue_full";
+    case 503:
+      return "unavailable";
+    case 504:
+      return "timeout";
     // The client asked for something this server does not implement (chunked request bodies,
     // another HTTP version): its request, not a server fault, so not counted as "error".
     case 501:
-    case 505: return "unsupported";
-    default: return status < 500 ? "bad_request" : "error";
+    case 505:
+      return "unsupported";
+    default:
+      return status < 500 ? "bad_request" : "error";
   }
 }
 
@@ -134,7 +142,8 @@ Status Server::listen() {
     break;
   }
   freeaddrinfo(res);
-  if (listen_fd_ < 0) return make_error(ErrorKind::kIo, "cannot listen on ", opts_.host, ":", opts_.port, ": ", last_error);
+  if (listen_fd_ < 0)
+    return make_error(ErrorKind::kIo, "cannot listen on ", opts_.host, ":", opts_.port, ": ", last_error);
   return ok_status();
 }
 
@@ -189,9 +198,10 @@ void Server::serve() {
     const bool full = general_conns_ >= opts_.max_connections;
     const bool probe = full || client_full;
     if (probe && probe_conns_ >= opts_.probe_connections && !evict_idle_probe()) {
-      refuse_connection(fd, client_full ? "too many open connections from " + client + " (limit " +
-                                              std::to_string(opts_.max_connections_per_client) + ")"
-                                        : "too many open connections (limit " + std::to_string(opts_.max_connections) + ")");
+      refuse_connection(fd, client_full
+                                ? "too many open connections from " + client + " (limit " +
+                                      std::to_string(opts_.max_connections_per_client) + ")"
+                                : "too many open connections (limit " + std::to_string(opts_.max_connections) + ")");
       continue;
     }
     auto conn = std::make_unique<Conn>();
@@ -200,7 +210,8 @@ void Server::serve() {
     conn->probe = probe;
     conn->limits = opts_.http;
     conn->accepted = Clock::now();
-    if (probe) conn->limits.read_timeout_ms = std::min(conn->limits.read_timeout_ms, 1000);
+    if (probe)
+      conn->limits.read_timeout_ms = std::min(conn->limits.read_timeout_ms, 1000);
     else if (general_conns_ * 4 >= opts_.max_connections * 3)  // near the cap: idle ones go sooner
       conn->limits.read_timeout_ms = std::min(conn->limits.read_timeout_ms, opts_.pressure_read_timeout_ms);
     {
@@ -250,8 +261,10 @@ void Server::serve() {
 void Server::refuse_connection(int fd, const std::string& why) {
   ApiError e{503, why, "", "", "too_many_connections"};
   std::string body = e.to_json();
-  std::string out = "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
-                    "Content-Length: " + std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
+  std::string out =
+      "HTTP/1.1 503 Service Unavailable\r\nContent-Type: application/json\r\nRetry-After: 1\r\n"
+      "Content-Length: " +
+      std::to_string(body.size()) + "\r\nConnection: close\r\n\r\n" + body;
   (void)!send(fd, out.data(), out.size(), MSG_NOSIGNAL | MSG_DONTWAIT);
   close(fd);
   metrics_.count_request("other", "unavailable");
@@ -398,8 +411,11 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
     const char* path;
     const char* method;
   };
-  static const Route kRoutes[] = {{"/v1/chat/completions", "POST"}, {"/v1/completions", "POST"}, {"/v1/models", "GET"},
-                                  {"/health", "GET"},                {"/metrics", "GET"}};
+  static const Route kRoutes[] = {{"/v1/chat/completions", "POST"},
+                                  {"/v1/completions", "POST"},
+                                  {"/v1/models", "GET"},
+                                  {"/health", "GET"},
+                                  {"/metrics", "GET"}};
   const Route* found = nullptr;
   for (const Route& r : kRoutes)
     if (req.path == r.path) found = &r;
@@ -422,8 +438,10 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
     return;
   }
   if (req.path == "/health") {
-    if (stopping_) respond_json(c, endpoint, 503, R"({"status":"shutting_down"})");
-    else respond_json(c, endpoint, 200, R"({"status":"ok"})");
+    if (stopping_)
+      respond_json(c, endpoint, 503, R"({"status":"shutting_down"})");
+    else
+      respond_json(c, endpoint, 200, R"({"status":"ok"})");
     return;
   }
   if (req.path == "/metrics") {
@@ -435,8 +453,8 @@ void Server::route(Connection& c, const HttpRequest& req, const std::string& end
   }
   if (!authorized(req)) {
     respond_error(c, endpoint,
-                  ApiError{401, "missing or invalid API key (send 'Authorization: Bearer <key>')", "authentication_error",
-                           "", "invalid_api_key"},
+                  ApiError{401, "missing or invalid API key (send 'Authorization: Bearer <key>')",
+                           "authentication_error", "", "invalid_api_key"},
                   {"WWW-Authenticate: Bearer"});
     return;
   }
@@ -477,7 +495,8 @@ ApiError Server::prompt_error(ApiError e) const {
 ApiError Server::prompt_tokens_error(const char* param, size_t limit) const {
   const std::string what = "your prompt is more than " + std::to_string(limit) + " tokens";
   return bad_request("This model's maximum context length is " + std::to_string(model_.context_capacity) +
-                         " tokens. However, " + what + " (tokenization stopped there). Please reduce the length of the prompt.",
+                         " tokens. However, " + what +
+                         " (tokenization stopped there). Please reduce the length of the prompt.",
                      param, "context_length_exceeded");
 }
 
@@ -499,7 +518,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   const char* prompt_param = chat ? "messages" : "prompt";
   if (chat) {
     ChatRequest cr;
-    if (!(err = parse_chat_request(body, cr, prompt_limits_)).ok()) return respond_error(c, endpoint, prompt_error(err));
+    if (!(err = parse_chat_request(body, cr, prompt_limits_)).ok())
+      return respond_error(c, endpoint, prompt_error(err));
     params = cr.params;
     if (int64_t(cr.images.size()) > opts_.max_images_per_request)
       return respond_error(c, endpoint,
@@ -513,10 +533,9 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       mm::Image img;
       ImageLimits lim = opts_.images;
       lim.max_pixels = std::min(lim.max_pixels, pixels_left);
-      const std::string shared = "the images of one request may hold " +
-                                 std::to_string(opts_.images.max_request_pixels) +
-                                 " pixels together and the earlier ones take " +
-                                 std::to_string(opts_.images.max_request_pixels - pixels_left);
+      const std::string shared =
+          "the images of one request may hold " + std::to_string(opts_.images.max_request_pixels) +
+          " pixels together and the earlier ones take " + std::to_string(opts_.images.max_request_pixels - pixels_left);
       if (lim.max_pixels < 1)
         return respond_error(c, endpoint, ApiError{413, shared, "invalid_request_error", ref.param, "image_too_large"});
       if (!(err = load_image_url(ref.url, lim, ref.param, img)).ok()) {
@@ -533,17 +552,19 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
                            bad_request("model '" + opts_.model_name + "' is text-only and does not accept images",
                                        cr.images[0].param, "images_not_supported"));
     if (!model_.chat_template)
-      return respond_error(c, endpoint,
-                           bad_request("the checkpoint has no chat template (tokenizer_config.json); use /v1/completions",
-                                       "messages", "no_chat_template"));
+      return respond_error(
+          c, endpoint,
+          bad_request("the checkpoint has no chat template (tokenizer_config.json); use /v1/completions", "messages",
+                      "no_chat_template"));
     // The rendering stops at the byte limit, the tokenization at the token limit: a prompt that
     // cannot fit costs no more than one that just fits.
     auto rendered = model_.chat_template->render(cr.messages, /*add_generation_prompt=*/true, cr.template_kwargs,
                                                  prompt_limits_.max_bytes);
     if (!rendered.ok() && rendered.status().kind() == ErrorKind::kCapacityExceeded)
-      return respond_error(c, endpoint, prompt_error(bad_request("the rendered chat prompt is longer than " +
-                                                                     std::to_string(prompt_limits_.max_bytes) + " bytes",
-                                                                 "messages", "prompt_too_large")));
+      return respond_error(c, endpoint,
+                           prompt_error(bad_request("the rendered chat prompt is longer than " +
+                                                        std::to_string(prompt_limits_.max_bytes) + " bytes",
+                                                    "messages", "prompt_too_large")));
     if (!rendered.ok())
       return respond_error(c, endpoint,
                            bad_request("the chat template rejected the messages: " + rendered.status().message(),
@@ -593,7 +614,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
         c, endpoint,
         bad_request("This model's maximum context length is " + std::to_string(model_.context_capacity) +
                         " tokens. However, your prompt is " + std::to_string(prompt_rows) +
-                        " tokens, which leaves no room for a completion (1 requested token). Please reduce the length of the prompt.",
+                        " tokens, which leaves no room for a completion (1 requested token). Please reduce the length "
+                        "of the prompt.",
                     prompt_param, "context_length_exceeded"));
   g.max_new_tokens = params.max_tokens ? *params.max_tokens : room;
   g.sampling = params.sampling;
@@ -609,14 +631,14 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
                                      "the decoded images); send the request n times",
                                      "n", "unsupported"));
   if (!try_acquire_in_flight(n))
-    return respond_error(c, endpoint,
-                         ApiError{429,
-                                  "the request queue is full (" + std::to_string(worker_.slots()) + " slots and " +
-                                      std::to_string(opts_.max_queue) + " queued requests in flight" +
-                                      (n > 1 ? ", and this request asks for " + std::to_string(n) + " choices" : "") +
-                                      "); retry later",
-                                  "", "", "queue_full"},
-                         {"Retry-After: 1"});
+    return respond_error(
+        c, endpoint,
+        ApiError{429,
+                 "the request queue is full (" + std::to_string(worker_.slots()) + " slots and " +
+                     std::to_string(opts_.max_queue) + " queued requests in flight" +
+                     (n > 1 ? ", and this request asks for " + std::to_string(n) + " choices" : "") + "); retry later",
+                 "", "", "queue_full"},
+        {"Retry-After: 1"});
   // Released on every way out of here, exceptions included.
   struct InFlight {
     Server* s;
@@ -709,9 +731,9 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
     if (lp)
       logprobs = chat ? chat_logprobs_json({lp, 1}, tokenizer)
                       : completion_logprobs_json({lp, 1}, tokenizer, &choices[size_t(index)].text_offset);
-    json chunk = chat ? chat_chunk_json(id, created, model, index, json{{"content", piece}}, "", params.include_usage,
-                                        logprobs)
-                      : text_chunk_json(id, created, model, index, piece, "", params.include_usage, logprobs);
+    json chunk =
+        chat ? chat_chunk_json(id, created, model, index, json{{"content", piece}}, "", params.include_usage, logprobs)
+             : text_chunk_json(id, created, model, index, piece, "", params.include_usage, logprobs);
     c.send_piece(sse_event(chunk));
   };
   if (params.stream) {
@@ -806,7 +828,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
     for (Choice& k : choices) {
       json logprobs = nullptr;
       if (params.sampling.logprobs)
-        logprobs = chat ? chat_logprobs_json(k.lps, tokenizer) : completion_logprobs_json(k.lps, tokenizer, &k.text_offset);
+        logprobs =
+            chat ? chat_logprobs_json(k.lps, tokenizer) : completion_logprobs_json(k.lps, tokenizer, &k.text_offset);
       results.push_back(ChoiceResult{std::move(k.text), reason_of(k), std::move(logprobs)});
     }
     json r = chat ? chat_completion_json(id, created, model, results, usage)

@@ -35,14 +35,14 @@ namespace hlx::server {
 
 struct ServerOptions {
   std::string host = "127.0.0.1";
-  int port = 8080;             // 0: any free port (see Server::port())
-  std::string model_name;      // reported by /v1/models and in every response
-  std::string api_key;         // empty: no authentication
+  int port = 8080;         // 0: any free port (see Server::port())
+  std::string model_name;  // reported by /v1/models and in every response
+  std::string api_key;     // empty: no authentication
   HttpLimits http;
   ImageLimits images;
   int64_t max_images_per_request = 8;
-  int64_t max_queue = 64;          // requests waiting for a slot beyond the slots themselves
-  int max_connections = 256;       // open connections (each has a thread)
+  int64_t max_queue = 64;     // requests waiting for a slot beyond the slots themselves
+  int max_connections = 256;  // open connections (each has a thread)
   // Connections from one client address (0 = no per-client limit; behind a reverse proxy every
   // client has the proxy's address).
   int max_connections_per_client = 64;
@@ -65,8 +65,8 @@ struct ServerOptions {
   // after every response), and how many requests one connection may carry (0: no cap).
   int keep_alive_timeout_ms = 5'000;
   int max_requests_per_connection = 1000;
-  int shutdown_grace_ms = 10'000;    // in-flight requests may finish within this on shutdown
-  bool log_requests = true;          // one line per request on stderr
+  int shutdown_grace_ms = 10'000;  // in-flight requests may finish within this on shutdown
+  bool log_requests = true;        // one line per request on stderr
 };
 
 // What the HTTP threads need to know about the loaded model (immutable while serving).
@@ -77,7 +77,7 @@ struct ModelInfo {
   // Accepts image parts when set (not owned; outlives the server). The HTTP threads call only its
   // pure functions (image_tokens, expand_prompt); the engine encodes.
   const engine::VisionModel* vision = nullptr;
-  int64_t created = 0;           // unix time the model was loaded
+  int64_t created = 0;  // unix time the model was loaded
 };
 
 class Server {
@@ -102,8 +102,8 @@ class Server {
     std::thread thread;
     std::atomic<bool> done{false};
     int fd = -1;
-    std::string client;  // peer address, for the per-client count
-    bool probe = false;  // accepted in the probe headroom: /health and /metrics only
+    std::string client;    // peer address, for the per-client count
+    bool probe = false;    // accepted in the probe headroom: /health and /metrics only
     bool evicted = false;  // shut down to make room for a newer probe connection
     HttpLimits limits;
     std::chrono::steady_clock::time_point accepted;
@@ -142,8 +142,8 @@ class Server {
   std::atomic<int64_t> in_flight_{0};
   std::atomic<uint64_t> id_counter_{0};
   std::string id_prefix_;
-  std::list<std::unique_ptr<Conn>> conns_;  // accept thread only
-  std::map<std::string, int> per_client_;   // accept thread only: open connections by address
+  std::list<std::unique_ptr<Conn>> conns_;   // accept thread only
+  std::map<std::string, int> per_client_;    // accept thread only: open connections by address
   int general_conns_ = 0, probe_conns_ = 0;  // accept thread only
   PromptLimits prompt_limits_;
   bool byte_cap_from_capacity_ = false;  // prompt_limits_.max_bytes is capacity x bytes per token

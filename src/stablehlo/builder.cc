@@ -12,12 +12,18 @@ namespace {
 
 const char* dir_name(CompareDir d) {
   switch (d) {
-    case CompareDir::kEQ: return "EQ";
-    case CompareDir::kNE: return "NE";
-    case CompareDir::kGE: return "GE";
-    case CompareDir::kGT: return "GT";
-    case CompareDir::kLE: return "LE";
-    case CompareDir::kLT: return "LT";
+    case CompareDir::kEQ:
+      return "EQ";
+    case CompareDir::kNE:
+      return "NE";
+    case CompareDir::kGE:
+      return "GE";
+    case CompareDir::kGT:
+      return "GT";
+    case CompareDir::kLE:
+      return "LE";
+    case CompareDir::kLT:
+      return "LT";
   }
   return "EQ";
 }
@@ -31,15 +37,49 @@ void encode_scalar(DType dtype, double v, std::optional<int64_t> iv, uint8_t* ou
     return int64_t(std::fmax(lo, std::fmin(hi, std::trunc(v))));
   };
   switch (dtype) {
-    case DType::kF32: { float f = iv ? float(*iv) : float(v); std::memcpy(out, &f, 4); break; }
-    case DType::kF16: { f16 h = f32_to_f16(iv ? float(*iv) : float(v)); std::memcpy(out, &h.bits, 2); break; }
-    case DType::kBF16: { bf16 h = f32_to_bf16(iv ? float(*iv) : float(v)); std::memcpy(out, &h.bits, 2); break; }
-    case DType::kI64: { int64_t x = to_int(-9.2233720368547758e18, 9.2233720368547748e18); std::memcpy(out, &x, 8); break; }
-    case DType::kI32: { int32_t x = int32_t(to_int(-2147483648.0, 2147483647.0)); std::memcpy(out, &x, 4); break; }
-    case DType::kI16: { int16_t x = int16_t(to_int(-32768.0, 32767.0)); std::memcpy(out, &x, 2); break; }
-    case DType::kI8: { int8_t x = int8_t(to_int(-128.0, 127.0)); std::memcpy(out, &x, 1); break; }
-    case DType::kU8: { uint8_t x = uint8_t(to_int(0.0, 255.0)); std::memcpy(out, &x, 1); break; }
-    case DType::kI1: out[0] = (iv ? *iv != 0 : v != 0) ? 1 : 0; break;
+    case DType::kF32: {
+      float f = iv ? float(*iv) : float(v);
+      std::memcpy(out, &f, 4);
+      break;
+    }
+    case DType::kF16: {
+      f16 h = f32_to_f16(iv ? float(*iv) : float(v));
+      std::memcpy(out, &h.bits, 2);
+      break;
+    }
+    case DType::kBF16: {
+      bf16 h = f32_to_bf16(iv ? float(*iv) : float(v));
+      std::memcpy(out, &h.bits, 2);
+      break;
+    }
+    case DType::kI64: {
+      int64_t x = to_int(-9.2233720368547758e18, 9.2233720368547748e18);
+      std::memcpy(out, &x, 8);
+      break;
+    }
+    case DType::kI32: {
+      int32_t x = int32_t(to_int(-2147483648.0, 2147483647.0));
+      std::memcpy(out, &x, 4);
+      break;
+    }
+    case DType::kI16: {
+      int16_t x = int16_t(to_int(-32768.0, 32767.0));
+      std::memcpy(out, &x, 2);
+      break;
+    }
+    case DType::kI8: {
+      int8_t x = int8_t(to_int(-128.0, 127.0));
+      std::memcpy(out, &x, 1);
+      break;
+    }
+    case DType::kU8: {
+      uint8_t x = uint8_t(to_int(0.0, 255.0));
+      std::memcpy(out, &x, 1);
+      break;
+    }
+    case DType::kI1:
+      out[0] = (iv ? *iv != 0 : v != 0) ? 1 : 0;
+      break;
   }
 }
 
@@ -61,8 +101,7 @@ std::vector<TensorType> types_of(const std::vector<Value>& vs) {
 
 // ------------------------------------------------------------------ FunctionBuilder basics
 
-FunctionBuilder::FunctionBuilder(ModuleBuilder* module, std::string name, bool is_public)
-    : module_(module) {
+FunctionBuilder::FunctionBuilder(ModuleBuilder* module, std::string name, bool is_public) : module_(module) {
   fn_.name = std::move(name);
   fn_.is_public = is_public;
   blocks_.push_back(&fn_.body);
@@ -87,13 +126,12 @@ bool FunctionBuilder::usable(std::string_view op, const std::vector<Value>& vs) 
   for (size_t i = 0; i < vs.size(); ++i) {
     if (!vs[i].valid()) {
       // An invalid Value after an error is the normal cascade; before one it is a caller bug.
-      if (status_.ok())
-        fail(op, make_error(ErrorKind::kInvalidArgument, "operand #", i, " is an invalid Value"));
+      if (status_.ok()) fail(op, make_error(ErrorKind::kInvalidArgument, "operand #", i, " is an invalid Value"));
       return false;
     }
     if (vs[i].owner_ != this) {
-      fail(op, make_error(ErrorKind::kInvalidArgument, "operand #", i, " %", vs[i].id(),
-                          " belongs to another function"));
+      fail(op,
+           make_error(ErrorKind::kInvalidArgument, "operand #", i, " %", vs[i].id(), " belongs to another function"));
       return false;
     }
   }
@@ -101,10 +139,10 @@ bool FunctionBuilder::usable(std::string_view op, const std::vector<Value>& vs) 
 }
 
 std::vector<Value> FunctionBuilder::emit(std::string name, const std::vector<Value>& operands,
-                                         const std::vector<TensorType>& result_types,
-                                         AttrDict attrs, std::vector<Block> regions) {
-  if (returned_) return fail_n(name, make_error(ErrorKind::kInvalidArgument,
-                                                "op emitted after ret()"), result_types.size());
+                                         const std::vector<TensorType>& result_types, AttrDict attrs,
+                                         std::vector<Block> regions) {
+  if (returned_)
+    return fail_n(name, make_error(ErrorKind::kInvalidArgument, "op emitted after ret()"), result_types.size());
   Op op;
   op.name = std::move(name);
   for (const Value& v : operands) op.operands.push_back(v.id());
@@ -120,14 +158,14 @@ std::vector<Value> FunctionBuilder::emit(std::string name, const std::vector<Val
   return out;
 }
 
-Value FunctionBuilder::emit1(std::string name, const std::vector<Value>& operands,
-                             const TensorType& result, AttrDict attrs) {
+Value FunctionBuilder::emit1(std::string name, const std::vector<Value>& operands, const TensorType& result,
+                             AttrDict attrs) {
   return emit(std::move(name), operands, {result}, std::move(attrs))[0];
 }
 
 std::vector<Value> FunctionBuilder::raw_op(std::string name, const std::vector<Value>& operands,
-                                           const std::vector<TensorType>& result_types,
-                                           AttrDict attrs, std::vector<Block> regions) {
+                                           const std::vector<TensorType>& result_types, AttrDict attrs,
+                                           std::vector<Block> regions) {
   if (!usable(name, operands)) return std::vector<Value>(std::max<size_t>(result_types.size(), 1));
   return emit(std::move(name), operands, result_types, std::move(attrs), std::move(regions));
 }
@@ -137,8 +175,7 @@ std::vector<Value> FunctionBuilder::raw_op(std::string name, const std::vector<V
 Value FunctionBuilder::arg(TensorType type, std::string name, std::optional<int> alias_output) {
   // Arguments may be added at any point (e.g. a layer's weights when the layer is emitted); they
   // are function arguments, visible everywhere, whatever their position among the ops.
-  if (returned_)
-    return fail("arg", make_error(ErrorKind::kInvalidArgument, "argument added after ret()"));
+  if (returned_) return fail("arg", make_error(ErrorKind::kInvalidArgument, "argument added after ret()"));
   ValueId id = fn_.new_value(type);
   fn_.args.push_back(id);
   AttrDict attrs;
@@ -154,8 +191,7 @@ void FunctionBuilder::set_arg_attr(const Value& v, std::string key, Attr value) 
       set_attr(fn_.arg_attrs[i], std::move(key), std::move(value));
       return;
     }
-  fail("set_arg_attr", make_error(ErrorKind::kInvalidArgument, "%", v.id(), " is not an argument of @",
-                                  fn_.name));
+  fail("set_arg_attr", make_error(ErrorKind::kInvalidArgument, "%", v.id(), " is not an argument of @", fn_.name));
 }
 
 void FunctionBuilder::ret(const std::vector<Value>& values, std::vector<AttrDict> result_attrs) {
@@ -168,8 +204,8 @@ void FunctionBuilder::ret(const std::vector<Value>& values, std::vector<AttrDict
     return;
   }
   if (!result_attrs.empty() && result_attrs.size() != values.size()) {
-    fail("func.return", make_error(ErrorKind::kInvalidArgument, result_attrs.size(),
-                                   " result attribute dicts for ", values.size(), " results"));
+    fail("func.return", make_error(ErrorKind::kInvalidArgument, result_attrs.size(), " result attribute dicts for ",
+                                   values.size(), " results"));
     return;
   }
   if (!usable("func.return", values)) return;
@@ -189,8 +225,7 @@ Value FunctionBuilder::constant(DenseElements value) {
 }
 
 Value FunctionBuilder::constant(const Tensor& t) {
-  if (!t.defined())
-    return fail("stablehlo.constant", make_error(ErrorKind::kInvalidArgument, "tensor has no data"));
+  if (!t.defined()) return fail("stablehlo.constant", make_error(ErrorKind::kInvalidArgument, "tensor has no data"));
   DenseElements d;
   d.type = TensorType{t.dtype(), t.shape()};
   const uint8_t* p = static_cast<const uint8_t*>(t.raw());
@@ -204,8 +239,7 @@ Value FunctionBuilder::ints(const std::vector<int64_t>& values, DType dtype) {
   DenseElements d;
   d.type = TensorType{dtype, {int64_t(values.size())}};
   d.bytes.resize(values.size() * dtype_size(dtype));
-  for (size_t i = 0; i < values.size(); ++i)
-    encode_scalar(dtype, 0, values[i], d.bytes.data() + i * dtype_size(dtype));
+  for (size_t i = 0; i < values.size(); ++i) encode_scalar(dtype, 0, values[i], d.bytes.data() + i * dtype_size(dtype));
   return constant(std::move(d));
 }
 
@@ -217,27 +251,43 @@ Value FunctionBuilder::full(double value, const TensorType& type) {
 
 Value FunctionBuilder::lowest(DType dtype) {
   switch (dtype) {
-    case DType::kF32: case DType::kF16: case DType::kBF16:
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
       return scalar(-std::numeric_limits<double>::infinity(), dtype);
-    case DType::kI64: return constant(scalar_dense(dtype, 0, std::numeric_limits<int64_t>::min()));
-    case DType::kI32: return constant(scalar_dense(dtype, 0, std::numeric_limits<int32_t>::min()));
-    case DType::kI16: return constant(scalar_dense(dtype, 0, std::numeric_limits<int16_t>::min()));
-    case DType::kI8: return constant(scalar_dense(dtype, 0, std::numeric_limits<int8_t>::min()));
-    case DType::kU8: case DType::kI1: return constant(scalar_dense(dtype, 0, 0));
+    case DType::kI64:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int64_t>::min()));
+    case DType::kI32:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int32_t>::min()));
+    case DType::kI16:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int16_t>::min()));
+    case DType::kI8:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int8_t>::min()));
+    case DType::kU8:
+    case DType::kI1:
+      return constant(scalar_dense(dtype, 0, 0));
   }
   return Value();
 }
 
 Value FunctionBuilder::highest(DType dtype) {
   switch (dtype) {
-    case DType::kF32: case DType::kF16: case DType::kBF16:
+    case DType::kF32:
+    case DType::kF16:
+    case DType::kBF16:
       return scalar(std::numeric_limits<double>::infinity(), dtype);
-    case DType::kI64: return constant(scalar_dense(dtype, 0, std::numeric_limits<int64_t>::max()));
-    case DType::kI32: return constant(scalar_dense(dtype, 0, std::numeric_limits<int32_t>::max()));
-    case DType::kI16: return constant(scalar_dense(dtype, 0, std::numeric_limits<int16_t>::max()));
-    case DType::kI8: return constant(scalar_dense(dtype, 0, std::numeric_limits<int8_t>::max()));
-    case DType::kU8: return constant(scalar_dense(dtype, 0, 255));
-    case DType::kI1: return constant(scalar_dense(dtype, 0, 1));
+    case DType::kI64:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int64_t>::max()));
+    case DType::kI32:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int32_t>::max()));
+    case DType::kI16:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int16_t>::max()));
+    case DType::kI8:
+      return constant(scalar_dense(dtype, 0, std::numeric_limits<int8_t>::max()));
+    case DType::kU8:
+      return constant(scalar_dense(dtype, 0, 255));
+    case DType::kI1:
+      return constant(scalar_dense(dtype, 0, 1));
   }
   return Value();
 }
@@ -268,8 +318,7 @@ Value FunctionBuilder::binary(std::string_view op, const Value& a, const Value& 
   return emit1(name, {a, b}, *t);
 }
 
-Value FunctionBuilder::compare(CompareDir dir, const Value& a, const Value& b,
-                               std::string compare_type) {
+Value FunctionBuilder::compare(CompareDir dir, const Value& a, const Value& b, std::string compare_type) {
   if (!usable("stablehlo.compare", {a, b})) return Value();
   if (compare_type.empty()) compare_type = std::string(default_compare_type(a.dtype()));
   auto t = infer_compare(a.type(), b.type(), dir_name(dir), compare_type);
@@ -307,8 +356,7 @@ Value FunctionBuilder::broadcast_in_dim(const Value& x, const Shape& shape, cons
   if (!usable("stablehlo.broadcast_in_dim", {x})) return Value();
   auto t = infer_broadcast_in_dim(x.type(), dims, shape);
   if (!t.ok()) return fail("stablehlo.broadcast_in_dim", t.status());
-  return emit1("stablehlo.broadcast_in_dim", {x}, *t,
-               {{"broadcast_dimensions", Attr::i64_array(dims)}});
+  return emit1("stablehlo.broadcast_in_dim", {x}, *t, {{"broadcast_dimensions", Attr::i64_array(dims)}});
 }
 
 Value FunctionBuilder::broadcast_to(const Value& x, const Shape& shape) {
@@ -357,8 +405,7 @@ Value FunctionBuilder::dynamic_slice(const Value& x, const std::vector<Value>& s
   return emit1("stablehlo.dynamic_slice", ops, *t, {{"slice_sizes", Attr::i64_array(sizes)}});
 }
 
-Value FunctionBuilder::dynamic_update_slice(const Value& x, const Value& update,
-                                            const std::vector<Value>& starts) {
+Value FunctionBuilder::dynamic_update_slice(const Value& x, const Value& update, const std::vector<Value>& starts) {
   std::vector<Value> ops = {x, update};
   ops.insert(ops.end(), starts.begin(), starts.end());
   if (!usable("stablehlo.dynamic_update_slice", ops)) return Value();
@@ -374,8 +421,8 @@ Value FunctionBuilder::concatenate(const std::vector<Value>& inputs, int64_t dim
   return emit1("stablehlo.concatenate", inputs, *t, {{"dimension", Attr::integer(dimension)}});
 }
 
-Value FunctionBuilder::pad(const Value& x, const Value& padding_value, const Dims& low,
-                           const Dims& high, const Dims& interior_in) {
+Value FunctionBuilder::pad(const Value& x, const Value& padding_value, const Dims& low, const Dims& high,
+                           const Dims& interior_in) {
   if (!usable("stablehlo.pad", {x, padding_value})) return Value();
   Dims interior = interior_in.empty() ? Dims(low.size(), 0) : interior_in;
   auto t = infer_pad(x.type(), padding_value.type(), low, high, interior);
@@ -388,8 +435,8 @@ Value FunctionBuilder::pad(const Value& x, const Value& padding_value, const Dim
 
 // ------------------------------------------------------------------ regions and reductions
 
-Result<Block> FunctionBuilder::build_region(const std::vector<TensorType>& arg_types,
-                                            const BodyFn& body, std::vector<TensorType>& returned) {
+Result<Block> FunctionBuilder::build_region(const std::vector<TensorType>& arg_types, const BodyFn& body,
+                                            std::vector<TensorType>& returned) {
   Block blk;
   std::vector<Value> args;
   for (const TensorType& t : arg_types) {
@@ -415,28 +462,36 @@ Result<Block> FunctionBuilder::build_region(const std::vector<TensorType>& arg_t
 BodyFn FunctionBuilder::reducer_body(Reducer r, std::string_view op) {
   return [r](FunctionBuilder& b, const std::vector<Value>& a) -> std::vector<Value> {
     switch (r) {
-      case Reducer::kSum: return {b.add(a[0], a[1])};
-      case Reducer::kProd: return {b.mul(a[0], a[1])};
-      case Reducer::kMax: return {b.max(a[0], a[1])};
-      case Reducer::kMin: return {b.min(a[0], a[1])};
-      case Reducer::kAnd: return {b.logical_and(a[0], a[1])};
-      case Reducer::kOr: return {b.logical_or(a[0], a[1])};
-      case Reducer::kReplace: return {a[1]};
+      case Reducer::kSum:
+        return {b.add(a[0], a[1])};
+      case Reducer::kProd:
+        return {b.mul(a[0], a[1])};
+      case Reducer::kMax:
+        return {b.max(a[0], a[1])};
+      case Reducer::kMin:
+        return {b.min(a[0], a[1])};
+      case Reducer::kAnd:
+        return {b.logical_and(a[0], a[1])};
+      case Reducer::kOr:
+        return {b.logical_or(a[0], a[1])};
+      case Reducer::kReplace:
+        return {a[1]};
     }
     return {};
   };
 }
 
-std::vector<Value> FunctionBuilder::reduce(const std::vector<Value>& inputs,
-                                           const std::vector<Value>& inits, const Dims& dims,
-                                           const BodyFn& body) {
+std::vector<Value> FunctionBuilder::reduce(const std::vector<Value>& inputs, const std::vector<Value>& inits,
+                                           const Dims& dims, const BodyFn& body) {
   const char* name = "stablehlo.reduce";
   std::vector<Value> ops = inputs;
   ops.insert(ops.end(), inits.begin(), inits.end());
   if (!usable(name, ops)) return std::vector<Value>(std::max<size_t>(inputs.size(), 1));
   if (inputs.size() != inits.size() || inputs.empty())
-    return fail_n(name, make_error(ErrorKind::kVerify, "reduce_c3: ", inputs.size(), " inputs and ",
-                                   inits.size(), " init values"), inputs.size());
+    return fail_n(
+        name,
+        make_error(ErrorKind::kVerify, "reduce_c3: ", inputs.size(), " inputs and ", inits.size(), " init values"),
+        inputs.size());
   // The body works on scalars of the init values' element types.
   std::vector<TensorType> arg_types;
   for (int k = 0; k < 2; ++k)
@@ -455,8 +510,8 @@ std::vector<Value> FunctionBuilder::reduce(const std::vector<Value>& inputs,
 
 Value FunctionBuilder::reduce(const Value& x, const Value& init, const Dims& dims, Reducer r) {
   if (r == Reducer::kReplace)
-    return fail("stablehlo.reduce", make_error(ErrorKind::kInvalidArgument,
-                                               "Reducer::kReplace is only meaningful for scatter"));
+    return fail("stablehlo.reduce",
+                make_error(ErrorKind::kInvalidArgument, "Reducer::kReplace is only meaningful for scatter"));
   return reduce(std::vector<Value>{x}, std::vector<Value>{init}, dims, reducer_body(r, "reduce"))[0];
 }
 
@@ -476,8 +531,8 @@ Value FunctionBuilder::reduce_min(const Value& x, const Dims& dims) {
 std::pair<Value, Value> FunctionBuilder::argmax(const Value& x, int64_t dimension, DType index_dtype) {
   if (!usable("argmax", {x})) return {};
   if (!is_integer(index_dtype)) {
-    fail("argmax", make_error(ErrorKind::kInvalidArgument, "index type ", dtype_name(index_dtype),
-                              " is not an integer type"));
+    fail("argmax",
+         make_error(ErrorKind::kInvalidArgument, "index type ", dtype_name(index_dtype), " is not an integer type"));
     return {};
   }
   Value idx = iota(TensorType{index_dtype, x.shape()}, dimension);
@@ -515,21 +570,20 @@ Value FunctionBuilder::dot_general(const Value& lhs, const Value& rhs, const Dot
   return emit1("stablehlo.dot_general", {lhs, rhs}, *t, {{"dot_dimension_numbers", to_attr(dims)}});
 }
 
-Value FunctionBuilder::gather(const Value& operand, const Value& idx, const GatherDims& dims,
-                              const Dims& slice_sizes, bool indices_are_sorted) {
+Value FunctionBuilder::gather(const Value& operand, const Value& idx, const GatherDims& dims, const Dims& slice_sizes,
+                              bool indices_are_sorted) {
   if (!usable("stablehlo.gather", {operand, idx})) return Value();
   auto t = infer_gather(operand.type(), idx.type(), dims, slice_sizes);
   if (!t.ok()) return fail("stablehlo.gather", t.status());
-  AttrDict attrs = {{"dimension_numbers", to_attr(dims)},
-                    {"slice_sizes", Attr::i64_array(slice_sizes)}};
+  AttrDict attrs = {{"dimension_numbers", to_attr(dims)}, {"slice_sizes", Attr::i64_array(slice_sizes)}};
   if (indices_are_sorted) attrs.push_back({"indices_are_sorted", Attr::boolean(true)});
   return emit1("stablehlo.gather", {operand, idx}, *t, std::move(attrs));
 }
 
 std::vector<Value> FunctionBuilder::scatter(const std::vector<Value>& inputs, const Value& idx,
-                                            const std::vector<Value>& updates,
-                                            const ScatterDims& dims, const BodyFn& update_computation,
-                                            bool indices_are_sorted, bool unique_indices) {
+                                            const std::vector<Value>& updates, const ScatterDims& dims,
+                                            const BodyFn& update_computation, bool indices_are_sorted,
+                                            bool unique_indices) {
   const char* name = "stablehlo.scatter";
   std::vector<Value> ops = inputs;
   ops.push_back(idx);
@@ -553,15 +607,14 @@ std::vector<Value> FunctionBuilder::scatter(const std::vector<Value>& inputs, co
   return emit(name, ops, *out, std::move(attrs), std::move(regions));
 }
 
-Value FunctionBuilder::scatter(const Value& input, const Value& idx, const Value& updates,
-                               const ScatterDims& dims, Reducer r, bool indices_are_sorted,
-                               bool unique_indices) {
-  return scatter(std::vector<Value>{input}, idx, std::vector<Value>{updates}, dims,
-                 reducer_body(r, "scatter"), indices_are_sorted, unique_indices)[0];
+Value FunctionBuilder::scatter(const Value& input, const Value& idx, const Value& updates, const ScatterDims& dims,
+                               Reducer r, bool indices_are_sorted, bool unique_indices) {
+  return scatter(std::vector<Value>{input}, idx, std::vector<Value>{updates}, dims, reducer_body(r, "scatter"),
+                 indices_are_sorted, unique_indices)[0];
 }
 
-Value FunctionBuilder::convolution(const Value& lhs, const Value& rhs, const ConvDims& dims,
-                                   const ConvWindow& window, std::optional<DType> result_dtype) {
+Value FunctionBuilder::convolution(const Value& lhs, const Value& rhs, const ConvDims& dims, const ConvWindow& window,
+                                   std::optional<DType> result_dtype) {
   if (!usable("stablehlo.convolution", {lhs, rhs})) return Value();
   auto t = infer_convolution(lhs.type(), rhs.type(), dims, window, result_dtype);
   if (!t.ok()) return fail("stablehlo.convolution", t.status());
@@ -576,15 +629,16 @@ Value FunctionBuilder::convolution(const Value& lhs, const Value& rhs, const Con
 std::vector<Value> FunctionBuilder::call(const std::string& callee, const std::vector<Value>& args) {
   FunctionBuilder* f = module_->find(callee);
   if (!f || !f->returned_)
-    return fail_n("func.call", make_error(ErrorKind::kInvalidArgument, "call_c1: callee @", callee,
-                                          f ? " has not been finished with ret()" : " does not exist"),
+    return fail_n("func.call",
+                  make_error(ErrorKind::kInvalidArgument, "call_c1: callee @", callee,
+                             f ? " has not been finished with ret()" : " does not exist"),
                   f ? f->fn_.result_types.size() : 0);
   if (!usable("func.call", args)) return std::vector<Value>(std::max<size_t>(f->fn_.result_types.size(), 1));
   std::vector<TensorType> want;
   for (ValueId a : f->fn_.args) want.push_back(f->fn_.type_of(a));
   if (types_of(args) != want)
-    return fail_n("func.call", make_error(ErrorKind::kVerify, "call_c2: arguments do not match @",
-                                          callee, "'s signature"),
+    return fail_n("func.call",
+                  make_error(ErrorKind::kVerify, "call_c2: arguments do not match @", callee, "'s signature"),
                   f->fn_.result_types.size());
   return emit("func.call", args, f->fn_.result_types, {{"callee", Attr::symbol(callee)}});
 }
@@ -593,29 +647,30 @@ Value FunctionBuilder::call1(const std::string& callee, const std::vector<Value>
   std::vector<Value> r = call(callee, args);
   if (r.size() != 1) {
     if (status_.ok())
-      fail("func.call", make_error(ErrorKind::kInvalidArgument, "call1: @", callee, " returns ",
-                                   r.size(), " values, not 1"));
+      fail("func.call",
+           make_error(ErrorKind::kInvalidArgument, "call1: @", callee, " returns ", r.size(), " values, not 1"));
     return Value();
   }
   return r[0];
 }
 
 std::vector<Value> FunctionBuilder::composite(const std::string& name, const std::vector<Value>& operands,
-                                              AttrDict attributes, const std::string& decomposition,
-                                              int version) {
+                                              AttrDict attributes, const std::string& decomposition, int version) {
   const char* op = "stablehlo.composite";
   FunctionBuilder* f = module_->find(decomposition);
   if (!f || !f->returned_)
-    return fail_n(op, make_error(ErrorKind::kVerify, "composite_c2: decomposition @", decomposition,
-                                 f ? " has not been finished with ret()" : " does not exist"),
+    return fail_n(op,
+                  make_error(ErrorKind::kVerify, "composite_c2: decomposition @", decomposition,
+                             f ? " has not been finished with ret()" : " does not exist"),
                   f ? f->fn_.result_types.size() : 0);
   size_t n = f->fn_.result_types.size();
   if (!usable(op, operands)) return std::vector<Value>(std::max<size_t>(n, 1));
   std::vector<TensorType> want;
   for (ValueId a : f->fn_.args) want.push_back(f->fn_.type_of(a));
   if (types_of(operands) != want)
-    return fail_n(op, make_error(ErrorKind::kVerify, "composite_c3: operands of \"", name,
-                                 "\" do not match decomposition @", decomposition, "'s arguments"),
+    return fail_n(op,
+                  make_error(ErrorKind::kVerify, "composite_c3: operands of \"", name,
+                             "\" do not match decomposition @", decomposition, "'s arguments"),
                   n);
   AttrDict attrs = {{"name", Attr::string(name)}};
   if (!attributes.empty()) attrs.push_back({"composite_attributes", Attr::dictionary(std::move(attributes))});
@@ -625,8 +680,8 @@ std::vector<Value> FunctionBuilder::composite(const std::string& name, const std
 }
 
 std::vector<Value> FunctionBuilder::composite(const std::string& name, const std::vector<Value>& operands,
-                                              AttrDict attributes, const std::string& decomposition,
-                                              const BodyFn& body, int version) {
+                                              AttrDict attributes, const std::string& decomposition, const BodyFn& body,
+                                              int version) {
   if (!usable("stablehlo.composite", operands)) return std::vector<Value>(1);
   if (!module_->has_function(decomposition)) {
     FunctionBuilder& d = module_->function(decomposition, /*is_public=*/false);
@@ -639,10 +694,8 @@ std::vector<Value> FunctionBuilder::composite(const std::string& name, const std
   return composite(name, operands, std::move(attributes), decomposition, version);
 }
 
-std::vector<Value> FunctionBuilder::custom_call(const std::string& target,
-                                                const std::vector<Value>& operands,
-                                                const std::vector<TensorType>& result_types,
-                                                AttrDict attrs) {
+std::vector<Value> FunctionBuilder::custom_call(const std::string& target, const std::vector<Value>& operands,
+                                                const std::vector<TensorType>& result_types, AttrDict attrs) {
   if (!usable("stablehlo.custom_call", operands)) return std::vector<Value>(std::max<size_t>(result_types.size(), 1));
   AttrDict all = {{"call_target_name", Attr::string(target)}};
   for (NamedAttr& a : attrs) set_attr(all, std::move(a.name), std::move(a.value));
@@ -655,8 +708,7 @@ ModuleBuilder::ModuleBuilder(std::string name) { module_.name = std::move(name);
 
 FunctionBuilder& ModuleBuilder::function(std::string name, bool is_public) {
   if (has_function(name) && status_.ok())
-    status_ = make_error(ErrorKind::kInvalidArgument, "symbol_unique: function @", name,
-                         " is defined twice");
+    status_ = make_error(ErrorKind::kInvalidArgument, "symbol_unique: function @", name, " is defined twice");
   functions_.push_back(std::unique_ptr<FunctionBuilder>(new FunctionBuilder(this, std::move(name), is_public)));
   return *functions_.back();
 }
@@ -682,8 +734,7 @@ Result<Module> ModuleBuilder::finish() {
   for (auto& f : functions_) {
     if (!f->ok()) return f->status();
     if (!f->returned_)
-      return make_error(ErrorKind::kInvalidArgument, "function @", f->name(),
-                        " was never finished with ret()");
+      return make_error(ErrorKind::kInvalidArgument, "function @", f->name(), " was never finished with ret()");
   }
   Module m = std::move(module_);
   for (auto& f : functions_) m.functions.push_back(std::move(f->fn_));

@@ -149,11 +149,9 @@ class FunctionBuilder {
   // Empty strides mean all 1.
   Value slice(const Value& x, const Dims& start, const Dims& limit, const Dims& strides = {});
   Value dynamic_slice(const Value& x, const std::vector<Value>& start_indices, const Dims& sizes);
-  Value dynamic_update_slice(const Value& x, const Value& update,
-                             const std::vector<Value>& start_indices);
+  Value dynamic_update_slice(const Value& x, const Value& update, const std::vector<Value>& start_indices);
   Value concatenate(const std::vector<Value>& inputs, int64_t dimension);
-  Value pad(const Value& x, const Value& padding_value, const Dims& low, const Dims& high,
-            const Dims& interior = {});
+  Value pad(const Value& x, const Value& padding_value, const Dims& low, const Dims& high, const Dims& interior = {});
 
   // ---- reductions ----
   std::vector<Value> reduce(const std::vector<Value>& inputs, const std::vector<Value>& init_values,
@@ -170,31 +168,28 @@ class FunctionBuilder {
   // `result_dtype` defaults to lhs's.
   Value dot_general(const Value& lhs, const Value& rhs, const DotDims& dims,
                     std::optional<DType> result_dtype = std::nullopt);
-  Value gather(const Value& operand, const Value& start_indices, const GatherDims& dims,
-               const Dims& slice_sizes, bool indices_are_sorted = false);
+  Value gather(const Value& operand, const Value& start_indices, const GatherDims& dims, const Dims& slice_sizes,
+               bool indices_are_sorted = false);
   std::vector<Value> scatter(const std::vector<Value>& inputs, const Value& scatter_indices,
                              const std::vector<Value>& updates, const ScatterDims& dims,
                              const BodyFn& update_computation, bool indices_are_sorted = false,
                              bool unique_indices = false);
-  Value scatter(const Value& input, const Value& scatter_indices, const Value& updates,
-                const ScatterDims& dims, Reducer r, bool indices_are_sorted = false,
-                bool unique_indices = false);
-  Value convolution(const Value& lhs, const Value& rhs, const ConvDims& dims,
-                    const ConvWindow& window = {}, std::optional<DType> result_dtype = std::nullopt);
+  Value scatter(const Value& input, const Value& scatter_indices, const Value& updates, const ScatterDims& dims,
+                Reducer r, bool indices_are_sorted = false, bool unique_indices = false);
+  Value convolution(const Value& lhs, const Value& rhs, const ConvDims& dims, const ConvWindow& window = {},
+                    std::optional<DType> result_dtype = std::nullopt);
 
   // ---- calls ----
   // `callee` must already have been ret()-ed (its result types are known).
   std::vector<Value> call(const std::string& callee, const std::vector<Value>& args);
   Value call1(const std::string& callee, const std::vector<Value>& args);
   // stablehlo.composite with an existing decomposition function.
-  std::vector<Value> composite(const std::string& name, const std::vector<Value>& operands,
-                               AttrDict attributes, const std::string& decomposition,
-                               int version = 0);
+  std::vector<Value> composite(const std::string& name, const std::vector<Value>& operands, AttrDict attributes,
+                               const std::string& decomposition, int version = 0);
   // Same, building the private decomposition function @`decomposition` from `body` the first
   // time the name is used; later uses reuse it (their operand types must match).
-  std::vector<Value> composite(const std::string& name, const std::vector<Value>& operands,
-                               AttrDict attributes, const std::string& decomposition,
-                               const BodyFn& body, int version = 0);
+  std::vector<Value> composite(const std::string& name, const std::vector<Value>& operands, AttrDict attributes,
+                               const std::string& decomposition, const BodyFn& body, int version = 0);
   std::vector<Value> custom_call(const std::string& target, const std::vector<Value>& operands,
                                  const std::vector<TensorType>& result_types, AttrDict attrs = {});
 
@@ -213,10 +208,8 @@ class FunctionBuilder {
   // False (silently) when any value is invalid; error when it belongs to another function.
   bool usable(std::string_view op, const std::vector<Value>& vs);
   std::vector<Value> emit(std::string name, const std::vector<Value>& operands,
-                          const std::vector<TensorType>& result_types, AttrDict attrs,
-                          std::vector<Block> regions = {});
-  Value emit1(std::string name, const std::vector<Value>& operands, const TensorType& result,
-              AttrDict attrs = {});
+                          const std::vector<TensorType>& result_types, AttrDict attrs, std::vector<Block> regions = {});
+  Value emit1(std::string name, const std::vector<Value>& operands, const TensorType& result, AttrDict attrs = {});
   // Builds a single-block region with scalar args of `arg_types` from `body`.
   Result<Block> build_region(const std::vector<TensorType>& arg_types, const BodyFn& body,
                              std::vector<TensorType>& returned);

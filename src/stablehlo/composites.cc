@@ -14,7 +14,7 @@ std::string decomposition_name(const std::string& composite, const std::vector<V
   for (const Value& v : operands) key += v.type().to_string() + ";";
   for (const NamedAttr& a : attrs) {
     key += a.name + "=";
-    key += a.value.kind == Attr::Kind::kFloat ? str_cat(a.value.f)
+    key += a.value.kind == Attr::Kind::kFloat  ? str_cat(a.value.f)
            : a.value.kind == Attr::Kind::kBool ? str_cat(a.value.b)
                                                : str_cat(a.value.i);
     key += ";";
@@ -26,8 +26,8 @@ std::string decomposition_name(const std::string& composite, const std::vector<V
   return composite + ".decomposition." + hex;
 }
 
-Value emit(FunctionBuilder& f, const std::string& name, const std::vector<Value>& operands,
-           AttrDict attrs, const BodyFn& body) {
+Value emit(FunctionBuilder& f, const std::string& name, const std::vector<Value>& operands, AttrDict attrs,
+           const BodyFn& body) {
   std::string decomposition = decomposition_name(name, operands, attrs);
   std::vector<Value> results = f.composite(name, operands, std::move(attrs), decomposition, body);
   return results.empty() ? Value() : results[0];
@@ -53,8 +53,9 @@ Value rms_norm(FunctionBuilder& f, const Value& x, const Value& weight, float ep
     const Shape& shape = a[0].shape();
     int64_t last = int64_t(shape.size()) - 1;
     Value xf = g.convert(a[0], DType::kF32);
-    Value mean = g.div(g.reduce_sum(g.mul(xf, xf), {last}),
-                       g.full(double(shape[size_t(last)]), TensorType{DType::kF32, Shape(shape.begin(), shape.end() - 1)}));
+    Value mean =
+        g.div(g.reduce_sum(g.mul(xf, xf), {last}),
+              g.full(double(shape[size_t(last)]), TensorType{DType::kF32, Shape(shape.begin(), shape.end() - 1)}));
     Value inv = g.rsqrt(g.add(mean, g.full(epsilon, mean.type())));
     Value w = g.add(g.convert(a[1], DType::kF32), g.full(weight_offset, TensorType{DType::kF32, a[1].shape()}));
     Value y = g.mul(g.mul(xf, expand_last(g, inv, shape)), g.broadcast_in_dim(w, shape, {last}));
@@ -64,21 +65,22 @@ Value rms_norm(FunctionBuilder& f, const Value& x, const Value& weight, float ep
 
 Value layer_norm(FunctionBuilder& f, const Value& x, const Value& weight, const Value& bias, float epsilon) {
   AttrDict attrs = {{"epsilon", Attr::floating(epsilon, DType::kF32)}};
-  return emit(f, "hlx.layer_norm", {x, weight, bias}, std::move(attrs), [=](FunctionBuilder& g, const std::vector<Value>& a) {
-    const Shape& shape = a[0].shape();
-    int64_t last = int64_t(shape.size()) - 1;
-    TensorType rows{DType::kF32, Shape(shape.begin(), shape.end() - 1)};
-    Value n = g.full(double(shape[size_t(last)]), rows);
-    Value xf = g.convert(a[0], DType::kF32);
-    Value mean = g.div(g.reduce_sum(xf, {last}), n);
-    Value xc = g.sub(xf, expand_last(g, mean, shape));
-    Value var = g.div(g.reduce_sum(g.mul(xc, xc), {last}), n);
-    Value inv = g.rsqrt(g.add(var, g.full(epsilon, rows)));
-    Value w = g.broadcast_in_dim(g.convert(a[1], DType::kF32), shape, {last});
-    Value b = g.broadcast_in_dim(g.convert(a[2], DType::kF32), shape, {last});
-    Value y = g.add(g.mul(g.mul(xc, expand_last(g, inv, shape)), w), b);
-    return std::vector<Value>{g.convert(y, a[0].dtype())};
-  });
+  return emit(f, "hlx.layer_norm", {x, weight, bias}, std::move(attrs),
+              [=](FunctionBuilder& g, const std::vector<Value>& a) {
+                const Shape& shape = a[0].shape();
+                int64_t last = int64_t(shape.size()) - 1;
+                TensorType rows{DType::kF32, Shape(shape.begin(), shape.end() - 1)};
+                Value n = g.full(double(shape[size_t(last)]), rows);
+                Value xf = g.convert(a[0], DType::kF32);
+                Value mean = g.div(g.reduce_sum(xf, {last}), n);
+                Value xc = g.sub(xf, expand_last(g, mean, shape));
+                Value var = g.div(g.reduce_sum(g.mul(xc, xc), {last}), n);
+                Value inv = g.rsqrt(g.add(var, g.full(epsilon, rows)));
+                Value w = g.broadcast_in_dim(g.convert(a[1], DType::kF32), shape, {last});
+                Value b = g.broadcast_in_dim(g.convert(a[2], DType::kF32), shape, {last});
+                Value y = g.add(g.mul(g.mul(xc, expand_last(g, inv, shape)), w), b);
+                return std::vector<Value>{g.convert(y, a[0].dtype())};
+              });
 }
 
 Value rotary(FunctionBuilder& f, const Value& x, const Value& positions, const Value& inv_freq) {
@@ -101,8 +103,7 @@ Value rotary(FunctionBuilder& f, const Value& x, const Value& positions, const V
 }
 
 Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const Value& v_cache, const Value& slot,
-                const Value& q_pos, const Value& kv_len, const std::optional<Value>& bias,
-                const AttentionOptions& o) {
+                const Value& q_pos, const Value& kv_len, const std::optional<Value>& bias, const AttentionOptions& o) {
   AttrDict attrs = {{"scale", Attr::floating(o.scale, DType::kF32)},
                     {"causal", Attr::boolean(o.causal)},
                     {"sliding_window", Attr::integer(o.sliding_window, DType::kI64)},
@@ -142,14 +143,16 @@ Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const 
     Value pos = g.broadcast_in_dim(a[4], sshape, {0, 2});
     if (o.causal) visible = g.logical_and(visible, g.compare(CompareDir::kLE, j, pos));
     if (o.sliding_window > 0)
-      visible = g.logical_and(visible, g.compare(CompareDir::kLT, g.sub(pos, j), g.full(double(o.sliding_window), itype)));
+      visible =
+          g.logical_and(visible, g.compare(CompareDir::kLT, g.sub(pos, j), g.full(double(o.sliding_window), itype)));
     // Softmax over visible keys; a query that sees nothing gets zeros.
     Value neg_inf = g.full(-std::numeric_limits<double>::infinity(), stype);
     Value masked = g.select(visible, scores, neg_inf);
     Value row_max = g.reduce_max(masked, {4});
     Value finite_max = g.select(g.compare(CompareDir::kEQ, row_max, g.full(-INFINITY, row_max.type())),
                                 g.zeros(row_max.type()), row_max);
-    Value p = g.select(visible, g.exp(g.sub(masked, g.broadcast_in_dim(finite_max, sshape, {0, 1, 2, 3}))), g.zeros(stype));
+    Value p =
+        g.select(visible, g.exp(g.sub(masked, g.broadcast_in_dim(finite_max, sshape, {0, 1, 2, 3}))), g.zeros(stype));
     Value denom = g.reduce_sum(p, {4});
     Value inv = g.select(g.compare(CompareDir::kGT, denom, g.zeros(denom.type())),
                          g.div(g.full(1.0, denom.type()), denom), g.zeros(denom.type()));

@@ -11,12 +11,10 @@
 namespace hlx::shlo {
 
 // y = x * rsqrt(mean(x², last axis) + epsilon) * (weight + weight_offset), in f32; type of x.
-Value rms_norm(FunctionBuilder& f, const Value& x, const Value& weight, float epsilon,
-               float weight_offset = 0.f);
+Value rms_norm(FunctionBuilder& f, const Value& x, const Value& weight, float epsilon, float weight_offset = 0.f);
 
 // y = (x - mean) * rsqrt(var + epsilon) * weight + bias over the last axis, in f32; type of x.
-Value layer_norm(FunctionBuilder& f, const Value& x, const Value& weight, const Value& bias,
-                 float epsilon);
+Value layer_norm(FunctionBuilder& f, const Value& x, const Value& weight, const Value& bias, float epsilon);
 
 // Rotate-half rotary embedding of x [T, H, Dh] at positions [T] (i32) with inv_freq [R/2] (f32).
 Value rotary(FunctionBuilder& f, const Value& x, const Value& positions, const Value& inv_freq);
@@ -30,8 +28,8 @@ struct AttentionOptions {
 
 // Grouped-query attention over slot caches: q [B,T,Hq,Dh], caches [N,S,Hkv,Dh], slot [B],
 // q_pos [B,T], kv_len [B] (i32), optional additive bias [B,T,S] (f32). Result [B,T,Hq,Dh] f32.
-Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const Value& v_cache,
-                const Value& slot, const Value& q_pos, const Value& kv_len,
-                const std::optional<Value>& bias, const AttentionOptions& options);
+Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const Value& v_cache, const Value& slot,
+                const Value& q_pos, const Value& kv_len, const std::optional<Value>& bias,
+                const AttentionOptions& options);
 
 }  // namespace hlx::shlo

@@ -38,38 +38,38 @@ struct DenseElements {
 
 struct Attr {
   enum class Kind {
-    kUnit,      // `has_side_effect` with no value
-    kBool,      // true / false
-    kInt,       // 3 : i64   (dtype says which integer type; i64 when untyped)
-    kFloat,     // 1.0 : f32
-    kString,    // "text"
-    kSymbol,    // @callee
-    kI64Array,  // array<i64: 1, 2>
-    kBoolArray, // array<i1: true, false>
-    kDense,     // dense<...> : tensor<...>
-    kArray,     // [attr, attr]
-    kDict,      // {name = attr, ...}
-    kEnum,      // #stablehlo<comparison_direction GT>: enum_name="comparison_direction", str="GT"
-    kStruct,    // #stablehlo.gather<offset_dims = [1], ...>: struct_name="gather", fields in dict
-    kType,      // a type used as an attribute, e.g. tensor<f32>
+    kUnit,       // `has_side_effect` with no value
+    kBool,       // true / false
+    kInt,        // 3 : i64   (dtype says which integer type; i64 when untyped)
+    kFloat,      // 1.0 : f32
+    kString,     // "text"
+    kSymbol,     // @callee
+    kI64Array,   // array<i64: 1, 2>
+    kBoolArray,  // array<i1: true, false>
+    kDense,      // dense<...> : tensor<...>
+    kArray,      // [attr, attr]
+    kDict,       // {name = attr, ...}
+    kEnum,       // #stablehlo<comparison_direction GT>: enum_name="comparison_direction", str="GT"
+    kStruct,     // #stablehlo.gather<offset_dims = [1], ...>: struct_name="gather", fields in dict
+    kType,       // a type used as an attribute, e.g. tensor<f32>
   };
   Kind kind = Kind::kUnit;
   bool b = false;
   int64_t i = 0;
   double f = 0;
-  DType dtype = DType::kI64;         // for kInt / kFloat
-  std::string str;                   // kString, kSymbol (without '@'), kEnum value
-  std::string name;                  // kEnum enum name, kStruct struct name
-  std::vector<int64_t> ints;         // kI64Array, kBoolArray (0/1)
-  std::vector<Attr> list;            // kArray
-  std::vector<NamedAttr> dict;       // kDict, kStruct fields (values are kI64Array or kInt)
+  DType dtype = DType::kI64;    // for kInt / kFloat
+  std::string str;              // kString, kSymbol (without '@'), kEnum value
+  std::string name;             // kEnum enum name, kStruct struct name
+  std::vector<int64_t> ints;    // kI64Array, kBoolArray (0/1)
+  std::vector<Attr> list;       // kArray
+  std::vector<NamedAttr> dict;  // kDict, kStruct fields (values are kI64Array or kInt)
   // kStruct convention (what the parser produces and stablehlo-opt prints): "gather", "scatter"
   // and "dot" keep MLIR's field order and OMIT empty arrays and zero integers (index_vector_dim = 0),
   // so readers treat a missing field as [] / 0. "conv" always has all nine fields
   // (input_batch_dimension ... output_spatial_dimensions). Enum/struct names from a dialect other
   // than stablehlo carry it as a prefix ("chlo.comparison_direction").
   std::shared_ptr<const DenseElements> dense;  // kDense
-  TensorType type;                   // kType
+  TensorType type;                             // kType
 
   static Attr unit();
   static Attr boolean(bool v);
@@ -111,24 +111,24 @@ struct Block {
 };
 
 struct Op {
-  std::string name;                 // full name: "stablehlo.add", "chlo.erf", "func.call", "func.return"
+  std::string name;  // full name: "stablehlo.add", "chlo.erf", "func.call", "func.return"
   std::vector<ValueId> operands;
   std::vector<ValueId> results;
-  AttrDict attrs;                   // inherent and discardable attributes together
+  AttrDict attrs;  // inherent and discardable attributes together
   std::vector<Block> regions;
 
   const Attr* attr(std::string_view key) const { return find_attr(attrs, key); }
 };
 
 struct Function {
-  std::string name;                  // without '@'
+  std::string name;  // without '@'
   bool is_public = true;
-  std::vector<ValueId> args;         // body's entry block arguments
-  std::vector<AttrDict> arg_attrs;   // one per arg (may be empty dicts), e.g. hlx.name, tf.aliasing_output
+  std::vector<ValueId> args;        // body's entry block arguments
+  std::vector<AttrDict> arg_attrs;  // one per arg (may be empty dicts), e.g. hlx.name, tf.aliasing_output
   std::vector<TensorType> result_types;
   std::vector<AttrDict> result_attrs;
-  AttrDict attrs;                    // `attributes {...}` after the signature (rare; kept for round trips)
-  std::vector<Op> body;              // ends with func.return
+  AttrDict attrs;                       // `attributes {...}` after the signature (rare; kept for round trips)
+  std::vector<Op> body;                 // ends with func.return
   std::vector<TensorType> value_types;  // indexed by ValueId
 
   ValueId new_value(TensorType t) {
@@ -139,8 +139,8 @@ struct Function {
 };
 
 struct Module {
-  std::string name;                  // without '@'; may be empty
-  AttrDict attrs;                    // module attributes, e.g. hlx.identity
+  std::string name;  // without '@'; may be empty
+  AttrDict attrs;    // module attributes, e.g. hlx.identity
   std::vector<Function> functions;
 
   const Function* find_function(std::string_view name) const;
@@ -148,9 +148,9 @@ struct Module {
 };
 
 // Canonical attribute names used by hlx itself.
-inline constexpr const char* kIdentityAttr = "hlx.identity";      // module: SHA-256 hex of its description
-inline constexpr const char* kArgNameAttr = "hlx.name";           // argument: input name (tokens, positions, ...)
-inline constexpr const char* kWeightAttr = "hlx.weight";          // argument: checkpoint tensor bound once at load
-inline constexpr const char* kAliasAttr = "tf.aliasing_output";   // argument: donated, aliases result #i
+inline constexpr const char* kIdentityAttr = "hlx.identity";     // module: SHA-256 hex of its description
+inline constexpr const char* kArgNameAttr = "hlx.name";          // argument: input name (tokens, positions, ...)
+inline constexpr const char* kWeightAttr = "hlx.weight";         // argument: checkpoint tensor bound once at load
+inline constexpr const char* kAliasAttr = "tf.aliasing_output";  // argument: donated, aliases result #i
 
 }  // namespace hlx::shlo

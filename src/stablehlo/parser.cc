@@ -93,13 +93,13 @@ Result<ValueId> TextParser::parse_use() {
     const std::vector<ValueId>& group = it->second;
     if (!index) {
       if (group.size() != 1)
-        return sc_.error_at(at, "value ", value_name(name), " names ", group.size(),
-                            " results; use ", value_name(name), "#N");
+        return sc_.error_at(at, "value ", value_name(name), " names ", group.size(), " results; use ", value_name(name),
+                            "#N");
       return group[0];
     }
     if (*index < 0 || *index >= int64_t(group.size()))
-      return sc_.error_at(at, "result number ", *index, " out of range for ", value_name(name),
-                          " which has ", group.size(), " results");
+      return sc_.error_at(at, "result number ", *index, " out of range for ", value_name(name), " which has ",
+                          group.size(), " results");
     return group[size_t(*index)];
   }
   return sc_.error_at(at, "use of undefined value ", value_name(name));
@@ -124,8 +124,8 @@ Status TextParser::parse_uses(std::vector<ValueId>& out) {
 
 Status TextParser::check_operand_types(const Op& op, const std::vector<TensorType>& types, size_t pos) {
   if (types.size() != op.operands.size())
-    return sc_.error_at(pos, "'", op.name, "' has ", op.operands.size(), " operands but its type lists ",
-                        types.size(), " ", types_str(types));
+    return sc_.error_at(pos, "'", op.name, "' has ", op.operands.size(), " operands but its type lists ", types.size(),
+                        " ", types_str(types));
   for (size_t i = 0; i < types.size(); ++i) {
     const TensorType& actual = fn_->type_of(op.operands[i]);
     if (actual != types[i])
@@ -140,8 +140,10 @@ Status TextParser::parse_function(Module& m) {
   if (!sc_.try_keyword("func.func") && !sc_.try_keyword("func"))
     return sc_.error("expected 'func.func', found ", sc_.found());
   Function f;
-  if (sc_.try_keyword("private")) f.is_public = false;
-  else if (!sc_.try_keyword("public") && sc_.try_keyword("nested")) f.is_public = false;
+  if (sc_.try_keyword("private"))
+    f.is_public = false;
+  else if (!sc_.try_keyword("public") && sc_.try_keyword("nested"))
+    f.is_public = false;
   HLX_RETURN_IF_ERROR(sc_.expect("@"));
   if (sc_.pos() < sc_.text().size() && sc_.text()[sc_.pos()] == '"') {
     HLX_ASSIGN_OR_RETURN(f.name, sc_.string_literal());
@@ -243,7 +245,11 @@ Status TextParser::parse_block_body(Block& block) {
 
 Status TextParser::parse_op(std::vector<Op>& out) {
   size_t op_pos = sc_.pos();
-  struct ResultName { std::string name; int64_t count; size_t pos; };
+  struct ResultName {
+    std::string name;
+    int64_t count;
+    size_t pos;
+  };
   std::vector<ResultName> names;
   if (sc_.peek() == '%') {
     do {
@@ -274,16 +280,15 @@ Status TextParser::parse_op(std::vector<Op>& out) {
     // Inside func.func the func dialect is the default: `call`, `return`.
     op.name = id.find('.') == std::string_view::npos ? "func." + std::string(id) : std::string(id);
     if (syntax_of(op.name) == Syntax::kGeneric)
-      return sc_.error_at(name_at, "op '", op.name,
-                          "' has no pretty syntax hlx knows; write it in generic form (\"", op.name, "\"(...))");
+      return sc_.error_at(name_at, "op '", op.name, "' has no pretty syntax hlx knows; write it in generic form (\"",
+                          op.name, "\"(...))");
     HLX_RETURN_IF_ERROR(parse_pretty_op(op, op_pos, result_types));
   }
   HLX_RETURN_IF_ERROR(skip_location());
   int64_t named = 0;
   for (const ResultName& n : names) named += n.count;
   if (!names.empty() && named != int64_t(result_types.size()))
-    return sc_.error_at(op_pos, "'", op.name, "' produces ", result_types.size(), " results but ",
-                        named, " are named");
+    return sc_.error_at(op_pos, "'", op.name, "' produces ", result_types.size(), " results but ", named, " are named");
   for (TensorType& t : result_types) op.results.push_back(fn_->new_value(std::move(t)));
   size_t next = 0;
   for (ResultName& n : names) {

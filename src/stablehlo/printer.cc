@@ -191,7 +191,8 @@ class Printer {
     std::string name = op.name.starts_with("func.") && indent == 4 ? op.name.substr(5) : op.name;
     std::string& o = out_;
     switch (syntax_of(op.name)) {
-      case Syntax::kGeneric: return false;
+      case Syntax::kGeneric:
+        return false;
       case Syntax::kSameType:
         if (nops == 0 || nres != 1 || !no_regions) return false;
         o += name + " " + refs(op.operands) + with_space(attr_dict(op.attrs)) + " : " + same_type(op);
@@ -202,8 +203,8 @@ class Printer {
         return true;
       case Syntax::kChloUnary:
         if (nops != 1 || nres != 1 || !no_regions) return false;
-        o += name + " " + refs(op.operands) + with_space(attr_dict(op.attrs)) + " : " + type(op.operands[0]) +
-             " -> " + type(op.results[0]);
+        o += name + " " + refs(op.operands) + with_space(attr_dict(op.attrs)) + " : " + type(op.operands[0]) + " -> " +
+             type(op.results[0]);
         return true;
       case Syntax::kConstant: {
         const Attr* v = attr_of(op, "value", K::kDense);
@@ -216,8 +217,8 @@ class Printer {
       case Syntax::kIota: {
         const Attr* d = attr_of(op, "iota_dimension", K::kInt);
         if (nops != 0 || nres != 1 || !no_regions || !d || d->dtype != DType::kI64) return false;
-        o += name + " dim = " + std::to_string(d->i) + with_space(attr_dict(op.attrs, {"iota_dimension"})) +
-             " : " + type(op.results[0]);
+        o += name + " dim = " + std::to_string(d->i) + with_space(attr_dict(op.attrs, {"iota_dimension"})) + " : " +
+             type(op.results[0]);
         return true;
       }
       case Syntax::kCompare: {
@@ -236,8 +237,10 @@ class Printer {
         if (nops != 3 || nres != 1 || !no_regions) return false;
         o += name + " " + refs(op.operands) + with_space(attr_dict(op.attrs)) + " : ";
         std::string r = type(op.results[0]);
-        if (type(op.operands[1]) == r && type(op.operands[2]) == r) o += type(op.operands[0]) + ", " + r;
-        else o += functional_type(op);
+        if (type(op.operands[1]) == r && type(op.operands[2]) == r)
+          o += type(op.operands[0]) + ", " + r;
+        else
+          o += functional_type(op);
         return true;
       }
       case Syntax::kSlice: {
@@ -286,16 +289,16 @@ class Printer {
         if (nops != 2 || nres != 1 || !no_regions || !lo || !hi || !in) return false;
         o += name + " " + refs(op.operands) + ", low = " + list(lo->ints) + ", high = " + list(hi->ints) +
              ", interior = " + list(in->ints) +
-             with_space(attr_dict(op.attrs, {"edge_padding_low", "edge_padding_high", "interior_padding"})) +
-             " : " + functional_type(op);
+             with_space(attr_dict(op.attrs, {"edge_padding_low", "edge_padding_high", "interior_padding"})) + " : " +
+             functional_type(op);
         return true;
       }
-      case Syntax::kReduce: return reduce(op, name, indent);
+      case Syntax::kReduce:
+        return reduce(op, name, indent);
       case Syntax::kDotGeneral: {
         const Attr* dims = attr_of(op, "dot_dimension_numbers", K::kStruct);
         const Attr* prec = op.attr("precision_config");
-        if (nops != 2 || nres != 1 || !no_regions || !dims || dims->name != "dot" || op.attr("algorithm"))
-          return false;
+        if (nops != 2 || nres != 1 || !no_regions || !dims || dims->name != "dot" || op.attr("algorithm")) return false;
         static const char* kFields[] = {"lhs_batching_dimensions", "rhs_batching_dimensions",
                                         "lhs_contracting_dimensions", "rhs_contracting_dimensions"};
         std::vector<int64_t> f[4];
@@ -323,7 +326,8 @@ class Printer {
              functional_type(op);
         return true;
       }
-      case Syntax::kConvolution: return convolution(op, name);
+      case Syntax::kConvolution:
+        return convolution(op, name);
       case Syntax::kCustomCall:
       case Syntax::kCall: {
         bool call = syntax_of(op.name) == Syntax::kCall;
@@ -390,7 +394,8 @@ class Printer {
     const Block& b = op.regions[0];
     o += "\n" + std::string(size_t(indent), ' ') + " reducer";
     for (size_t i = 0; i < n; ++i)
-      o += "(" + ref(b.args[i]) + ": " + type(b.args[i]) + ", " + ref(b.args[n + i]) + ": " + type(b.args[n + i]) + ") ";
+      o +=
+          "(" + ref(b.args[i]) + ": " + type(b.args[i]) + ", " + ref(b.args[n + i]) + ": " + type(b.args[n + i]) + ") ";
     o += " {\n";
     for (const Op& inner : b.ops) print_op(inner, indent + 2);
     o.append(size_t(indent), ' ');
@@ -404,8 +409,13 @@ class Printer {
     if (op.operands.size() != 2 || op.results.size() != 1 || !op.regions.empty() || !dims ||
         !conv_dims_printable(*dims))
       return false;
-    struct W { const char* attr; const char* kw; K kind; };
-    static const W kWindow[] = {{"window_strides", "stride", K::kI64Array}, {"padding", "pad", K::kDense},
+    struct W {
+      const char* attr;
+      const char* kw;
+      K kind;
+    };
+    static const W kWindow[] = {{"window_strides", "stride", K::kI64Array},
+                                {"padding", "pad", K::kDense},
                                 {"lhs_dilation", "lhs_dilate", K::kI64Array},
                                 {"rhs_dilation", "rhs_dilate", K::kI64Array},
                                 {"window_reversal", "reverse", K::kBoolArray}};
@@ -428,14 +438,15 @@ class Printer {
           window += (r ? ", [" : "[") + std::to_string(lo) + ", " + std::to_string(hi) + "]";
         }
       } else if (w.kind == K::kBoolArray) {
-        for (size_t i = 0; i < a->ints.size(); ++i) window += std::string(i ? ", " : "") + (a->ints[i] ? "true" : "false");
+        for (size_t i = 0; i < a->ints.size(); ++i)
+          window += std::string(i ? ", " : "") + (a->ints[i] ? "true" : "false");
       } else {
         for (size_t i = 0; i < a->ints.size(); ++i) window += (i ? ", " : "") + std::to_string(a->ints[i]);
       }
       window += "]";
     }
-    out_ += name + "(" + refs(op.operands) + ") dim_numbers = " + conv_dims_compact(*dims) + ", window = {" +
-            window + "}" +
+    out_ += name + "(" + refs(op.operands) + ") dim_numbers = " + conv_dims_compact(*dims) + ", window = {" + window +
+            "}" +
             with_space(attr_dict(op.attrs, {"dimension_numbers", "window_strides", "padding", "lhs_dilation",
                                             "rhs_dilation", "window_reversal"})) +
             " : " + functional_type(op);
@@ -449,7 +460,8 @@ class Printer {
     const auto& inherent = inherent_attrs(op.name);
     std::string props;
     for (std::string_view key : inherent)
-      if (const Attr* a = op.attr(key)) props += (props.empty() ? "" : ", ") + std::string(key) + " = " + print_attr(*a);
+      if (const Attr* a = op.attr(key))
+        props += (props.empty() ? "" : ", ") + std::string(key) + " = " + print_attr(*a);
     if (!props.empty()) o += " <{" + props + "}>";
     if (!op.regions.empty()) {
       o += " (";

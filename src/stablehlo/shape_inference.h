@@ -35,8 +35,7 @@ Attr to_attr(const DotDims& d);
 
 // `dimension_numbers = #stablehlo.gather<...>`: Attr struct "gather".
 struct GatherDims {
-  Dims offset_dims, collapsed_slice_dims, operand_batching_dims, start_indices_batching_dims,
-      start_index_map;
+  Dims offset_dims, collapsed_slice_dims, operand_batching_dims, start_indices_batching_dims, start_index_map;
   int64_t index_vector_dim = 0;
 };
 Result<GatherDims> gather_dims_from_attr(const Attr& attr);
@@ -44,8 +43,8 @@ Attr to_attr(const GatherDims& d);
 
 // `scatter_dimension_numbers = #stablehlo.scatter<...>`: Attr struct "scatter".
 struct ScatterDims {
-  Dims update_window_dims, inserted_window_dims, input_batching_dims,
-      scatter_indices_batching_dims, scatter_dims_to_operand_dims;
+  Dims update_window_dims, inserted_window_dims, input_batching_dims, scatter_indices_batching_dims,
+      scatter_dims_to_operand_dims;
   int64_t index_vector_dim = 0;
 };
 Result<ScatterDims> scatter_dims_from_attr(const Attr& attr);
@@ -92,14 +91,12 @@ Result<TensorType> infer_unary(std::string_view op, const TensorType& x);
 Result<TensorType> infer_binary(std::string_view op, const TensorType& lhs, const TensorType& rhs);
 
 // direction: EQ NE GE GT LE LT. compare_type: FLOAT TOTALORDER SIGNED UNSIGNED, or empty (absent).
-Result<TensorType> infer_compare(const TensorType& lhs, const TensorType& rhs,
-                                 std::string_view direction, std::string_view compare_type);
+Result<TensorType> infer_compare(const TensorType& lhs, const TensorType& rhs, std::string_view direction,
+                                 std::string_view compare_type);
 // The compare_type the spec requires for `t` (FLOAT for floats, SIGNED, UNSIGNED for ui/i1).
 std::string_view default_compare_type(DType t);
-Result<TensorType> infer_select(const TensorType& pred, const TensorType& on_true,
-                                const TensorType& on_false);
-Result<TensorType> infer_clamp(const TensorType& min, const TensorType& operand,
-                               const TensorType& max);
+Result<TensorType> infer_select(const TensorType& pred, const TensorType& on_true, const TensorType& on_false);
+Result<TensorType> infer_clamp(const TensorType& min, const TensorType& operand, const TensorType& max);
 Result<TensorType> infer_convert(const TensorType& operand, DType to);
 
 // Ops whose result shape is not a function of the operands take it as an argument and check it.
@@ -109,28 +106,24 @@ Result<TensorType> infer_broadcast_in_dim(const TensorType& operand, const Dims&
                                           const Shape& result_shape);
 Result<TensorType> infer_reshape(const TensorType& operand, const Shape& result_shape);
 Result<TensorType> infer_transpose(const TensorType& operand, const Dims& permutation);
-Result<TensorType> infer_slice(const TensorType& operand, const Dims& start, const Dims& limit,
-                               const Dims& strides);
-Result<TensorType> infer_dynamic_slice(const TensorType& operand,
-                                       const std::vector<TensorType>& start_indices,
+Result<TensorType> infer_slice(const TensorType& operand, const Dims& start, const Dims& limit, const Dims& strides);
+Result<TensorType> infer_dynamic_slice(const TensorType& operand, const std::vector<TensorType>& start_indices,
                                        const Dims& slice_sizes);
 Result<TensorType> infer_dynamic_update_slice(const TensorType& operand, const TensorType& update,
                                               const std::vector<TensorType>& start_indices);
 Result<TensorType> infer_concatenate(const std::vector<TensorType>& inputs, int64_t dimension);
-Result<TensorType> infer_pad(const TensorType& operand, const TensorType& padding_value,
-                             const Dims& low, const Dims& high, const Dims& interior);
+Result<TensorType> infer_pad(const TensorType& operand, const TensorType& padding_value, const Dims& low,
+                             const Dims& high, const Dims& interior);
 
 // Checks a reduction body (reduce or scatter): 2N scalar block args `(E0..EN-1, E0..EN-1)`, N
 // returned values of types `tensor<Ei>`, is_promotable(element_type(inputs[i]), Ei).
 // `op` is "reduce" or "scatter" and selects the labels. Returns the Ei.
-Result<std::vector<DType>> check_reduction_body(std::string_view op,
-                                                const std::vector<TensorType>& inputs,
+Result<std::vector<DType>> check_reduction_body(std::string_view op, const std::vector<TensorType>& inputs,
                                                 const std::vector<TensorType>& block_args,
                                                 const std::vector<TensorType>& returned);
 // Results of reduce, given the body's element types Ei (from check_reduction_body).
 Result<std::vector<TensorType>> infer_reduce(const std::vector<TensorType>& inputs,
-                                             const std::vector<TensorType>& init_values,
-                                             const Dims& dimensions,
+                                             const std::vector<TensorType>& init_values, const Dims& dimensions,
                                              const std::vector<DType>& body_types);
 
 // `result_dtype` defaults to lhs's element type. lhs and rhs element types may differ (mixed
@@ -138,16 +131,13 @@ Result<std::vector<TensorType>> infer_reduce(const std::vector<TensorType>& inpu
 // dot_general_c13 for non-quantized types and neither do we.
 Result<TensorType> infer_dot_general(const TensorType& lhs, const TensorType& rhs, const DotDims& d,
                                      std::optional<DType> result_dtype = std::nullopt);
-Result<TensorType> infer_gather(const TensorType& operand, const TensorType& start_indices,
-                                const GatherDims& d, const Dims& slice_sizes);
-Result<std::vector<TensorType>> infer_scatter(const std::vector<TensorType>& inputs,
-                                              const TensorType& scatter_indices,
-                                              const std::vector<TensorType>& updates,
-                                              const ScatterDims& d,
+Result<TensorType> infer_gather(const TensorType& operand, const TensorType& start_indices, const GatherDims& d,
+                                const Dims& slice_sizes);
+Result<std::vector<TensorType>> infer_scatter(const std::vector<TensorType>& inputs, const TensorType& scatter_indices,
+                                              const std::vector<TensorType>& updates, const ScatterDims& d,
                                               const std::vector<DType>& body_types);
 // lhs and rhs element types must match (convolution_c27); the result's may differ.
 Result<TensorType> infer_convolution(const TensorType& lhs, const TensorType& rhs, const ConvDims& d,
-                                     const ConvWindow& w,
-                                     std::optional<DType> result_dtype = std::nullopt);
+                                     const ConvWindow& w, std::optional<DType> result_dtype = std::nullopt);
 
 }  // namespace hlx::shlo

@@ -29,10 +29,10 @@ void put_le(std::vector<uint8_t>& bytes, size_t index, uint64_t v, size_t size) 
 // Element types of the StableHLO spec (besides the ones hlx implements): refusing one of these is
 // "unsupported", any other identifier is a parse error.
 static bool is_stablehlo_element_type(std::string_view id) {
-  static constexpr std::string_view kKnown[] = {"f64", "ui16", "ui32", "ui64", "i2", "i4", "ui2", "ui4", "si8",
-                                                "complex", "tf32", "f4E2M1FN", "f6E2M3FN", "f6E3M2FN", "f8E3M4",
-                                                "f8E4M3", "f8E4M3FN", "f8E4M3FNUZ", "f8E4M3B11FNUZ", "f8E5M2",
-                                                "f8E5M2FNUZ", "f8E8M0FNU", "index"};
+  static constexpr std::string_view kKnown[] = {
+      "f64",      "ui16",       "ui32",          "ui64",     "i2",         "i4",        "ui2",    "ui4",
+      "si8",      "complex",    "tf32",          "f4E2M1FN", "f6E2M3FN",   "f6E3M2FN",  "f8E3M4", "f8E4M3",
+      "f8E4M3FN", "f8E4M3FNUZ", "f8E4M3B11FNUZ", "f8E5M2",   "f8E5M2FNUZ", "f8E8M0FNU", "index"};
   for (std::string_view k : kKnown)
     if (id == k) return true;
   return false;
@@ -158,8 +158,7 @@ Status TextParser::parse_optional_attr_dict(AttrDict& dict) {
   if (!sc_.try_consume("{")) return ok_status();
   HLX_ASSIGN_OR_RETURN(AttrDict more, parse_attr_dict_body());
   for (NamedAttr& a : more) {
-    if (find_attr(dict, a.name))
-      return sc_.error("duplicate attribute '", a.name, "'");
+    if (find_attr(dict, a.name)) return sc_.error("duplicate attribute '", a.name, "'");
     dict.push_back(std::move(a));
   }
   return ok_status();
@@ -242,9 +241,12 @@ Result<Attr> TextParser::parse_attr() {
     if (sc_.try_consume(":")) {
       do {
         if (t == DType::kI1) {
-          if (sc_.try_keyword("true")) v.push_back(1);
-          else if (sc_.try_keyword("false")) v.push_back(0);
-          else return sc_.error("expected true or false in array<i1: ...>, found ", sc_.found());
+          if (sc_.try_keyword("true"))
+            v.push_back(1);
+          else if (sc_.try_keyword("false"))
+            v.push_back(0);
+          else
+            return sc_.error("expected true or false in array<i1: ...>, found ", sc_.found());
         } else {
           HLX_ASSIGN_OR_RETURN(int64_t x, sc_.integer());
           v.push_back(x);
@@ -364,12 +366,15 @@ Result<Attr> TextParser::parse_hash_attr() {
   // Canonical form of the dimension-number structs: MLIR's field order, empty arrays and zero
   // integers omitted (exactly what stablehlo-opt prints).
   static const std::map<std::string, std::vector<std::string>, std::less<>> kOrder = {
-      {"gather", {"offset_dims", "collapsed_slice_dims", "operand_batching_dims",
-                  "start_indices_batching_dims", "start_index_map", "index_vector_dim"}},
-      {"scatter", {"update_window_dims", "inserted_window_dims", "input_batching_dims",
-                   "scatter_indices_batching_dims", "scatter_dims_to_operand_dims", "index_vector_dim"}},
-      {"dot", {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
-               "rhs_contracting_dimensions"}},
+      {"gather",
+       {"offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims",
+        "start_index_map", "index_vector_dim"}},
+      {"scatter",
+       {"update_window_dims", "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims",
+        "scatter_dims_to_operand_dims", "index_vector_dim"}},
+      {"dot",
+       {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
+        "rhs_contracting_dimensions"}},
   };
   auto order = kOrder.find(mnemonic);
   if (dialect == "stablehlo" && order != kOrder.end()) {
@@ -394,7 +399,10 @@ Result<Attr> TextParser::parse_hash_attr() {
 
 Result<Attr> TextParser::parse_conv_dims_compact() {
   // Each list holds the non-spatial letters plus spatial indices 0..n-1, each exactly once.
-  struct Parsed { int64_t a = -1, b = -1; std::vector<int64_t> spatial; };
+  struct Parsed {
+    int64_t a = -1, b = -1;
+    std::vector<int64_t> spatial;
+  };
   auto one = [&](char la, char lb) -> Result<Parsed> {
     size_t at = sc_.pos();
     HLX_RETURN_IF_ERROR(sc_.expect("["));
@@ -407,9 +415,13 @@ Result<Attr> TextParser::parse_conv_dims_compact() {
           slots.push_back(v);
         } else {
           std::string_view id = sc_.bare_id();
-          if (id.size() == 1 && id[0] == la) slots.push_back(-1);
-          else if (id.size() == 1 && id[0] == lb) slots.push_back(-2);
-          else return sc_.error("expected '", la, "', '", lb, "' or a spatial index in convolution dimensions, found '", id, "'");
+          if (id.size() == 1 && id[0] == la)
+            slots.push_back(-1);
+          else if (id.size() == 1 && id[0] == lb)
+            slots.push_back(-2);
+          else
+            return sc_.error("expected '", la, "', '", lb, "' or a spatial index in convolution dimensions, found '",
+                             id, "'");
         }
       } while (sc_.try_consume(","));
       HLX_RETURN_IF_ERROR(sc_.expect("]"));
@@ -426,8 +438,7 @@ Result<Attr> TextParser::parse_conv_dims_compact() {
       if (dst != -1) return sc_.error_at(at, "convolution dimension listed twice");
       dst = int64_t(pos);
     }
-    if (p.a < 0 || p.b < 0)
-      return sc_.error_at(at, "convolution dimensions must contain '", la, "' and '", lb, "'");
+    if (p.a < 0 || p.b < 0) return sc_.error_at(at, "convolution dimensions must contain '", la, "' and '", lb, "'");
     return p;
   };
   HLX_ASSIGN_OR_RETURN(Parsed in, one('b', 'f'));
@@ -435,16 +446,15 @@ Result<Attr> TextParser::parse_conv_dims_compact() {
   HLX_ASSIGN_OR_RETURN(Parsed k, one('i', 'o'));
   HLX_RETURN_IF_ERROR(sc_.expect("->"));
   HLX_ASSIGN_OR_RETURN(Parsed out, one('b', 'f'));
-  return Attr::structure(
-      "conv", {{"input_batch_dimension", Attr::integer(in.a)},
-               {"input_feature_dimension", Attr::integer(in.b)},
-               {"input_spatial_dimensions", Attr::i64_array(in.spatial)},
-               {"kernel_input_feature_dimension", Attr::integer(k.a)},
-               {"kernel_output_feature_dimension", Attr::integer(k.b)},
-               {"kernel_spatial_dimensions", Attr::i64_array(k.spatial)},
-               {"output_batch_dimension", Attr::integer(out.a)},
-               {"output_feature_dimension", Attr::integer(out.b)},
-               {"output_spatial_dimensions", Attr::i64_array(out.spatial)}});
+  return Attr::structure("conv", {{"input_batch_dimension", Attr::integer(in.a)},
+                                  {"input_feature_dimension", Attr::integer(in.b)},
+                                  {"input_spatial_dimensions", Attr::i64_array(in.spatial)},
+                                  {"kernel_input_feature_dimension", Attr::integer(k.a)},
+                                  {"kernel_output_feature_dimension", Attr::integer(k.b)},
+                                  {"kernel_spatial_dimensions", Attr::i64_array(k.spatial)},
+                                  {"output_batch_dimension", Attr::integer(out.a)},
+                                  {"output_feature_dimension", Attr::integer(out.b)},
+                                  {"output_spatial_dimensions", Attr::i64_array(out.spatial)}});
 }
 
 namespace {
@@ -498,8 +508,8 @@ Result<Attr> TextParser::parse_dense_after_keyword(const TensorType* known_type)
   int64_t n = *count;
   size_t esize = dtype_size(type.dtype);
   if (n > kMaxDenseBytes / int64_t(esize))
-    return sc_.error_at(at, "dense constant of type ", type.to_string(), " exceeds the ",
-                        kMaxDenseBytes, "-byte limit");
+    return sc_.error_at(at, "dense constant of type ", type.to_string(), " exceeds the ", kMaxDenseBytes,
+                        "-byte limit");
   DenseElements dense;
   dense.type = type;
   dense.bytes.assign(size_t(n) * esize, 0);
@@ -510,8 +520,10 @@ Result<Attr> TextParser::parse_dense_after_keyword(const TensorType* known_type)
     DType t = type.dtype;
     if (t == DType::kI1) {
       uint64_t v;
-      if (sc_.try_keyword("true")) v = 1;
-      else if (sc_.try_keyword("false")) v = 0;
+      if (sc_.try_keyword("true"))
+        v = 1;
+      else if (sc_.try_keyword("false"))
+        v = 0;
       else {
         HLX_ASSIGN_OR_RETURN(int64_t x, sc_.integer());
         if (x != 0 && x != 1) return sc_.error_at(el_at, "value ", x, " does not fit i1");
@@ -523,8 +535,10 @@ Result<Attr> TextParser::parse_dense_after_keyword(const TensorType* known_type)
     if (is_float(t)) {
       std::string spelling;
       bool neg = sc_.try_consume("-");
-      if (sc_.try_keyword("inf")) spelling = "inf";
-      else if (sc_.try_keyword("nan")) spelling = "nan";
+      if (sc_.try_keyword("inf"))
+        spelling = "inf";
+      else if (sc_.try_keyword("nan"))
+        spelling = "nan";
       else {
         if (neg) sc_.set_pos(sc_.pos() - 1);
         if (!sc_.at_number()) return sc_.error("expected ", dtype_name(t), " element, found ", sc_.found());
@@ -570,8 +584,8 @@ Result<Attr> TextParser::parse_dense_after_keyword(const TensorType* known_type)
     } else if (nbytes == esize && n > 0) {
       for (int64_t i = 0; i < n; ++i) std::memcpy(&dense.bytes[size_t(i) * esize], raw.data(), esize);
     } else {
-      return sc_.error_at(literal_at, "dense hex literal has ", nbytes, " bytes, expected ",
-                          dense.bytes.size(), " for ", type.to_string(), " (or ", esize, " for a splat)");
+      return sc_.error_at(literal_at, "dense hex literal has ", nbytes, " bytes, expected ", dense.bytes.size(),
+                          " for ", type.to_string(), " (or ", esize, " for a splat)");
     }
     if (type.dtype == DType::kI1)
       for (uint8_t& b : dense.bytes) b = b ? 1 : 0;
@@ -591,12 +605,13 @@ Result<Attr> TextParser::parse_dense_after_keyword(const TensorType* known_type)
       if (!sc_.try_consume("]")) {
         do {
           if (count >= type.shape[dim])
-            return sc_.error_at(list_at, "dense literal has more than ", type.shape[dim],
-                                " elements in dimension ", dim, " of ", type.to_string());
+            return sc_.error_at(list_at, "dense literal has more than ", type.shape[dim], " elements in dimension ",
+                                dim, " of ", type.to_string());
           if (dim + 1 < type.shape.size()) {
             HLX_RETURN_IF_ERROR(self(self, dim + 1));
           } else {
-            if (sc_.peek() == '[') return sc_.error("dense literal nests deeper than the rank ", type.rank(), " of ", type.to_string());
+            if (sc_.peek() == '[')
+              return sc_.error("dense literal nests deeper than the rank ", type.rank(), " of ", type.to_string());
             HLX_RETURN_IF_ERROR(element(next++));
           }
           ++count;
@@ -604,8 +619,8 @@ Result<Attr> TextParser::parse_dense_after_keyword(const TensorType* known_type)
         HLX_RETURN_IF_ERROR(sc_.expect("]"));
       }
       if (count != type.shape[dim])
-        return sc_.error_at(list_at, "dense literal has ", count, " elements in dimension ", dim,
-                            ", expected ", type.shape[dim], " for ", type.to_string());
+        return sc_.error_at(list_at, "dense literal has ", count, " elements in dimension ", dim, ", expected ",
+                            type.shape[dim], " for ", type.to_string());
       return ok_status();
     };
     if (type.shape.empty()) return sc_.error("list literal for rank-0 type ", type.to_string());

@@ -87,8 +87,7 @@ std::string dense_literal(const DenseElements& d) {
   if (n == 0 && consistent) return "dense<>";
   if (!consistent) n = SIZE_MAX;
   bool splat = n != SIZE_MAX;
-  for (size_t i = 1; i < n && splat; ++i)
-    splat = std::memcmp(&d.bytes[i * es], d.bytes.data(), es) == 0;
+  for (size_t i = 1; i < n && splat; ++i) splat = std::memcmp(&d.bytes[i * es], d.bytes.data(), es) == 0;
   if (splat) return "dense<" + element(d, 0) + ">";
   if (n > 100) {
     // stablehlo-opt switches to the raw little-endian hex form above 100 elements.
@@ -107,8 +106,10 @@ std::string dense_literal(const DenseElements& d) {
     s += '[';
     for (int64_t i = 0; i < d.type.shape[dim]; ++i) {
       if (i) s += ", ";
-      if (dim + 1 < d.type.shape.size()) self(self, dim + 1);
-      else s += element(d, next++);
+      if (dim + 1 < d.type.shape.size())
+        self(self, dim + 1);
+      else
+        s += element(d, next++);
     }
     s += ']';
   };
@@ -165,9 +166,12 @@ std::string slots_str(const std::vector<int64_t>& slots, char a, char b) {
   std::string s = "[";
   for (size_t i = 0; i < slots.size(); ++i) {
     if (i) s += ", ";
-    if (slots[i] == -1) s += a;
-    else if (slots[i] == -2) s += b;
-    else s += std::to_string(slots[i]);
+    if (slots[i] == -1)
+      s += a;
+    else if (slots[i] == -2)
+      s += b;
+    else
+      s += std::to_string(slots[i]);
   }
   return s + "]";
 }
@@ -192,8 +196,10 @@ std::string conv_dims_compact(const Attr& dims) {
 
 std::string print_attr(const Attr& a) {
   switch (a.kind) {
-    case Attr::Kind::kUnit: return "unit";
-    case Attr::Kind::kBool: return a.b ? "true" : "false";
+    case Attr::Kind::kUnit:
+      return "unit";
+    case Attr::Kind::kBool:
+      return a.b ? "true" : "false";
     case Attr::Kind::kInt:
       if (a.dtype == DType::kI1) return a.i ? "true" : "false";
       return std::to_string(a.i) + " : " + std::string(dtype_name(a.dtype));
@@ -201,8 +207,10 @@ std::string print_attr(const Attr& a) {
       DType t = is_float(a.dtype) ? a.dtype : DType::kF32;
       return format_float(double_to_float_bits(a.f, t), t) + " : " + std::string(dtype_name(t));
     }
-    case Attr::Kind::kString: return escape_string(a.str);
-    case Attr::Kind::kSymbol: return symbol_ref(a.str);
+    case Attr::Kind::kString:
+      return escape_string(a.str);
+    case Attr::Kind::kSymbol:
+      return symbol_ref(a.str);
     case Attr::Kind::kI64Array: {
       if (a.ints.empty()) return "array<i64>";
       std::string s = "array<i64: ";
@@ -241,12 +249,15 @@ std::string print_attr(const Attr& a) {
       // gather/scatter/dot: MLIR's field order with empty arrays and zero integers left out, so
       // IR built with explicit empty fields prints the same as its re-parse.
       static const std::map<std::string, std::vector<std::string>> kOrder = {
-          {"gather", {"offset_dims", "collapsed_slice_dims", "operand_batching_dims",
-                      "start_indices_batching_dims", "start_index_map", "index_vector_dim"}},
-          {"scatter", {"update_window_dims", "inserted_window_dims", "input_batching_dims",
-                       "scatter_indices_batching_dims", "scatter_dims_to_operand_dims", "index_vector_dim"}},
-          {"dot", {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
-                   "rhs_contracting_dimensions"}}};
+          {"gather",
+           {"offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims",
+            "start_index_map", "index_vector_dim"}},
+          {"scatter",
+           {"update_window_dims", "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims",
+            "scatter_dims_to_operand_dims", "index_vector_dim"}},
+          {"dot",
+           {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
+            "rhs_contracting_dimensions"}}};
       std::vector<const NamedAttr*> fields;
       auto order = kOrder.find(name);
       if (dialect == "stablehlo" && order != kOrder.end()) {
@@ -264,13 +275,17 @@ std::string print_attr(const Attr& a) {
       for (size_t i = 0; i < fields.size(); ++i) {
         const Attr& v = fields[i]->value;
         s += (i ? ", " : "") + fields[i]->name + " = ";
-        if (v.kind == Attr::Kind::kI64Array) s += int_list(v.ints);
-        else if (v.kind == Attr::Kind::kInt) s += std::to_string(v.i);
-        else s += print_attr(v);
+        if (v.kind == Attr::Kind::kI64Array)
+          s += int_list(v.ints);
+        else if (v.kind == Attr::Kind::kInt)
+          s += std::to_string(v.i);
+        else
+          s += print_attr(v);
       }
       return s + ">";
     }
-    case Attr::Kind::kType: return a.type.to_string();
+    case Attr::Kind::kType:
+      return a.type.to_string();
   }
   return "unit";
 }

@@ -11,10 +11,14 @@ namespace hlx::shlo::text {
 
 double float_bits_to_double(uint64_t bits, DType t) {
   switch (t) {
-    case DType::kF32: return f32_from_bits(uint32_t(bits));
-    case DType::kBF16: return bf16_to_f32(bf16{uint16_t(bits)});
-    case DType::kF16: return f16_to_f32(f16{uint16_t(bits)});
-    default: return 0;
+    case DType::kF32:
+      return f32_from_bits(uint32_t(bits));
+    case DType::kBF16:
+      return bf16_to_f32(bf16{uint16_t(bits)});
+    case DType::kF16:
+      return f16_to_f32(f16{uint16_t(bits)});
+    default:
+      return 0;
   }
 }
 
@@ -28,9 +32,12 @@ struct FloatFormat {
 
 FloatFormat format_of(DType t) {
   switch (t) {
-    case DType::kBF16: return {7, -126, 127};
-    case DType::kF16: return {10, -14, 15};
-    default: return {23, -126, 127};
+    case DType::kBF16:
+      return {7, -126, 127};
+    case DType::kF16:
+      return {10, -14, 15};
+    default:
+      return {23, -126, 127};
   }
 }
 
@@ -67,7 +74,10 @@ namespace {
 struct BigUInt {
   std::vector<uint32_t> limbs;
   explicit BigUInt(uint64_t v) {
-    while (v) { limbs.push_back(uint32_t(v)); v >>= 32; }
+    while (v) {
+      limbs.push_back(uint32_t(v));
+      v >>= 32;
+    }
   }
   bool zero() const { return limbs.empty(); }
   void mul(uint32_t m) {
@@ -114,7 +124,10 @@ void apfloat_digits(uint64_t bits, DType t, size_t precision, std::string& digit
   int bias = (1 << (exp_bits - 1)) - 1;
   uint64_t n = biased ? (mant | (uint64_t(1) << f.mantissa_bits)) : mant;
   exp = (biased ? biased : 1) - bias - f.mantissa_bits;
-  while (!(n & 1)) { n >>= 1; ++exp; }
+  while (!(n & 1)) {
+    n >>= 1;
+    ++exp;
+  }
   BigUInt big(n);
   if (exp > 0) {
     big.shl(exp);
@@ -133,7 +146,10 @@ void apfloat_digits(uint64_t bits, DType t, size_t precision, std::string& digit
   bool trailing = true;
   while (!big.zero()) {
     uint32_t d = big.divmod(10);
-    if (trailing && d == 0) { ++exp; continue; }
+    if (trailing && d == 0) {
+      ++exp;
+      continue;
+    }
     trailing = false;
     digits.push_back(char('0' + d));
   }
@@ -148,7 +164,10 @@ void apfloat_digits(uint64_t bits, DType t, size_t precision, std::string& digit
       digits.erase(0, first);
     } else {
       size_t i = first;
-      while (i < nd && digits[i] == '9') { ++first; ++i; }
+      while (i < nd && digits[i] == '9') {
+        ++first;
+        ++i;
+      }
       if (first == nd) {
         exp += int(first);
         digits = "1";
@@ -190,8 +209,10 @@ std::string apfloat_string(uint64_t bits, DType t, size_t precision, unsigned ma
   if (scientific) {
     out += digits[0];
     out += '.';
-    if (n == 1 && truncate_zero) out += '0';
-    else out += digits.substr(1);
+    if (n == 1 && truncate_zero)
+      out += '0';
+    else
+      out += digits.substr(1);
     if (!truncate_zero && int(precision) > n - 1) out.append(size_t(int(precision) - n + 1), '0');
     out += truncate_zero ? 'E' : 'e';
     out += exp10 >= 0 ? '+' : '-';
@@ -238,8 +259,10 @@ std::optional<uint64_t> parse_float_bits(std::string_view spelling, DType t) {
     if (neg || body.size() < 3 || body.size() > 2 + 16) return std::nullopt;
     uint64_t bits = 0;
     for (char c : body.substr(2)) {
-      int d = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-            : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+      int d = (c >= '0' && c <= '9')   ? c - '0'
+              : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+              : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                       : -1;
       if (d < 0) return std::nullopt;
       bits = bits * 16 + uint64_t(d);
     }
@@ -248,8 +271,7 @@ std::optional<uint64_t> parse_float_bits(std::string_view spelling, DType t) {
   }
   if (body.empty() || body[0] < '0' || body[0] > '9') return std::nullopt;
   for (char c : body)
-    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-'))
-      return std::nullopt;
+    if (!((c >= '0' && c <= '9') || c == '.' || c == 'e' || c == 'E' || c == '+' || c == '-')) return std::nullopt;
   char* end = nullptr;
   if (t == DType::kF32) {
     float f = std::strtof(s.c_str(), &end);

@@ -69,18 +69,28 @@ Result<std::string> Scanner::string_literal() {
   ++pos_;
   std::string out;
   while (true) {
-    if (pos_ >= text_.size() || text_[pos_] == '\n')
-      return error_at(start, "unterminated string literal");
+    if (pos_ >= text_.size() || text_[pos_] == '\n') return error_at(start, "unterminated string literal");
     char c = text_[pos_++];
     if (c == '"') break;
-    if (c != '\\') { out.push_back(c); continue; }
+    if (c != '\\') {
+      out.push_back(c);
+      continue;
+    }
     if (pos_ >= text_.size()) return error_at(start, "unterminated string literal");
     char e = text_[pos_++];
     switch (e) {
-      case '\\': out.push_back('\\'); break;
-      case '"': out.push_back('"'); break;
-      case 'n': out.push_back('\n'); break;
-      case 't': out.push_back('\t'); break;
+      case '\\':
+        out.push_back('\\');
+        break;
+      case '"':
+        out.push_back('"');
+        break;
+      case 'n':
+        out.push_back('\n');
+        break;
+      case 't':
+        out.push_back('\t');
+        break;
       default: {
         int hi = hex_value(e), lo = pos_ < text_.size() ? hex_value(text_[pos_]) : -1;
         if (hi < 0 || lo < 0) return error_at(pos_ - 2, "invalid escape sequence in string literal");
@@ -157,7 +167,12 @@ Result<int64_t> Scanner::integer() {
 std::string Scanner::where(size_t offset) const {
   size_t line = 1, col = 1;
   for (size_t i = 0; i < offset && i < text_.size(); ++i) {
-    if (text_[i] == '\n') { ++line; col = 1; } else { ++col; }
+    if (text_[i] == '\n') {
+      ++line;
+      col = 1;
+    } else {
+      ++col;
+    }
   }
   return str_cat(file_, ":", line, ":", col);
 }

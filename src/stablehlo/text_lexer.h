@@ -18,12 +18,24 @@ class Scanner {
 
   // Skips whitespace and `//` comments.
   void skip_ws();
-  bool at_end() { skip_ws(); return pos_ >= text_.size(); }
+  bool at_end() {
+    skip_ws();
+    return pos_ >= text_.size();
+  }
   // Next non-blank character, or '\0' at the end.
-  char peek() { skip_ws(); return pos_ < text_.size() ? text_[pos_] : '\0'; }
+  char peek() {
+    skip_ws();
+    return pos_ < text_.size() ? text_[pos_] : '\0';
+  }
   // Character `ahead` places after the next non-blank one (no skipping in between).
-  char peek_at(size_t ahead) { skip_ws(); return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0'; }
-  bool starts_with(std::string_view s) { skip_ws(); return text_.substr(pos_).starts_with(s); }
+  char peek_at(size_t ahead) {
+    skip_ws();
+    return pos_ + ahead < text_.size() ? text_[pos_ + ahead] : '\0';
+  }
+  bool starts_with(std::string_view s) {
+    skip_ws();
+    return text_.substr(pos_).starts_with(s);
+  }
 
   // Consumes `s` (punctuation such as "->" or "<{") if it comes next.
   bool try_consume(std::string_view s);

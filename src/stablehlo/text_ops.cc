@@ -11,20 +11,51 @@ const std::unordered_map<std::string, Syntax>& table() {
   static const auto* t = [] {
     auto* m = new std::unordered_map<std::string, Syntax>;
     // Unary and binary elementwise ops: custom<SameOperandsAndResultType>.
-    for (std::string_view n :
-         {"abs", "cbrt", "ceil", "convert", "count_leading_zeros", "cosine", "exponential",
-          "exponential_minus_one", "floor", "log", "log_plus_one", "logistic", "not", "negate",
-          "popcnt", "round_nearest_afz", "round_nearest_even", "rsqrt", "sign", "sine", "sqrt",
-          "tan", "tanh", "add", "atan2", "divide", "maximum", "minimum", "multiply", "power",
-          "remainder", "shift_left", "shift_right_arithmetic", "shift_right_logical", "subtract",
-          "and", "or", "xor", "clamp"})
+    for (std::string_view n : {"abs",
+                               "cbrt",
+                               "ceil",
+                               "convert",
+                               "count_leading_zeros",
+                               "cosine",
+                               "exponential",
+                               "exponential_minus_one",
+                               "floor",
+                               "log",
+                               "log_plus_one",
+                               "logistic",
+                               "not",
+                               "negate",
+                               "popcnt",
+                               "round_nearest_afz",
+                               "round_nearest_even",
+                               "rsqrt",
+                               "sign",
+                               "sine",
+                               "sqrt",
+                               "tan",
+                               "tanh",
+                               "add",
+                               "atan2",
+                               "divide",
+                               "maximum",
+                               "minimum",
+                               "multiply",
+                               "power",
+                               "remainder",
+                               "shift_left",
+                               "shift_right_arithmetic",
+                               "shift_right_logical",
+                               "subtract",
+                               "and",
+                               "or",
+                               "xor",
+                               "clamp"})
       (*m)["stablehlo." + std::string(n)] = Syntax::kSameType;
     for (std::string_view n : {"reshape", "dynamic_update_slice", "bitcast_convert", "is_finite"})
       (*m)["stablehlo." + std::string(n)] = Syntax::kFunctional;
     for (std::string_view n :
-         {"acos", "acosh", "asin", "asinh", "atan", "atanh", "bessel_i1e", "cosh", "sinh", "tan",
-          "digamma", "erf", "erf_inv", "erfc", "is_inf", "is_neg_inf", "is_pos_inf", "lgamma",
-          "square"})
+         {"acos", "acosh", "asin", "asinh", "atan", "atanh", "bessel_i1e", "cosh", "sinh", "tan", "digamma", "erf",
+          "erf_inv", "erfc", "is_inf", "is_neg_inf", "is_pos_inf", "lgamma", "square"})
       (*m)["chlo." + std::string(n)] = Syntax::kChloUnary;
     m->insert({{"stablehlo.constant", Syntax::kConstant},
                {"stablehlo.iota", Syntax::kIota},
@@ -57,9 +88,9 @@ Syntax syntax_of(std::string_view op_name) {
 }
 
 bool is_commutative_binary(std::string_view op_name) {
-  return op_name == "stablehlo.add" || op_name == "stablehlo.multiply" ||
-         op_name == "stablehlo.maximum" || op_name == "stablehlo.minimum" ||
-         op_name == "stablehlo.and" || op_name == "stablehlo.or" || op_name == "stablehlo.xor";
+  return op_name == "stablehlo.add" || op_name == "stablehlo.multiply" || op_name == "stablehlo.maximum" ||
+         op_name == "stablehlo.minimum" || op_name == "stablehlo.and" || op_name == "stablehlo.or" ||
+         op_name == "stablehlo.xor";
 }
 
 const std::vector<std::string_view>& inherent_attrs(std::string_view op_name) {
@@ -79,8 +110,7 @@ const std::vector<std::string_view>& inherent_attrs(std::string_view op_name) {
       {"stablehlo.batch_norm_training", {"epsilon", "feature_index"}},
       {"stablehlo.batch_norm_grad", {"epsilon", "feature_index"}},
       {"stablehlo.rng_bit_generator", {"rng_algorithm"}},
-      {"stablehlo.all_gather",
-       {"all_gather_dim", "replica_groups", "channel_handle", "use_global_device_ids"}},
+      {"stablehlo.all_gather", {"all_gather_dim", "replica_groups", "channel_handle", "use_global_device_ids"}},
       {"stablehlo.all_reduce", {"replica_groups", "channel_handle", "use_global_device_ids"}},
   };
   auto it = known.find(op_name);

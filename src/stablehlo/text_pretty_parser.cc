@@ -20,7 +20,8 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
     size_t at = sc_.pos();
     if (sc_.peek() == '(') {
       HLX_ASSIGN_OR_RETURN(FunctionSig sig, parse_function_type());
-      if (sig.results.size() != 1) return sc_.error_at(at, "'", name, "' has exactly one result, type lists ", sig.results.size());
+      if (sig.results.size() != 1)
+        return sc_.error_at(at, "'", name, "' has exactly one result, type lists ", sig.results.size());
       HLX_RETURN_IF_ERROR(check_operand_types(op, sig.inputs, at));
       result_types = std::move(sig.results);
       return ok_status();
@@ -121,7 +122,8 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
       HLX_RETURN_IF_ERROR(one_use());
       if (sc_.try_consume(",")) {
         std::string type(sc_.bare_id());
-        if (type.empty()) return sc_.error("expected comparison type (FLOAT, SIGNED, UNSIGNED, TOTALORDER), found ", sc_.found());
+        if (type.empty())
+          return sc_.error("expected comparison type (FLOAT, SIGNED, UNSIGNED, TOTALORDER), found ", sc_.found());
         op.attrs.push_back({"compare_type", Attr::enumeration("comparison_type", type)});
       }
       HLX_RETURN_IF_ERROR(attr_dict());
@@ -182,8 +184,8 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
     case Syntax::kTranspose:
       HLX_RETURN_IF_ERROR(one_use());
       HLX_RETURN_IF_ERROR(sc_.expect(","));
-      HLX_RETURN_IF_ERROR(keyword_list(
-          "dims", syntax_of(name) == Syntax::kTranspose ? "permutation" : "broadcast_dimensions"));
+      HLX_RETURN_IF_ERROR(
+          keyword_list("dims", syntax_of(name) == Syntax::kTranspose ? "permutation" : "broadcast_dimensions"));
       HLX_RETURN_IF_ERROR(attr_dict());
       return functional();
     case Syntax::kConcatenate: {
@@ -227,7 +229,9 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
         inner_at = sc_.pos();
         inner = std::string(sc_.bare_id());
         if (!is_commutative_binary(inner))
-          return sc_.error_at(inner_at, "expected the inner op of 'applies' to be a commutative binary stablehlo op, found '", inner, "'");
+          return sc_.error_at(inner_at,
+                              "expected the inner op of 'applies' to be a commutative binary stablehlo op, found '",
+                              inner, "'");
       }
       HLX_RETURN_IF_ERROR(sc_.expect_keyword("across"));
       HLX_RETURN_IF_ERROR(keyword_list("dimensions", "dimensions"));
@@ -270,7 +274,8 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
             HLX_RETURN_IF_ERROR(sc_.expect(")"));
           }
           if (firsts.size() != inputs.size())
-            return sc_.error("reducer of 'stablehlo.reduce' has ", firsts.size(), " argument pairs, expected ", inputs.size());
+            return sc_.error("reducer of 'stablehlo.reduce' has ", firsts.size(), " argument pairs, expected ",
+                             inputs.size());
           body.args = firsts;
           body.args.insert(body.args.end(), seconds.begin(), seconds.end());
           return parse_region(body, /*allow_label=*/false);
@@ -341,13 +346,17 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
         do {
           size_t kw_at = sc_.pos();
           std::string kw(sc_.bare_id());
-          static const std::pair<const char*, const char*> kNames[] = {
-              {"stride", "window_strides"}, {"pad", "padding"}, {"lhs_dilate", "lhs_dilation"},
-              {"rhs_dilate", "rhs_dilation"}, {"reverse", "window_reversal"}};
+          static const std::pair<const char*, const char*> kNames[] = {{"stride", "window_strides"},
+                                                                       {"pad", "padding"},
+                                                                       {"lhs_dilate", "lhs_dilation"},
+                                                                       {"rhs_dilate", "rhs_dilation"},
+                                                                       {"reverse", "window_reversal"}};
           std::string attr;
           for (auto [k, a] : kNames)
             if (kw == k) attr = a;
-          if (attr.empty()) return sc_.error_at(kw_at, "unexpected keyword '", kw, "' in convolution window (expected stride, pad, lhs_dilate, rhs_dilate, reverse)");
+          if (attr.empty())
+            return sc_.error_at(kw_at, "unexpected keyword '", kw,
+                                "' in convolution window (expected stride, pad, lhs_dilate, rhs_dilate, reverse)");
           if (find_attr(window, attr)) return sc_.error_at(kw_at, "duplicate window attribute '", kw, "'");
           HLX_RETURN_IF_ERROR(sc_.expect("="));
           if (kw == "pad") {
@@ -357,7 +366,8 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
               do {
                 size_t pair_at = sc_.pos();
                 HLX_ASSIGN_OR_RETURN(std::vector<int64_t> p, parse_int_list());
-                if (p.size() != 2) return sc_.error_at(pair_at, "expected [low, high] padding pair, found ", p.size(), " values");
+                if (p.size() != 2)
+                  return sc_.error_at(pair_at, "expected [low, high] padding pair, found ", p.size(), " values");
                 flat.insert(flat.end(), p.begin(), p.end());
                 if (flat.size() > 512) return sc_.error_at(pair_at, "too many padding pairs");
               } while (sc_.try_consume(","));
@@ -374,8 +384,10 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
             std::vector<bool> flags;
             if (!sc_.try_consume("]")) {
               do {
-                if (sc_.try_keyword("true")) flags.push_back(true);
-                else if (sc_.try_keyword("false")) flags.push_back(false);
+                if (sc_.try_keyword("true"))
+                  flags.push_back(true);
+                else if (sc_.try_keyword("false"))
+                  flags.push_back(false);
                 else {
                   HLX_ASSIGN_OR_RETURN(int64_t x, sc_.integer());
                   flags.push_back(x != 0);
@@ -407,8 +419,10 @@ Status TextParser::parse_pretty_op(Op& op, size_t op_pos, std::vector<TensorType
         target = std::string(sc_.suffix_id());
       }
       if (target.empty()) return sc_.error_at(at, "expected symbol name after '@'");
-      if (syntax_of(name) == Syntax::kCall) op.attrs.push_back({"callee", Attr::symbol(target)});
-      else op.attrs.push_back({"call_target_name", Attr::string(target)});
+      if (syntax_of(name) == Syntax::kCall)
+        op.attrs.push_back({"callee", Attr::symbol(target)});
+      else
+        op.attrs.push_back({"call_target_name", Attr::string(target)});
       HLX_RETURN_IF_ERROR(sc_.expect("("));
       HLX_RETURN_IF_ERROR(parse_uses(op.operands));
       HLX_RETURN_IF_ERROR(sc_.expect(")"));

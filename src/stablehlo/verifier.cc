@@ -70,8 +70,7 @@ class Verifier {
     if (!valid_id(v))
       return failf("ssa_value_id: ", what, " %", v, " is not a value of this function (it has ",
                    fn_->value_types.size(), " values)");
-    if (ever_defined_[size_t(v)])
-      return failf("ssa_single_definition: ", what, " %", v, " is already defined");
+    if (ever_defined_[size_t(v)]) return failf("ssa_single_definition: ", what, " %", v, " is already defined");
     for (int64_t d : type(v).shape)
       if (d < 0) return failf("type_static_shape: ", what, " %", v, " has negative dimension in ", ts(type(v)));
     ever_defined_[size_t(v)] = 1;
@@ -87,11 +86,11 @@ class Verifier {
     visible_.assign(f.value_types.size(), 0);
     scope_.assign(1, {});
     if (!f.arg_attrs.empty() && f.arg_attrs.size() != f.args.size())
-      return failf("func_arg_attrs: ", f.arg_attrs.size(), " argument attribute dicts for ",
-                   f.args.size(), " arguments");
+      return failf("func_arg_attrs: ", f.arg_attrs.size(), " argument attribute dicts for ", f.args.size(),
+                   " arguments");
     if (!f.result_attrs.empty() && f.result_attrs.size() != f.result_types.size())
-      return failf("func_result_attrs: ", f.result_attrs.size(), " result attribute dicts for ",
-                   f.result_types.size(), " results");
+      return failf("func_result_attrs: ", f.result_attrs.size(), " result attribute dicts for ", f.result_types.size(),
+                   " results");
     for (ValueId a : f.args) HLX_RETURN_IF_ERROR(define(a, "argument"));
     if (f.body.empty() || f.body.back().name != "func.return")
       return failf("func_terminator: the body of @", f.name, " must end with func.return");
@@ -104,8 +103,8 @@ class Verifier {
         std::vector<TensorType> got = operand_types(op);
         if (!op.results.empty()) return failf("return_c1: func.return must not have results");
         if (got != f.result_types)
-          return failf("return_c1: func.return operands ", types_str(got),
-                       " do not match the signature's results ", types_str(f.result_types));
+          return failf("return_c1: func.return operands ", types_str(got), " do not match the signature's results ",
+                       types_str(f.result_types));
       } else {
         HLX_RETURN_IF_ERROR(verify_op(op));
       }
@@ -129,8 +128,7 @@ class Verifier {
   Status check_uses(const Op& op) {
     for (size_t k = 0; k < op.operands.size(); ++k) {
       ValueId v = op.operands[k];
-      if (!valid_id(v))
-        return failf("ssa_value_id: operand #", k, " %", v, " is not a value of this function");
+      if (!valid_id(v)) return failf("ssa_value_id: operand #", k, " %", v, " is not a value of this function");
       if (!visible_[size_t(v)])
         return failf("ssa_dominance: operand #", k, " %", v, " (", ts(type(v)),
                      ") is used before its definition or outside its region");
@@ -139,8 +137,7 @@ class Verifier {
   }
 
   // Verifies region `r` of `op` and returns its block argument and stablehlo.return operand types.
-  Status verify_region(const Op& op, size_t r, std::vector<TensorType>& args,
-                       std::vector<TensorType>& returned) {
+  Status verify_region(const Op& op, size_t r, std::vector<TensorType>& args, std::vector<TensorType>& returned) {
     const Block& b = op.regions[r];
     frames_.back().region = r;
     scope_.emplace_back();
@@ -152,8 +149,7 @@ class Verifier {
       const Op& inner = b.ops[i];
       frames_.push_back({i, inner.name, 0});
       if (inner.name == "stablehlo.return") {
-        if (i + 1 != b.ops.size())
-          return failf("region_terminator: stablehlo.return before the end of the region");
+        if (i + 1 != b.ops.size()) return failf("region_terminator: stablehlo.return before the end of the region");
         HLX_RETURN_IF_ERROR(check_uses(inner));
         if (!inner.results.empty()) return failf("return_c1: stablehlo.return must not have results");
         returned = operand_types(inner);
@@ -203,8 +199,8 @@ class Verifier {
   Status expect_result(const Op& op, size_t i, const TensorType& want, std::string_view label) {
     const TensorType& got = type(op.results[i]);
     if (got != want)
-      return failf(label, ": result #", i, " has type ", ts(got), " but operands ",
-                   types_str(operand_types(op)), " give ", ts(want));
+      return failf(label, ": result #", i, " has type ", ts(got), " but operands ", types_str(operand_types(op)),
+                   " give ", ts(want));
     return ok_status();
   }
   // Like expect_result but picks the element-type or the shape label.
@@ -264,8 +260,7 @@ class Verifier {
     if (sn == "broadcast_in_dim") {
       HLX_RETURN_IF_ERROR(counts(op, sn, 1, 1));
       HLX_ASSIGN_OR_RETURN(Dims dims, dims_attr(op, sn, "broadcast_dimensions"));
-      HLX_ASSIGN_OR_RETURN(TensorType t,
-                           wrap(infer_broadcast_in_dim(in[0], dims, type(op.results[0]).shape)));
+      HLX_ASSIGN_OR_RETURN(TensorType t, wrap(infer_broadcast_in_dim(in[0], dims, type(op.results[0]).shape)));
       return expect_result(op, 0, t, "broadcast_in_dim_c1");
     }
     if (sn == "reshape") {
@@ -346,8 +341,7 @@ class Verifier {
       HLX_ASSIGN_OR_RETURN(const Attr* a, required(op, sn, "dot_dimension_numbers"));
       HLX_ASSIGN_OR_RETURN(DotDims d, wrap(dot_dims_from_attr(*a)));
       HLX_RETURN_IF_ERROR(check_precision_config(op, "dot_general_c11"));
-      HLX_ASSIGN_OR_RETURN(TensorType t,
-                           wrap(infer_dot_general(in[0], in[1], d, type(op.results[0]).dtype)));
+      HLX_ASSIGN_OR_RETURN(TensorType t, wrap(infer_dot_general(in[0], in[1], d, type(op.results[0]).dtype)));
       return expect_result(op, 0, t, "dot_general_c12");
     }
     if (sn == "gather") {
@@ -365,8 +359,7 @@ class Verifier {
       HLX_ASSIGN_OR_RETURN(ConvDims d, wrap(conv_dims_from_attr(*a)));
       HLX_ASSIGN_OR_RETURN(ConvWindow w, wrap(conv_window_from_attrs(op.attrs)));
       HLX_RETURN_IF_ERROR(check_precision_config(op, "convolution_c24"));
-      HLX_ASSIGN_OR_RETURN(TensorType t,
-                           wrap(infer_convolution(in[0], in[1], d, w, type(op.results[0]).dtype)));
+      HLX_ASSIGN_OR_RETURN(TensorType t, wrap(infer_convolution(in[0], in[1], d, w, type(op.results[0]).dtype)));
       return expect_result(op, 0, t, "convolution_c25");
     }
     if (sn == "custom_call") {
@@ -404,8 +397,7 @@ class Verifier {
 
   Status verify_reduce(const Op& op) {
     size_t n2 = op.operands.size();
-    if (n2 == 0 || n2 % 2 != 0)
-      return failf("reduce_c3: expected N inputs and N init values, got ", n2, " operands");
+    if (n2 == 0 || n2 % 2 != 0) return failf("reduce_c3: expected N inputs and N init values, got ", n2, " operands");
     size_t n = n2 / 2;
     HLX_RETURN_IF_ERROR(counts(op, "reduce", -1, int64_t(n)));
     if (op.regions.size() != 1) return failf("reduce_c6: expected one body region, got ", op.regions.size());
@@ -439,8 +431,7 @@ class Verifier {
     std::vector<TensorType> args, returned;
     HLX_RETURN_IF_ERROR(verify_region(op, 0, args, returned));
     HLX_ASSIGN_OR_RETURN(std::vector<DType> e, wrap(check_reduction_body("scatter", inputs, args, returned)));
-    HLX_ASSIGN_OR_RETURN(std::vector<TensorType> out,
-                         wrap(infer_scatter(inputs, in[n], updates, d, e)));
+    HLX_ASSIGN_OR_RETURN(std::vector<TensorType> out, wrap(infer_scatter(inputs, in[n], updates, d, e)));
     for (size_t i = 0; i < n; ++i) {
       const TensorType& got = type(op.results[i]);
       if (got.dtype != out[i].dtype) HLX_RETURN_IF_ERROR(expect_result(op, i, out[i], "scatter_c25"));
@@ -450,18 +441,17 @@ class Verifier {
   }
 
   // Operand/result types of a call-like op against a function's signature.
-  Status check_signature(const Op& op, const Function& callee, std::string_view in_label,
-                         std::string_view out_label) {
+  Status check_signature(const Op& op, const Function& callee, std::string_view in_label, std::string_view out_label) {
     std::vector<TensorType> want_in;
     for (ValueId a : callee.args)
       want_in.push_back(a >= 0 && size_t(a) < callee.value_types.size() ? callee.type_of(a) : TensorType{});
     std::vector<TensorType> got_in = operand_types(op), got_out = result_types(op);
     if (got_in != want_in)
-      return failf(in_label, ": operands ", types_str(got_in), " do not match @", callee.name,
-                   " arguments ", types_str(want_in));
+      return failf(in_label, ": operands ", types_str(got_in), " do not match @", callee.name, " arguments ",
+                   types_str(want_in));
     if (got_out != callee.result_types)
-      return failf(out_label, ": results ", types_str(got_out), " do not match @", callee.name,
-                   " results ", types_str(callee.result_types));
+      return failf(out_label, ": results ", types_str(got_out), " do not match @", callee.name, " results ",
+                   types_str(callee.result_types));
     return ok_status();
   }
 
@@ -480,14 +470,12 @@ class Verifier {
     // composite_c1: a namespaced op name such as "hlx.rms_norm".
     static const std::regex kName("^[a-zA-Z][a-zA-Z0-9_]*([.][a-zA-Z0-9_$]+)+$");
     if (!std::regex_match(name->str, kName))
-      return failf("composite_c1: name \"", name->str,
-                   "\" is not a namespaced op name (e.g. \"my_namespace.my_op\")");
+      return failf("composite_c1: name \"", name->str, "\" is not a namespaced op name (e.g. \"my_namespace.my_op\")");
     HLX_ASSIGN_OR_RETURN(const Attr* dec, required(op, "composite", "decomposition"));
     if (dec->kind != Attr::Kind::kSymbol && dec->kind != Attr::Kind::kString)
       return failf("composite_attr: 'decomposition' must be a symbol reference");
     if (const Attr* ca = op.attr("composite_attributes"))
-      if (ca->kind != Attr::Kind::kDict)
-        return failf("composite_attr: 'composite_attributes' must be a dictionary");
+      if (ca->kind != Attr::Kind::kDict) return failf("composite_attr: 'composite_attributes' must be a dictionary");
     if (const Attr* v = op.attr("version"))
       if (v->kind != Attr::Kind::kInt) return failf("composite_attr: 'version' must be an integer");
     const Function* f = m_.find_function(dec->str);

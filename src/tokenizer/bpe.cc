@@ -16,8 +16,7 @@ uint64_t pair_key(uint32_t a, uint32_t b) { return (uint64_t(a) << 32) | b; }
 
 }  // namespace
 
-Result<std::unique_ptr<Bpe>> Bpe::create(TokenMap vocab,
-                                         const std::vector<std::pair<std::string, std::string>>& merges,
+Result<std::unique_ptr<Bpe>> Bpe::create(TokenMap vocab, const std::vector<std::pair<std::string, std::string>>& merges,
                                          BpeOptions options) {
   std::unique_ptr<Bpe> bpe(new Bpe());
   uint32_t bound = 0;
@@ -46,8 +45,7 @@ Result<std::unique_ptr<Bpe>> Bpe::create(TokenMap vocab,
   if (options.unk_token) {
     auto it = bpe->vocab_.find(*options.unk_token);
     if (it == bpe->vocab_.end())
-      return make_error(ErrorKind::kParse, "BPE unk_token \"", *options.unk_token,
-                        "\" is not in the vocabulary");
+      return make_error(ErrorKind::kParse, "BPE unk_token \"", *options.unk_token, "\" is not in the vocabulary");
     bpe->unk_id_ = it->second;
   }
   for (int b = 0; b < 256; ++b) {
@@ -144,9 +142,7 @@ Status Bpe::merge_word(std::string_view word, std::vector<uint32_t>* out) const 
     uint32_t rank;
     size_t pos;
     uint32_t new_id;
-    bool operator>(const Merge& o) const {
-      return rank != o.rank ? rank > o.rank : pos > o.pos;
-    }
+    bool operator>(const Merge& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
   };
   std::priority_queue<Merge, std::vector<Merge>, std::greater<Merge>> queue;
   for (size_t i = 0; i + 1 < syms.size(); ++i) {

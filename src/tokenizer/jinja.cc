@@ -25,9 +25,7 @@ using internal::to_str;
 using internal::Token;
 using internal::Value;
 
-bool is_raised_exception(const Status& status) {
-  return !status.ok() && status.message().rfind(kRaisedPrefix, 0) == 0;
-}
+bool is_raised_exception(const Status& status) { return !status.ok() && status.message().rfind(kRaisedPrefix, 0) == 0; }
 
 Result<Template> Template::parse(const std::string& source, const Options& options) {
   // jinja2 normalises newlines to \n and drops one trailing newline (keep_trailing_newline=False).
@@ -56,8 +54,7 @@ Result<std::string> Template::render(const nlohmann::ordered_json& context) cons
 
 Result<std::string> Template::render(const nlohmann::ordered_json& context, size_t max_output_bytes) const {
   if (!context.is_object())
-    return make_error(ErrorKind::kInvalidArgument, "template context must be a JSON object, got ",
-                      context.type_name());
+    return make_error(ErrorKind::kInvalidArgument, "template context must be a JSON object, got ", context.type_name());
   Renderer r(options_);
   if (max_output_bytes < options_.max_output_bytes) {
     r.opt_.max_output_bytes = max_output_bytes;
@@ -73,8 +70,8 @@ Result<std::string> Template::render(const nlohmann::ordered_json& context, size
                        }));
   globals.emplace_back("raise_exception", Value::func([](Renderer&, CallArgs& a, Pos p) -> Result<Value> {
                          std::string msg = a.pos.empty() ? "" : to_str(a.pos[0]);
-                         return make_error(ErrorKind::kInvalidArgument, kRaisedPrefix, msg, " (",
-                                           "line ", p.line, ", column ", p.col, ")");
+                         return make_error(ErrorKind::kInvalidArgument, kRaisedPrefix, msg, " (", "line ", p.line,
+                                           ", column ", p.col, ")");
                        }));
   for (auto it = context.begin(); it != context.end(); ++it) {
     Value v = from_json(*it);

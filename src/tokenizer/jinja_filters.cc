@@ -18,8 +18,7 @@ Status arg_error(Pos p, const std::string& fn, const std::string& what) {
 
 Result<std::string> str_arg(const CallArgs& a, size_t i, const char* name, const std::string& fn, Pos p) {
   const Value* v = a.get(i, name);
-  if (!v || v->k != Value::K::Str)
-    return arg_error(p, fn, str_cat("argument '", name, "' must be a string"));
+  if (!v || v->k != Value::K::Str) return arg_error(p, fn, str_cat("argument '", name, "' must be a string"));
   return v->s;
 }
 
@@ -29,9 +28,7 @@ std::string py_strip(const std::string& s, const Value* chars, bool left, bool r
   std::vector<int32_t> set;
   bool use_set = chars && chars->k == Value::K::Str;
   if (use_set) set = decode_utf8(chars->s);
-  auto strip_me = [&](int32_t c) {
-    return use_set ? std::find(set.begin(), set.end(), c) != set.end() : py_space(c);
-  };
+  auto strip_me = [&](int32_t c) { return use_set ? std::find(set.begin(), set.end(), c) != set.end() : py_space(c); };
   size_t b = 0, e = cps.size();
   if (left)
     while (b < e && strip_me(cps[b])) ++b;
@@ -46,10 +43,14 @@ std::string map_case(const std::string& s, int mode) {  // 0 lower, 1 upper, 2 t
   size_t idx = 0;
   for (int32_t c : decode_utf8(s)) {
     int32_t m = c;
-    if (mode == 0) m = utf8proc_tolower(c);
-    else if (mode == 1) m = utf8proc_toupper(c);
-    else if (mode == 2) m = prev_cased ? utf8proc_tolower(c) : utf8proc_totitle(c);
-    else m = idx == 0 ? utf8proc_totitle(c) : utf8proc_tolower(c);
+    if (mode == 0)
+      m = utf8proc_tolower(c);
+    else if (mode == 1)
+      m = utf8proc_toupper(c);
+    else if (mode == 2)
+      m = prev_cased ? utf8proc_tolower(c) : utf8proc_totitle(c);
+    else
+      m = idx == 0 ? utf8proc_totitle(c) : utf8proc_tolower(c);
     prev_cased = utf8proc_tolower(c) != c || utf8proc_toupper(c) != c;
     append_utf8(out, m);
     ++idx;
@@ -164,8 +165,7 @@ Result<Value> string_method(const std::string& s, const std::string& name) {
     });
   }
   int mode = name == "lower" ? 0 : name == "upper" ? 1 : name == "title" ? 2 : name == "capitalize" ? 3 : -1;
-  if (mode >= 0)
-    return bound([s, mode](CallArgs&, Pos) -> Result<Value> { return Value::str(map_case(s, mode)); });
+  if (mode >= 0) return bound([s, mode](CallArgs&, Pos) -> Result<Value> { return Value::str(map_case(s, mode)); });
   if (name == "find" || name == "count") {
     bool find = name == "find";
     return bound([s, find](CallArgs& a, Pos p) -> Result<Value> {
@@ -208,8 +208,10 @@ Result<bool> run_test(Renderer& r, const std::string& name, const Value& v, cons
 
 Result<Value> Renderer::get_attr(const Value& obj, const std::string& name, Pos p) {
   switch (obj.k) {
-    case Value::K::Undef: return undefined_error(obj, p);
-    case Value::K::Str: return string_method(obj.s, name);
+    case Value::K::Undef:
+      return undefined_error(obj, p);
+    case Value::K::Str:
+      return string_method(obj.s, name);
     case Value::K::Dict: {
       // jinja2 tries Python attributes first: d.items/keys/values/get are methods.
       auto d = obj.dict;
@@ -218,9 +220,12 @@ Result<Value> Renderer::get_attr(const Value& obj, const std::string& name, Pos 
         return bound([d, which](CallArgs&, Pos) -> Result<Value> {
           List out;
           for (const auto& kv : d->items) {
-            if (which == 0) out.push_back(Value::of_list({Value::str(kv.first), kv.second}));
-            else if (which == 1) out.push_back(Value::str(kv.first));
-            else out.push_back(kv.second);
+            if (which == 0)
+              out.push_back(Value::of_list({Value::str(kv.first), kv.second}));
+            else if (which == 1)
+              out.push_back(Value::str(kv.first));
+            else
+              out.push_back(kv.second);
           }
           return Value::of_list(std::move(out));
         });
@@ -258,13 +263,16 @@ Result<Value> Renderer::apply_filter(const std::string& name, const Value& v, Ca
   }
   if (name == "length" || name == "count") {
     switch (v.k) {
-      case Value::K::Undef: return Value::integer(0);
-      case Value::K::Str: return Value::integer(static_cast<int64_t>(decode_utf8(v.s).size()));
-      case Value::K::List: return Value::integer(static_cast<int64_t>(v.list->size()));
-      case Value::K::Dict: return Value::integer(static_cast<int64_t>(v.dict->items.size()));
+      case Value::K::Undef:
+        return Value::integer(0);
+      case Value::K::Str:
+        return Value::integer(static_cast<int64_t>(decode_utf8(v.s).size()));
+      case Value::K::List:
+        return Value::integer(static_cast<int64_t>(v.list->size()));
+      case Value::K::Dict:
+        return Value::integer(static_cast<int64_t>(v.dict->items.size()));
       default:
-        return make_error(ErrorKind::kInvalidArgument, at(p), "object of type '", type_name(v),
-                          "' has no len()");
+        return make_error(ErrorKind::kInvalidArgument, at(p), "object of type '", type_name(v), "' has no len()");
     }
   }
   if (name == "tojson") {
@@ -403,7 +411,8 @@ Result<Value> Renderer::apply_filter(const std::string& name, const Value& v, Ca
         if (x.k == Value::K::Undef && dflt) x = *dflt;
         out.push_back(x);
       } else {
-        if (a.pos.empty() || a.pos[0].k != Value::K::Str) return arg_error(p, "map", "needs a filter name or attribute=");
+        if (a.pos.empty() || a.pos[0].k != Value::K::Str)
+          return arg_error(p, "map", "needs a filter name or attribute=");
         CallArgs rest;
         rest.pos.assign(a.pos.begin() + 1, a.pos.end());
         HLX_ASSIGN_OR_RETURN(Value x, apply_filter(a.pos[0].s, item, rest, p));
@@ -482,9 +491,9 @@ Result<bool> Renderer::apply_test(const std::string& name, const Value& v, CallA
     return equal(v, *arg) && (v.k == K::Int || v.list == arg->list) && v.dict == arg->dict;
   }
   static const std::pair<const char*, const char*> cmp[] = {
-      {"eq", "=="}, {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="}, {"lt", "<"},
-      {"lessthan", "<"}, {"<", "<"}, {"le", "<="}, {"<=", "<="}, {"gt", ">"}, {"greaterthan", ">"},
-      {">", ">"}, {"ge", ">="}, {">=", ">="}, {"in", "in"}};
+      {"eq", "=="},      {"equalto", "=="}, {"==", "=="}, {"ne", "!="}, {"!=", "!="}, {"lt", "<"},
+      {"lessthan", "<"}, {"<", "<"},        {"le", "<="}, {"<=", "<="}, {"gt", ">"},  {"greaterthan", ">"},
+      {">", ">"},        {"ge", ">="},      {">=", ">="}, {"in", "in"}};
   for (const auto& [tn, op] : cmp) {
     if (name == tn) {
       const Value* o = a.get(0, name == "in" ? "seq" : "other");
@@ -499,7 +508,8 @@ Result<Value> builtin_range(Renderer& r, CallArgs& a, Pos p) {
   int64_t start = 0, stop = 0, step = 1;
   for (const Value& v : a.pos)
     if (!v.is_intlike()) return arg_error(p, "range", str_cat("arguments must be integers, got ", type_name(v)));
-  if (a.pos.size() == 1) stop = a.pos[0].as_int();
+  if (a.pos.size() == 1)
+    stop = a.pos[0].as_int();
   else if (a.pos.size() == 2 || a.pos.size() == 3) {
     start = a.pos[0].as_int();
     stop = a.pos[1].as_int();

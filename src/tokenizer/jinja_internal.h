@@ -165,13 +165,30 @@ Result<std::vector<Token>> lex(std::string source, const Options& options);
 
 struct Expr {
   enum class K {
-    Lit, Name, List, Dict, Tuple, Attr, Index, Slice, Call, Filter, Test, Neg, Pos, Not, And, Or,
-    Bin, Compare, Cond
+    Lit,
+    Name,
+    List,
+    Dict,
+    Tuple,
+    Attr,
+    Index,
+    Slice,
+    Call,
+    Filter,
+    Test,
+    Neg,
+    Pos,
+    Not,
+    And,
+    Or,
+    Bin,
+    Compare,
+    Cond
   } k;
   Pos pos;
   Value lit;
-  std::string name;  // Name, Attr, Filter, Test, Bin operator
-  bool negated = false;  // Test: `is not`
+  std::string name;                      // Name, Attr, Filter, Test, Bin operator
+  bool negated = false;                  // Test: `is not`
   std::vector<std::shared_ptr<Expr>> a;  // operands / items / args
   std::vector<std::pair<std::string, std::shared_ptr<Expr>>> kw;
   std::vector<std::string> ops;  // Compare operators
@@ -184,9 +201,9 @@ using ExprP = std::shared_ptr<Expr>;
 struct Node {
   enum class K { Body, Text, Out, If, For, Set, SetAttr, SetBlock, Macro, Break, Continue } k;
   internal::Pos pos;
-  std::string text;                    // Text; SetAttr attribute; Macro name
-  std::vector<std::string> targets;    // For/Set names; Macro params
-  std::vector<internal::ExprP> exprs;  // Out/Set value; If conditions; For iterable,filter; defaults
+  std::string text;                           // Text; SetAttr attribute; Macro name
+  std::vector<std::string> targets;           // For/Set names; Macro params
+  std::vector<internal::ExprP> exprs;         // Out/Set value; If conditions; For iterable,filter; defaults
   std::vector<std::shared_ptr<Node>> bodies;  // If branches (+else); For body, else; Body children
 };
 

@@ -50,8 +50,7 @@ class Lexer {
         if (lpos > 0 || line_starting) {
           bool all_ws = true;
           for (size_t i = lpos; i < text.size(); ++i)
-            if (!(text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\v' ||
-                  text[i] == '\f'))
+            if (!(text[i] == ' ' || text[i] == '\t' || text[i] == '\r' || text[i] == '\v' || text[i] == '\f'))
               all_ws = false;
           if (all_ws) text.resize(lpos);
         }
@@ -59,8 +58,7 @@ class Lexer {
       emit_text(std::move(text), p);
       if (kind == '#') {
         size_t end = src_.find("#}", q);
-        if (end == std::string::npos)
-          return make_error(ErrorKind::kParse, at(pos(tag)), "unclosed comment '{#'");
+        if (end == std::string::npos) return make_error(ErrorKind::kParse, at(pos(tag)), "unclosed comment '{#'");
         bool strip = end > q && src_[end - 1] == '-';
         p = end + 2;
         p = after_tag(p, strip);
@@ -84,9 +82,7 @@ class Lexer {
     return p;
   }
 
-  static bool ascii_ws(char c) {
-    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
-  }
+  static bool ascii_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
 
   static std::string rstrip_ws(const std::string& s) {
     std::vector<int32_t> cps = decode_utf8(s);
@@ -114,9 +110,7 @@ class Lexer {
     size_t n = src_.size();
     while (true) {
       while (p < n && ascii_ws(src_[p])) ++p;
-      if (p >= n)
-        return make_error(ErrorKind::kParse, at(pos(p)), "unexpected end of template, expected '",
-                          end, "'");
+      if (p >= n) return make_error(ErrorKind::kParse, at(pos(p)), "unexpected end of template, expected '", end, "'");
       if (src_.compare(p, 2, end) == 0 || (src_[p] == '-' && src_.compare(p + 1, 2, end) == 0)) {
         bool strip = src_[p] == '-';
         toks_.push_back({block ? T::BlockEnd : T::VarEnd, "", 0, 0, pos(p)});
@@ -157,17 +151,15 @@ class Lexer {
           char* endp = nullptr;
           long long v = std::strtoll(lit.c_str(), &endp, 10);
           if (errno == ERANGE)
-            return make_error(ErrorKind::kUnsupported, at(ps), "integer literal ", lit,
-                              " does not fit in 64 bits");
+            return make_error(ErrorKind::kUnsupported, at(ps), "integer literal ", lit, " does not fit in 64 bits");
           t.i = v;
         }
         toks_.push_back(std::move(t));
       } else if (c == '\'' || c == '"') {
         HLX_ASSIGN_OR_RETURN(p, lex_string(p));
       } else {
-        static const char* ops[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%",
-                                    "~",  "<",  ">",  "=",  ".",  ",",  ":", "|", "(", ")", "[",
-                                    "]",  "{",  "}"};
+        static const char* ops[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                                    ">",  "=",  ".",  ",",  ":",  "|",  "(", ")", "[", "]", "{", "}"};
         bool found = false;
         for (const char* op : ops) {
           size_t len = std::char_traits<char>::length(op);
@@ -178,8 +170,7 @@ class Lexer {
             break;
           }
         }
-        if (!found)
-          return make_error(ErrorKind::kParse, at(ps), "unexpected character '", c, "'");
+        if (!found) return make_error(ErrorKind::kParse, at(ps), "unexpected character '", c, "'");
       }
     }
   }
@@ -221,17 +212,38 @@ class Lexer {
         return v;
       };
       switch (e) {
-        case 'n': out.push_back('\n'); break;
-        case 't': out.push_back('\t'); break;
-        case 'r': out.push_back('\r'); break;
-        case '\\': out.push_back('\\'); break;
-        case '\'': out.push_back('\''); break;
-        case '"': out.push_back('"'); break;
-        case 'a': out.push_back('\a'); break;
-        case 'b': out.push_back('\b'); break;
-        case 'f': out.push_back('\f'); break;
-        case 'v': out.push_back('\v'); break;
-        case '\n': break;  // line continuation
+        case 'n':
+          out.push_back('\n');
+          break;
+        case 't':
+          out.push_back('\t');
+          break;
+        case 'r':
+          out.push_back('\r');
+          break;
+        case '\\':
+          out.push_back('\\');
+          break;
+        case '\'':
+          out.push_back('\'');
+          break;
+        case '"':
+          out.push_back('"');
+          break;
+        case 'a':
+          out.push_back('\a');
+          break;
+        case 'b':
+          out.push_back('\b');
+          break;
+        case 'f':
+          out.push_back('\f');
+          break;
+        case 'v':
+          out.push_back('\v');
+          break;
+        case '\n':
+          break;  // line continuation
         case 'x': {
           HLX_ASSIGN_OR_RETURN(int32_t v, hex(2));
           append_utf8(out, v);
@@ -251,8 +263,7 @@ class Lexer {
         default:
           if (e >= '0' && e <= '7') {
             int32_t v = e - '0';
-            for (int k = 0; k < 2 && p < n && src_[p] >= '0' && src_[p] <= '7'; ++k)
-              v = v * 8 + (src_[p++] - '0');
+            for (int k = 0; k < 2 && p < n && src_[p] >= '0' && src_[p] <= '7'; ++k) v = v * 8 + (src_[p++] - '0');
             append_utf8(out, v);
           } else {  // unknown escapes keep their backslash, as in Python
             out.push_back('\\');

@@ -27,11 +27,16 @@ class Parser {
   }
   static std::string describe(const Token& t) {
     switch (t.type) {
-      case T::Eof: return " (found end of template)";
-      case T::BlockEnd: return " (found '%}')";
-      case T::VarEnd: return " (found '}}')";
-      case T::Text: return " (found template text)";
-      default: return " (found '" + t.text + "')";
+      case T::Eof:
+        return " (found end of template)";
+      case T::BlockEnd:
+        return " (found '%}')";
+      case T::VarEnd:
+        return " (found '}}')";
+      case T::Text:
+        return " (found template text)";
+      default:
+        return " (found '" + t.text + "')";
     }
   }
   Status expect_op(const char* op) {
@@ -60,8 +65,7 @@ class Parser {
       const Token& tk = cur();
       if (tk.type == T::Eof) {
         if (!stops.empty())
-          return make_error(ErrorKind::kParse, at(tk.pos), "unexpected end of template, expected '",
-                            stops.back(), "'");
+          return make_error(ErrorKind::kParse, at(tk.pos), "unexpected end of template, expected '", stops.back(), "'");
         break;
       }
       if (tk.type == T::Text) {
@@ -331,8 +335,8 @@ class Parser {
     ExprP cmp;
     while (true) {
       std::string op;
-      if (cur().type == T::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" ||
-                                  cur().text == ">" || cur().text == "<=" || cur().text == ">=")) {
+      if (cur().type == T::Op && (cur().text == "==" || cur().text == "!=" || cur().text == "<" || cur().text == ">" ||
+                                  cur().text == "<=" || cur().text == ">=")) {
         op = cur().text;
         ++i_;
       } else if (is_name("in")) {
@@ -487,7 +491,8 @@ class Parser {
         }
         break;
       }
-      default: break;
+      default:
+        break;
     }
     return err("expected an expression");
   }
@@ -596,9 +601,8 @@ class Parser {
         if (is_op("(")) {
           HLX_RETURN_IF_ERROR(parse_call_args(n));
         } else if (cur().type == T::Str || cur().type == T::Int || cur().type == T::Float ||
-                   (cur().type == T::Name && !is_name("and") && !is_name("or") &&
-                    !is_name("else") && !is_name("if") && !is_name("in") && !is_name("not") &&
-                    !is_name("is"))) {
+                   (cur().type == T::Name && !is_name("and") && !is_name("or") && !is_name("else") && !is_name("if") &&
+                    !is_name("in") && !is_name("not") && !is_name("is"))) {
           // `x is divisibleby 3`, `x is sameas false`: one argument without parentheses
           HLX_ASSIGN_OR_RETURN(ExprP arg, parse_primary());
           HLX_ASSIGN_OR_RETURN(arg, parse_postfix(arg));

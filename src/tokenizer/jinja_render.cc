@@ -38,8 +38,8 @@ Status Renderer::write(const std::string& s) {
 
 Status Renderer::count_iteration(Pos p) {
   if (++iterations_ > opt_.max_loop_iterations)
-    return make_error(ErrorKind::kOutOfRange, at(p), "template exceeded ",
-                      opt_.max_loop_iterations, " loop iterations");
+    return make_error(ErrorKind::kOutOfRange, at(p), "template exceeded ", opt_.max_loop_iterations,
+                      " loop iterations");
   return ok_status();
 }
 
@@ -47,8 +47,7 @@ Status Renderer::count_iteration(Pos p) {
 Status Renderer::exec(const Node& n) {
   Guard g(depth_);
   if (depth_ > opt_.max_depth)
-    return make_error(ErrorKind::kOutOfRange, at(n.pos), "template recursion deeper than ",
-                      opt_.max_depth);
+    return make_error(ErrorKind::kOutOfRange, at(n.pos), "template recursion deeper than ", opt_.max_depth);
   switch (n.k) {
     case Node::K::Body:
       for (const auto& c : n.bodies) {
@@ -56,7 +55,8 @@ Status Renderer::exec(const Node& n) {
         if (flow_ != Flow::kNormal) break;
       }
       return ok_status();
-    case Node::K::Text: return write(n.text);
+    case Node::K::Text:
+      return write(n.text);
     case Node::K::Out: {
       HLX_ASSIGN_OR_RETURN(Value v, eval(*n.exprs[0]));
       return write(to_str(v));
@@ -68,7 +68,8 @@ Status Renderer::exec(const Node& n) {
       }
       if (n.bodies.size() > n.exprs.size()) return exec(*n.bodies.back());
       return ok_status();
-    case Node::K::For: return exec_for(n);
+    case Node::K::For:
+      return exec_for(n);
     case Node::K::Set: {
       HLX_ASSIGN_OR_RETURN(Value v, eval(*n.exprs[0]));
       if (n.targets.size() == 1) {
@@ -80,9 +81,8 @@ Status Renderer::exec(const Node& n) {
     case Node::K::SetAttr: {
       Value ns = lookup(n.targets[0]);
       if (ns.k != Value::K::Ns)
-        return make_error(ErrorKind::kInvalidArgument, at(n.pos), "cannot assign attribute '",
-                          n.text, "' on '", n.targets[0], "' of type ", type_name(ns),
-                          " (only namespace() objects are assignable)");
+        return make_error(ErrorKind::kInvalidArgument, at(n.pos), "cannot assign attribute '", n.text, "' on '",
+                          n.targets[0], "' of type ", type_name(ns), " (only namespace() objects are assignable)");
       HLX_ASSIGN_OR_RETURN(Value v, eval(*n.exprs[0]));
       ns.dict->set(n.text, std::move(v));
       return ok_status();
@@ -100,13 +100,15 @@ Status Renderer::exec(const Node& n) {
     }
     case Node::K::Macro: {
       const Node* def = &n;
-      assign(n.text, Value::func([def](Renderer& r, CallArgs& args, Pos p) {
-               return r.call_macro(*def, args, p);
-             }));
+      assign(n.text, Value::func([def](Renderer& r, CallArgs& args, Pos p) { return r.call_macro(*def, args, p); }));
       return ok_status();
     }
-    case Node::K::Break: flow_ = Flow::kBreak; return ok_status();
-    case Node::K::Continue: flow_ = Flow::kContinue; return ok_status();
+    case Node::K::Break:
+      flow_ = Flow::kBreak;
+      return ok_status();
+    case Node::K::Continue:
+      flow_ = Flow::kContinue;
+      return ok_status();
   }
   return ok_status();
 }
@@ -114,16 +116,16 @@ Status Renderer::exec(const Node& n) {
 Status Renderer::unpack(const std::vector<std::string>& targets, const Value& v, Pos p) {
   HLX_ASSIGN_OR_RETURN(List items, iterate(v, p));
   if (items.size() != targets.size())
-    return make_error(ErrorKind::kInvalidArgument, at(p), "cannot unpack ", items.size(),
-                      " values into ", targets.size(), " names");
+    return make_error(ErrorKind::kInvalidArgument, at(p), "cannot unpack ", items.size(), " values into ",
+                      targets.size(), " names");
   for (size_t i = 0; i < targets.size(); ++i) assign(targets[i], items[i]);
   return ok_status();
 }
 
 Result<Value> Renderer::call_macro(const Node& def, CallArgs& args, Pos p) {
   if (args.pos.size() > def.targets.size())
-    return make_error(ErrorKind::kInvalidArgument, at(p), "macro '", def.text, "' takes ",
-                      def.targets.size(), " arguments, got ", args.pos.size());
+    return make_error(ErrorKind::kInvalidArgument, at(p), "macro '", def.text, "' takes ", def.targets.size(),
+                      " arguments, got ", args.pos.size());
   // Macros see the globals and top-level variables, plus their own parameters.
   std::vector<Frame> saved;
   saved.swap(frames_);
@@ -136,8 +138,10 @@ Result<Value> Renderer::call_macro(const Node& def, CallArgs& args, Pos p) {
       assign(def.targets[i], *a);
     } else if (def.exprs[i]) {
       Result<Value> d = eval(*def.exprs[i]);
-      if (!d.ok()) s = d.status();
-      else assign(def.targets[i], *d);
+      if (!d.ok())
+        s = d.status();
+      else
+        assign(def.targets[i], *d);
     } else {
       assign(def.targets[i], Value::undef("macro parameter '" + def.targets[i] + "' is undefined"));
     }
@@ -156,8 +160,10 @@ Result<Value> Renderer::call_macro(const Node& def, CallArgs& args, Pos p) {
 
 Result<List> Renderer::iterate(const Value& v, Pos p) {
   switch (v.k) {
-    case Value::K::Undef: return List{};
-    case Value::K::List: return *v.list;
+    case Value::K::Undef:
+      return List{};
+    case Value::K::List:
+      return *v.list;
     case Value::K::Dict: {
       List keys;
       for (const auto& kv : v.dict->items) keys.push_back(Value::str(kv.first));
@@ -173,8 +179,7 @@ Result<List> Renderer::iterate(const Value& v, Pos p) {
       return chars;
     }
     default:
-      return make_error(ErrorKind::kInvalidArgument, at(p), "'", type_name(v),
-                        "' object is not iterable");
+      return make_error(ErrorKind::kInvalidArgument, at(p), "'", type_name(v), "' object is not iterable");
   }
 }
 
@@ -215,8 +220,7 @@ Status Renderer::exec_for(const Node& n) {
     loop.set("previtem", i > 0 ? items[static_cast<size_t>(i - 1)] : Value::undef("there is no previous item"));
     loop.set("nextitem", i + 1 < len ? items[static_cast<size_t>(i + 1)] : Value::undef("there is no next item"));
     loop.set("cycle", Value::func([i](Renderer&, CallArgs& a, Pos p) -> Result<Value> {
-               if (a.pos.empty())
-                 return make_error(ErrorKind::kInvalidArgument, at(p), "loop.cycle() needs arguments");
+               if (a.pos.empty()) return make_error(ErrorKind::kInvalidArgument, at(p), "loop.cycle() needs arguments");
                return a.pos[static_cast<size_t>(i) % a.pos.size()];
              }));
     assign("loop", make_dict(std::move(loop)));
@@ -243,11 +247,12 @@ Status Renderer::bind_targets(const Node& n, const Value& item) {
 Result<Value> Renderer::eval(const Expr& e) {
   Guard g(depth_);
   if (depth_ > opt_.max_depth)
-    return make_error(ErrorKind::kOutOfRange, at(e.pos), "expression evaluation deeper than ",
-                      opt_.max_depth);
+    return make_error(ErrorKind::kOutOfRange, at(e.pos), "expression evaluation deeper than ", opt_.max_depth);
   switch (e.k) {
-    case Expr::K::Lit: return e.lit;
-    case Expr::K::Name: return lookup(e.name);
+    case Expr::K::Lit:
+      return e.lit;
+    case Expr::K::Name:
+      return lookup(e.name);
     case Expr::K::List:
     case Expr::K::Tuple: {
       List l;
@@ -262,8 +267,8 @@ Result<Value> Renderer::eval(const Expr& e) {
       for (size_t i = 0; i + 1 < e.a.size(); i += 2) {
         HLX_ASSIGN_OR_RETURN(Value k, eval(*e.a[i]));
         if (k.k != Value::K::Str)
-          return make_error(ErrorKind::kUnsupported, at(e.a[i]->pos),
-                            "only string dict keys are supported, got ", type_name(k));
+          return make_error(ErrorKind::kUnsupported, at(e.a[i]->pos), "only string dict keys are supported, got ",
+                            type_name(k));
         HLX_ASSIGN_OR_RETURN(Value v, eval(*e.a[i + 1]));
         d.set(k.s, std::move(v));
       }
@@ -278,14 +283,14 @@ Result<Value> Renderer::eval(const Expr& e) {
       HLX_ASSIGN_OR_RETURN(Value key, eval(*e.a[1]));
       return get_item(obj, key, e.pos);
     }
-    case Expr::K::Slice: return eval_slice(e);
+    case Expr::K::Slice:
+      return eval_slice(e);
     case Expr::K::Call: {
       HLX_ASSIGN_OR_RETURN(Value fn, eval(*e.a[0]));
       HLX_ASSIGN_OR_RETURN(CallArgs args, eval_args(e, 1));
       if (fn.k == Value::K::Undef) return undefined_error(fn, e.pos);
       if (fn.k != Value::K::Func)
-        return make_error(ErrorKind::kInvalidArgument, at(e.pos), "'", type_name(fn),
-                          "' object is not callable");
+        return make_error(ErrorKind::kInvalidArgument, at(e.pos), "'", type_name(fn), "' object is not callable");
       return (*fn.fn)(*this, args, e.pos);
     }
     case Expr::K::Filter: {
@@ -308,8 +313,7 @@ Result<Value> Renderer::eval(const Expr& e) {
                           e.k == Expr::K::Neg ? "-" : "+", ": '", type_name(v), "'");
       if (e.k == Expr::K::Pos) return v.k == Value::K::Bool ? Value::integer(v.as_int()) : v;
       if (v.k == Value::K::Float) return Value::floating(-v.f);
-      if (v.as_int() == INT64_MIN)
-        return make_error(ErrorKind::kOutOfRange, at(e.pos), "integer overflow");
+      if (v.as_int() == INT64_MIN) return make_error(ErrorKind::kOutOfRange, at(e.pos), "integer overflow");
       return Value::integer(-v.as_int());
     }
     case Expr::K::Not: {
@@ -374,8 +378,8 @@ Result<Value> Renderer::eval_slice(const Expr& e) {
     HLX_ASSIGN_OR_RETURN(Value v, eval(*e.a[static_cast<size_t>(k) + 1]));
     if (v.k == Value::K::None) continue;
     if (!v.is_intlike())
-      return make_error(ErrorKind::kInvalidArgument, at(e.pos),
-                        "slice indices must be integers or None, got ", type_name(v));
+      return make_error(ErrorKind::kInvalidArgument, at(e.pos), "slice indices must be integers or None, got ",
+                        type_name(v));
     idx[k] = v.as_int();
     given[k] = true;
   }
@@ -407,13 +411,13 @@ Result<Value> Renderer::eval_slice(const Expr& e) {
     for (size_t i : sel) append_utf8(s, cps[i]);
     return Value::str(std::move(s));
   }
-  return make_error(ErrorKind::kInvalidArgument, at(e.pos), "'", type_name(obj),
-                    "' object is not subscriptable");
+  return make_error(ErrorKind::kInvalidArgument, at(e.pos), "'", type_name(obj), "' object is not subscriptable");
 }
 
 Result<Value> Renderer::get_item(const Value& obj, const Value& key, Pos p) {
   switch (obj.k) {
-    case Value::K::Undef: return undefined_error(obj, p);
+    case Value::K::Undef:
+      return undefined_error(obj, p);
     case Value::K::List:
       if (key.is_intlike()) {
         int64_t i = key.as_int(), n = static_cast<int64_t>(obj.list->size());
@@ -440,7 +444,8 @@ Result<Value> Renderer::get_item(const Value& obj, const Value& key, Pos p) {
         return Value::undef("'dict object' has no attribute '" + key.s + "'");
       }
       return Value::undef(str_cat("'dict object' has no key ", repr(key)));
-    default: break;
+    default:
+      break;
   }
   if (key.k == Value::K::Str) return get_attr(obj, key.s, p);
   return Value::undef(str_cat("'", type_name(obj), " object' has no item ", repr(key)));
@@ -448,7 +453,8 @@ Result<Value> Renderer::get_item(const Value& obj, const Value& key, Pos p) {
 
 Result<bool> Renderer::contains(const Value& hay, const Value& needle, Pos p) {
   switch (hay.k) {
-    case Value::K::Undef: return false;
+    case Value::K::Undef:
+      return false;
     case Value::K::Str:
       if (needle.k != Value::K::Str)
         return make_error(ErrorKind::kInvalidArgument, at(p), "'in <string>' requires string as left operand, not ",
@@ -462,8 +468,7 @@ Result<bool> Renderer::contains(const Value& hay, const Value& needle, Pos p) {
     case Value::K::Ns:
       return needle.k == Value::K::Str && hay.dict->find(needle.s) != nullptr;
     default:
-      return make_error(ErrorKind::kInvalidArgument, at(p), "argument of type '", type_name(hay),
-                        "' is not iterable");
+      return make_error(ErrorKind::kInvalidArgument, at(p), "argument of type '", type_name(hay), "' is not iterable");
   }
 }
 
@@ -477,15 +482,17 @@ Result<bool> Renderer::compare(const std::string& op, const Value& l, const Valu
   }
   int c = 0;
   if (l.is_num() && r.is_num()) {
-    if (l.is_intlike() && r.is_intlike()) c = l.as_int() < r.as_int() ? -1 : l.as_int() > r.as_int();
-    else c = l.as_double() < r.as_double() ? -1 : l.as_double() > r.as_double() ? 1 : 0;
+    if (l.is_intlike() && r.is_intlike())
+      c = l.as_int() < r.as_int() ? -1 : l.as_int() > r.as_int();
+    else
+      c = l.as_double() < r.as_double() ? -1 : l.as_double() > r.as_double() ? 1 : 0;
   } else if (l.k == Value::K::Str && r.k == Value::K::Str) {
     c = l.s.compare(r.s);  // byte order of UTF-8 equals code point order
   } else {
     if (l.k == Value::K::Undef) return undefined_error(l, p);
     if (r.k == Value::K::Undef) return undefined_error(r, p);
-    return make_error(ErrorKind::kInvalidArgument, at(p), "'", op, "' not supported between '",
-                      type_name(l), "' and '", type_name(r), "'");
+    return make_error(ErrorKind::kInvalidArgument, at(p), "'", op, "' not supported between '", type_name(l), "' and '",
+                      type_name(r), "'");
   }
   if (op == "<") return c < 0;
   if (op == ">") return c > 0;
@@ -503,8 +510,8 @@ Result<Value> Renderer::binary(const std::string& op, const Value& l, const Valu
   if (l.k == Value::K::Undef) return undefined_error(l, p);
   if (r.k == Value::K::Undef) return undefined_error(r, p);
   auto bad = [&]() {
-    return make_error(ErrorKind::kInvalidArgument, at(p), "unsupported operand type(s) for ", op, ": '",
-                      type_name(l), "' and '", type_name(r), "'");
+    return make_error(ErrorKind::kInvalidArgument, at(p), "unsupported operand type(s) for ", op, ": '", type_name(l),
+                      "' and '", type_name(r), "'");
   };
   auto overflow = [&]() { return make_error(ErrorKind::kOutOfRange, at(p), "integer overflow in '", op, "'"); };
   if (op == "+") {

@@ -54,9 +54,8 @@ std::string encode_utf8(const std::vector<int32_t>& cps, size_t b, size_t e) {
 
 // Python's str.isspace() set.
 bool py_space(int32_t c) {
-  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 ||
-         c == 0x1680 || (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 ||
-         c == 0x202F || c == 0x205F || c == 0x3000;
+  return (c >= 9 && c <= 13) || (c >= 0x1C && c <= 0x20) || c == 0x85 || c == 0xA0 || c == 0x1680 ||
+         (c >= 0x2000 && c <= 0x200A) || c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -70,16 +69,26 @@ Value make_dict(Dict d, Value::K k) {
 
 const char* type_name(const Value& v) {
   switch (v.k) {
-    case Value::K::Undef: return "undefined";
-    case Value::K::None: return "NoneType";
-    case Value::K::Bool: return "bool";
-    case Value::K::Int: return "int";
-    case Value::K::Float: return "float";
-    case Value::K::Str: return "str";
-    case Value::K::List: return "list";
-    case Value::K::Dict: return "dict";
-    case Value::K::Ns: return "Namespace";
-    case Value::K::Func: return "function";
+    case Value::K::Undef:
+      return "undefined";
+    case Value::K::None:
+      return "NoneType";
+    case Value::K::Bool:
+      return "bool";
+    case Value::K::Int:
+      return "int";
+    case Value::K::Float:
+      return "float";
+    case Value::K::Str:
+      return "str";
+    case Value::K::List:
+      return "list";
+    case Value::K::Dict:
+      return "dict";
+    case Value::K::Ns:
+      return "Namespace";
+    case Value::K::Func:
+      return "function";
   }
   return "?";
 }
@@ -87,16 +96,21 @@ const char* type_name(const Value& v) {
 Value from_json(const nlohmann::ordered_json& j) {
   using J = nlohmann::ordered_json;
   switch (j.type()) {
-    case J::value_t::null: return Value::none();
-    case J::value_t::boolean: return Value::boolean(j.get<bool>());
-    case J::value_t::number_integer: return Value::integer(j.get<int64_t>());
+    case J::value_t::null:
+      return Value::none();
+    case J::value_t::boolean:
+      return Value::boolean(j.get<bool>());
+    case J::value_t::number_integer:
+      return Value::integer(j.get<int64_t>());
     case J::value_t::number_unsigned: {
       uint64_t u = j.get<uint64_t>();
       if (u > static_cast<uint64_t>(INT64_MAX)) return Value::floating(static_cast<double>(u));
       return Value::integer(static_cast<int64_t>(u));
     }
-    case J::value_t::number_float: return Value::floating(j.get<double>());
-    case J::value_t::string: return Value::str(j.get<std::string>());
+    case J::value_t::number_float:
+      return Value::floating(j.get<double>());
+    case J::value_t::string:
+      return Value::str(j.get<std::string>());
     case J::value_t::array: {
       List l;
       l.reserve(j.size());
@@ -108,7 +122,8 @@ Value from_json(const nlohmann::ordered_json& j) {
       for (auto it = j.begin(); it != j.end(); ++it) d.items.emplace_back(it.key(), from_json(*it));
       return make_dict(std::move(d));
     }
-    default: return Value::none();
+    default:
+      return Value::none();
   }
 }
 
@@ -141,8 +156,7 @@ std::string py_float(double x) {
       if (static_cast<int>(digits.size()) <= exp + 1) {
         out = digits + std::string(static_cast<size_t>(exp + 1) - digits.size(), '0') + ".0";
       } else {
-        out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." +
-              digits.substr(static_cast<size_t>(exp + 1));
+        out = digits.substr(0, static_cast<size_t>(exp + 1)) + "." + digits.substr(static_cast<size_t>(exp + 1));
       }
     } else {
       out = "0." + std::string(static_cast<size_t>(-exp - 1), '0') + digits;
@@ -166,16 +180,22 @@ std::string py_repr_str(const std::string& s) {
   char q = (has_sq && !has_dq) ? '"' : '\'';
   std::string out(1, q);
   for (unsigned char c : s) {
-    if (c == '\\') out += "\\\\";
-    else if (c == static_cast<unsigned char>(q)) out += std::string("\\") + q;
-    else if (c == '\n') out += "\\n";
-    else if (c == '\r') out += "\\r";
-    else if (c == '\t') out += "\\t";
+    if (c == '\\')
+      out += "\\\\";
+    else if (c == static_cast<unsigned char>(q))
+      out += std::string("\\") + q;
+    else if (c == '\n')
+      out += "\\n";
+    else if (c == '\r')
+      out += "\\r";
+    else if (c == '\t')
+      out += "\\t";
     else if (c < 0x20 || c == 0x7f) {
       char b[8];
       std::snprintf(b, sizeof b, "\\x%02x", c);
       out += b;
-    } else out.push_back(static_cast<char>(c));
+    } else
+      out.push_back(static_cast<char>(c));
   }
   out.push_back(q);
   return out;
@@ -186,12 +206,18 @@ std::string py_repr_str(const std::string& s) {
 // str(v) as Python/Jinja render it.
 std::string to_str(const Value& v) {
   switch (v.k) {
-    case Value::K::Undef: return "";
-    case Value::K::None: return "None";
-    case Value::K::Bool: return v.b ? "True" : "False";
-    case Value::K::Int: return std::to_string(v.i);
-    case Value::K::Float: return py_float(v.f);
-    case Value::K::Str: return v.s;
+    case Value::K::Undef:
+      return "";
+    case Value::K::None:
+      return "None";
+    case Value::K::Bool:
+      return v.b ? "True" : "False";
+    case Value::K::Int:
+      return std::to_string(v.i);
+    case Value::K::Float:
+      return py_float(v.f);
+    case Value::K::Str:
+      return v.s;
     case Value::K::List: {
       std::string out = "[";
       for (size_t i = 0; i < v.list->size(); ++i) {
@@ -220,7 +246,8 @@ std::string to_str(const Value& v) {
       }
       return out + "}>";
     }
-    case Value::K::Func: return "<function>";
+    case Value::K::Func:
+      return "<function>";
   }
   return "";
 }
@@ -230,14 +257,22 @@ std::string repr(const Value& v) { return v.k == Value::K::Str ? py_repr_str(v.s
 bool truthy(const Value& v) {
   switch (v.k) {
     case Value::K::Undef:
-    case Value::K::None: return false;
-    case Value::K::Bool: return v.b;
-    case Value::K::Int: return v.i != 0;
-    case Value::K::Float: return v.f != 0;
-    case Value::K::Str: return !v.s.empty();
-    case Value::K::List: return !v.list->empty();
-    case Value::K::Dict: return !v.dict->items.empty();
-    default: return true;
+    case Value::K::None:
+      return false;
+    case Value::K::Bool:
+      return v.b;
+    case Value::K::Int:
+      return v.i != 0;
+    case Value::K::Float:
+      return v.f != 0;
+    case Value::K::Str:
+      return !v.s.empty();
+    case Value::K::List:
+      return !v.list->empty();
+    case Value::K::Dict:
+      return !v.dict->items.empty();
+    default:
+      return true;
   }
 }
 
@@ -249,8 +284,10 @@ bool equal(const Value& a, const Value& b) {
   if (a.k != b.k) return false;
   switch (a.k) {
     case Value::K::Undef:
-    case Value::K::None: return true;
-    case Value::K::Str: return a.s == b.s;
+    case Value::K::None:
+      return true;
+    case Value::K::Str:
+      return a.s == b.s;
     case Value::K::List:
       if (a.list->size() != b.list->size()) return false;
       for (size_t i = 0; i < a.list->size(); ++i)
@@ -263,7 +300,8 @@ bool equal(const Value& a, const Value& b) {
         if (!o || !equal(kv.second, *o)) return false;
       }
       return true;
-    default: return a.dict == b.dict && a.fn == b.fn;
+    default:
+      return a.dict == b.dict && a.fn == b.fn;
   }
 }
 
@@ -279,34 +317,60 @@ Status to_json(const Value& v, int indent, int level, bool sort_keys, std::strin
     out.push_back('"');
     for (unsigned char c : s) {
       switch (c) {
-        case '"': out += "\\\""; break;
-        case '\\': out += "\\\\"; break;
-        case '\n': out += "\\n"; break;
-        case '\r': out += "\\r"; break;
-        case '\t': out += "\\t"; break;
-        case '\b': out += "\\b"; break;
-        case '\f': out += "\\f"; break;
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        case '\b':
+          out += "\\b";
+          break;
+        case '\f':
+          out += "\\f";
+          break;
         default:
           if (c < 0x20) {
             char b[8];
             std::snprintf(b, sizeof b, "\\u%04x", c);
             out += b;
-          } else out.push_back(static_cast<char>(c));
+          } else
+            out.push_back(static_cast<char>(c));
       }
     }
     out.push_back('"');
   };
   const char* item_sep = indent < 0 ? ", " : ",";
   switch (v.k) {
-    case Value::K::None: out += "null"; return ok_status();
-    case Value::K::Bool: out += v.b ? "true" : "false"; return ok_status();
-    case Value::K::Int: out += std::to_string(v.i); return ok_status();
-    case Value::K::Float:
-      if (std::isnan(v.f)) out += "NaN";
-      else if (std::isinf(v.f)) out += v.f > 0 ? "Infinity" : "-Infinity";
-      else out += py_float(v.f);
+    case Value::K::None:
+      out += "null";
       return ok_status();
-    case Value::K::Str: str(v.s); return ok_status();
+    case Value::K::Bool:
+      out += v.b ? "true" : "false";
+      return ok_status();
+    case Value::K::Int:
+      out += std::to_string(v.i);
+      return ok_status();
+    case Value::K::Float:
+      if (std::isnan(v.f))
+        out += "NaN";
+      else if (std::isinf(v.f))
+        out += v.f > 0 ? "Infinity" : "-Infinity";
+      else
+        out += py_float(v.f);
+      return ok_status();
+    case Value::K::Str:
+      str(v.s);
+      return ok_status();
     case Value::K::List: {
       if (v.list->empty()) {
         out += "[]";
@@ -329,9 +393,7 @@ Status to_json(const Value& v, int indent, int level, bool sort_keys, std::strin
       }
       std::vector<const std::pair<std::string, Value>*> items;
       for (const auto& kv : v.dict->items) items.push_back(&kv);
-      if (sort_keys)
-        std::stable_sort(items.begin(), items.end(),
-                         [](auto* a, auto* b) { return a->first < b->first; });
+      if (sort_keys) std::stable_sort(items.begin(), items.end(), [](auto* a, auto* b) { return a->first < b->first; });
       out.push_back('{');
       for (size_t i = 0; i < items.size(); ++i) {
         if (i) out += item_sep;

@@ -44,15 +44,13 @@ Result<std::vector<std::string_view>> split_qwen(std::string_view text) {
       char32_t b = i + 2 < n ? cps[i + 2].cp : 0;
       if (ci_eq(a, 's') || ci_eq(a, 't') || ci_eq(a, 'm') || ci_eq(a, 'd'))
         end = i + 2;
-      else if ((ci_eq(a, 'r') && ci_eq(b, 'e')) || (ci_eq(a, 'v') && ci_eq(b, 'e')) ||
-               (ci_eq(a, 'l') && ci_eq(b, 'l')))
+      else if ((ci_eq(a, 'r') && ci_eq(b, 'e')) || (ci_eq(a, 'v') && ci_eq(b, 'e')) || (ci_eq(a, 'l') && ci_eq(b, 'l')))
         end = i + 3;
     }
     // 2. [^\r\n\p{L}\p{N}]?\p{L}+
     if (!end) {
       size_t j = i;
-      if (cls[i] != kLetter && cls[i] != kNumber && !is_crlf(cps[i].cp) && i + 1 < n &&
-          cls[i + 1] == kLetter)
+      if (cls[i] != kLetter && cls[i] != kNumber && !is_crlf(cps[i].cp) && i + 1 < n && cls[i + 1] == kLetter)
         j = i + 1;
       if (cls[j] == kLetter) {
         while (j < n && cls[j] == kLetter) ++j;
@@ -97,8 +95,7 @@ Result<std::vector<std::string_view>> split_qwen(std::string_view text) {
   return pieces;
 }
 
-std::vector<std::string_view> split_merged_with_previous(std::string_view text,
-                                                         std::string_view delimiter) {
+std::vector<std::string_view> split_merged_with_previous(std::string_view text, std::string_view delimiter) {
   std::vector<std::string_view> out;
   if (delimiter.empty()) {
     if (!text.empty()) out.push_back(text);

@@ -24,8 +24,7 @@ Result<std::vector<std::string_view>> split_qwen(std::string_view text);
 
 // Split on a literal delimiter with behaviour "MergedWithPrevious": each delimiter stays at the
 // end of the piece before it.
-std::vector<std::string_view> split_merged_with_previous(std::string_view text,
-                                                         std::string_view delimiter);
+std::vector<std::string_view> split_merged_with_previous(std::string_view text, std::string_view delimiter);
 
 // GPT-2 byte-level alphabet: every byte maps to one printable code point (UTF-8 encoded).
 const std::array<std::string, 256>& byte_level_chars();

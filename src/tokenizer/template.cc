@@ -20,8 +20,7 @@ Result<ChatTemplate> ChatTemplate::from_source(const std::string& source,
 }
 
 Result<ChatTemplate> ChatTemplate::from_tokenizer_config_json(const nlohmann::ordered_json& config) {
-  if (!config.is_object())
-    return make_error(ErrorKind::kParse, "tokenizer_config: expected a JSON object");
+  if (!config.is_object()) return make_error(ErrorKind::kParse, "tokenizer_config: expected a JSON object");
   auto it = config.find("chat_template");
   if (it == config.end() || it->is_null())
     return make_error(ErrorKind::kNotFound, "tokenizer_config has no chat_template");
@@ -32,24 +31,23 @@ Result<ChatTemplate> ChatTemplate::from_tokenizer_config_json(const nlohmann::or
     // HF allows several named templates; apply_chat_template uses "default".
     bool found = false;
     for (const auto& e : *it) {
-      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") &&
-          e["template"].is_string()) {
+      if (e.is_object() && e.value("name", "") == "default" && e.contains("template") && e["template"].is_string()) {
         source = e["template"].get<std::string>();
         found = true;
       }
     }
-    if (!found)
-      return make_error(ErrorKind::kNotFound, "tokenizer_config chat_template list has no 'default' entry");
+    if (!found) return make_error(ErrorKind::kNotFound, "tokenizer_config chat_template list has no 'default' entry");
   } else {
     return make_error(ErrorKind::kParse, "tokenizer_config chat_template must be a string or list, got ",
                       it->type_name());
   }
   nlohmann::ordered_json special = nlohmann::ordered_json::object();
-  for (const char* name : {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token",
-                           "cls_token", "mask_token"}) {
+  for (const char* name :
+       {"bos_token", "eos_token", "unk_token", "sep_token", "pad_token", "cls_token", "mask_token"}) {
     auto t = config.find(name);
     if (t == config.end()) continue;
-    if (t->is_string()) special[name] = *t;
+    if (t->is_string())
+      special[name] = *t;
     else if (t->is_object() && t->contains("content") && (*t)["content"].is_string())
       special[name] = (*t)["content"];
     // null: HF leaves the variable undefined
@@ -71,8 +69,9 @@ Result<ChatTemplate> ChatTemplate::from_tokenizer_config(const std::string& path
 
 const std::vector<std::string_view>& ChatTemplate::reserved_variables() {
   static const std::vector<std::string_view> names = {
-      "messages",  "tools",     "documents", "add_generation_prompt", "bos_token", "eos_token",
-      "unk_token", "sep_token", "pad_token", "cls_token",             "mask_token", "range",
+      "messages",  "tools",     "documents",      "add_generation_prompt",
+      "bos_token", "eos_token", "unk_token",      "sep_token",
+      "pad_token", "cls_token", "mask_token",     "range",
       "namespace", "dict",      "raise_exception"};
   return names;
 }

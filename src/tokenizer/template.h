@@ -23,8 +23,8 @@ class ChatTemplate {
   static Result<ChatTemplate> from_tokenizer_config(const std::string& path);
   static Result<ChatTemplate> from_tokenizer_config_json(const nlohmann::ordered_json& config);
   // A bare template source; `special_tokens` is a JSON object of name -> string.
-  static Result<ChatTemplate> from_source(const std::string& source,
-                                          const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
+  static Result<ChatTemplate> from_source(
+      const std::string& source, const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
 
   // messages: JSON array of {role, content} where content is a string or a list of parts
   // ({"type":"text","text":...}, {"type":"image"}). extra_vars (object or null) add variables

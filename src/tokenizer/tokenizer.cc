@@ -88,8 +88,7 @@ Status Tokenizer::Impl::encode_segment(std::string_view s, std::vector<uint32_t>
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Tokenizer::~Tokenizer() = default;
 
-Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text,
-                                                bool add_special_tokens) const {
+Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text, bool add_special_tokens) const {
   return encode(text, add_special_tokens, std::numeric_limits<size_t>::max());
 }
 
@@ -98,8 +97,8 @@ Result<std::vector<uint32_t>> Tokenizer::encode(std::string_view text, bool add_
   if (!is_valid_utf8(text)) {
     bool incomplete;
     size_t at = valid_utf8_prefix(text, &incomplete);
-    return make_error(ErrorKind::kInvalidArgument, "encode: text is not valid UTF-8 (byte offset ",
-                      at, " of ", text.size(), ")");
+    return make_error(ErrorKind::kInvalidArgument, "encode: text is not valid UTF-8 (byte offset ", at, " of ",
+                      text.size(), ")");
   }
   const Impl& m = *impl_;
   const size_t extra = add_special_tokens ? m.post_extra : 0;
@@ -183,8 +182,7 @@ std::optional<size_t> Tokenizer::max_bytes_per_token() const {
   return m.max_bytes_per_token;
 }
 
-Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids,
-                                      bool skip_special_tokens) const {
+Result<std::string> Tokenizer::decode(std::span<const uint32_t> ids, bool skip_special_tokens) const {
   return decode_impl(ids, skip_special_tokens, /*raw=*/false);
 }
 
@@ -250,8 +248,7 @@ Result<std::string> Tokenizer::decode_impl(std::span<const uint32_t> ids, bool s
           return -1;
         };
         for (std::string& t : tokens) {
-          if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) >= 0 &&
-              hex(t[4]) >= 0) {
+          if (t.size() == 6 && t.compare(0, 3, "<0x") == 0 && t[5] == '>' && hex(t[3]) >= 0 && hex(t[4]) >= 0) {
             pending += char(hex(t[3]) * 16 + hex(t[4]));
             ++pending_count;
           } else {
@@ -325,8 +322,7 @@ Result<std::string> StreamDecoder::step(uint32_t id) {
   static constexpr std::string_view kReplacement = "\xEF\xBF\xBD";
   // Hold back while the text is no longer than what was emitted or ends in an incomplete
   // character (decoded as U+FFFD); a later byte token may complete it.
-  if (text->size() <= prefix_text_.size() || std::string_view(*text).ends_with(kReplacement))
-    return std::string();
+  if (text->size() <= prefix_text_.size() || std::string_view(*text).ends_with(kReplacement)) return std::string();
   if (!std::string_view(*text).starts_with(prefix_text_))
     return make_error(ErrorKind::kInternal, "StreamDecoder: decode of ", ids_.size(),
                       " ids no longer starts with the already emitted text");

@@ -37,8 +37,7 @@ class Tokenizer {
   // kNotFound / kIo for the file, kParse for malformed JSON or fields of the wrong type,
   // kUnsupported for pipeline pieces hlx does not implement.
   static Result<std::shared_ptr<const Tokenizer>> load(const std::string& tokenizer_json_path);
-  static Result<std::shared_ptr<const Tokenizer>> from_json(std::string_view json_text,
-                                                           const std::string& source_name);
+  static Result<std::shared_ptr<const Tokenizer>> from_json(std::string_view json_text, const std::string& source_name);
   ~Tokenizer();
 
   // Text (valid UTF-8, else kInvalidArgument) to ids. Added tokens are matched first in the raw

@@ -66,5 +66,4 @@ struct Tokenizer::Impl {
   mutable std::optional<size_t> max_bytes_per_token;
 };
 
-
 }  // namespace hlx::tok

@@ -21,9 +21,7 @@ Result<const json*> field(const json& obj, const char* key, const std::string& c
 
 Result<std::string> get_string(const json& obj, const char* key, const std::string& ctx) {
   HLX_ASSIGN_OR_RETURN(const json* v, field(obj, key, ctx));
-  if (!v->is_string())
-    return make_error(ErrorKind::kParse, ctx, ".", key, ": expected a string, got ",
-                      v->type_name());
+  if (!v->is_string()) return make_error(ErrorKind::kParse, ctx, ".", key, ": expected a string, got ", v->type_name());
   return v->get<std::string>();
 }
 
@@ -32,15 +30,13 @@ Result<bool> get_bool(const json& obj, const char* key, bool fallback, const std
   auto it = obj.find(key);
   if (it == obj.end() || it->is_null()) return fallback;
   if (!it->is_boolean())
-    return make_error(ErrorKind::kParse, ctx, ".", key, ": expected a boolean, got ",
-                      it->type_name());
+    return make_error(ErrorKind::kParse, ctx, ".", key, ": expected a boolean, got ", it->type_name());
   return it->get<bool>();
 }
 
 Result<uint32_t> as_id(const json& v, const std::string& ctx) {
   if (!v.is_number_unsigned() || v.get<uint64_t>() > 0x7FFFFFFFull)
-    return make_error(ErrorKind::kParse, ctx, ": expected a token id (non-negative integer), got ",
-                      v.dump());
+    return make_error(ErrorKind::kParse, ctx, ": expected a token id (non-negative integer), got ", v.dump());
   return uint32_t(v.get<uint64_t>());
 }
 
@@ -77,8 +73,7 @@ Status Tokenizer::Impl::parse_normalizer(const json& j, const std::string& ctx) 
   }
   if (type == "Replace") {
     HLX_ASSIGN_OR_RETURN(auto pat, get_pattern(j, ctx));
-    if (pat.first)
-      return make_error(ErrorKind::kUnsupported, ctx, ": Replace normalizer with a Regex pattern");
+    if (pat.first) return make_error(ErrorKind::kUnsupported, ctx, ": Replace normalizer with a Regex pattern");
     HLX_ASSIGN_OR_RETURN(std::string content, get_string(j, "content", ctx));
     normalizers.push_back({NormStep::kReplace, pat.second, content});
     return ok_status();
@@ -91,8 +86,7 @@ Status Tokenizer::Impl::parse_pretokenizer(const json& j, const std::string& ctx
   HLX_ASSIGN_OR_RETURN(std::string type, get_string(j, "type", ctx));
   if (type == "Sequence") {
     HLX_ASSIGN_OR_RETURN(const json* list, field(j, "pretokenizers", ctx));
-    if (!list->is_array())
-      return make_error(ErrorKind::kParse, ctx, ".pretokenizers: expected an array");
+    if (!list->is_array()) return make_error(ErrorKind::kParse, ctx, ".pretokenizers: expected an array");
     for (size_t i = 0; i < list->size(); ++i)
       HLX_RETURN_IF_ERROR(parse_pretokenizer((*list)[i], str_cat(ctx, ".pretokenizers[", i, "]")));
     return ok_status();
@@ -107,13 +101,11 @@ Status Tokenizer::Impl::parse_pretokenizer(const json& j, const std::string& ctx
         return make_error(ErrorKind::kUnsupported, ctx, ": Split regex \"", pat.second,
                           "\" (only the Qwen2/Qwen3 pattern is implemented)");
       if (behavior != "Isolated")
-        return make_error(ErrorKind::kUnsupported, ctx, ": Split regex with behavior \"", behavior,
-                          "\"");
+        return make_error(ErrorKind::kUnsupported, ctx, ": Split regex with behavior \"", behavior, "\"");
       pretokenizers.push_back({PreStep::kQwenRegex, ""});
       return ok_status();
     }
-    if (pat.second.empty())
-      return make_error(ErrorKind::kUnsupported, ctx, ": Split on an empty string");
+    if (pat.second.empty()) return make_error(ErrorKind::kUnsupported, ctx, ": Split on an empty string");
     if (behavior == "Isolated")
       pretokenizers.push_back({PreStep::kSplitIsolated, pat.second});
     else if (behavior == "MergedWithPrevious")
@@ -156,8 +148,7 @@ Status Tokenizer::Impl::parse_decoder(const json& j, const std::string& ctx) {
   }
   if (type == "Replace") {
     HLX_ASSIGN_OR_RETURN(auto pat, get_pattern(j, ctx));
-    if (pat.first)
-      return make_error(ErrorKind::kUnsupported, ctx, ": Replace decoder with a Regex pattern");
+    if (pat.first) return make_error(ErrorKind::kUnsupported, ctx, ": Replace decoder with a Regex pattern");
     HLX_ASSIGN_OR_RETURN(std::string content, get_string(j, "content", ctx));
     DecStep d = dec_step(DecStep::kReplace);
     d.pattern = pat.second;
@@ -169,8 +160,7 @@ Status Tokenizer::Impl::parse_decoder(const json& j, const std::string& ctx) {
     HLX_ASSIGN_OR_RETURN(std::string content, get_string(j, "content", ctx));
     auto cps = decode_utf8(content);
     if (!cps.ok() || cps->size() != 1)
-      return make_error(ErrorKind::kParse, ctx, ".content: expected one character, got \"",
-                        content, "\"");
+      return make_error(ErrorKind::kParse, ctx, ".content: expected one character, got \"", content, "\"");
     HLX_ASSIGN_OR_RETURN(const json* start, field(j, "start", ctx));
     HLX_ASSIGN_OR_RETURN(const json* stop, field(j, "stop", ctx));
     if (!start->is_number_unsigned() || !stop->is_number_unsigned())
@@ -200,15 +190,13 @@ Status Tokenizer::Impl::parse_post_processor(const json& j, const std::string& c
     std::string ictx = str_cat(ctx, ".single[", i, "]");
     if (item.is_object() && item.contains("Sequence")) {
       HLX_ASSIGN_OR_RETURN(std::string id, get_string(item["Sequence"], "id", ictx));
-      if (id != "A")
-        return make_error(ErrorKind::kUnsupported, ictx, ": sequence \"", id, "\" in single");
+      if (id != "A") return make_error(ErrorKind::kUnsupported, ictx, ": sequence \"", id, "\" in single");
       post_single.push_back(std::nullopt);
     } else if (item.is_object() && item.contains("SpecialToken")) {
       HLX_ASSIGN_OR_RETURN(std::string id, get_string(item["SpecialToken"], "id", ictx));
       auto it = specials->find(id);
       if (it == specials->end())
-        return make_error(ErrorKind::kParse, ictx, ": special token \"", id,
-                          "\" missing from special_tokens");
+        return make_error(ErrorKind::kParse, ictx, ": special token \"", id, "\" missing from special_tokens");
       HLX_ASSIGN_OR_RETURN(const json* ids, field(*it, "ids", ictx));
       if (!ids->is_array()) return make_error(ErrorKind::kParse, ictx, ": ids must be an array");
       std::vector<uint32_t> v;
@@ -230,8 +218,7 @@ Status Tokenizer::Impl::parse_model(const json& m) {
   if (m.contains("dropout") && !m["dropout"].is_null())
     return make_error(ErrorKind::kUnsupported, "model.dropout=", m["dropout"].dump());
   for (const char* key : {"continuing_subword_prefix", "end_of_word_suffix"}) {
-    if (m.contains(key) && !m[key].is_null() &&
-        !(m[key].is_string() && m[key].get<std::string>().empty()))
+    if (m.contains(key) && !m[key].is_null() && !(m[key].is_string() && m[key].get<std::string>().empty()))
       return make_error(ErrorKind::kUnsupported, "model.", key, "=", m[key].dump());
   }
   BpeOptions opt;
@@ -262,12 +249,10 @@ Status Tokenizer::Impl::parse_model(const json& m) {
       const std::string& s = e.get_ref<const std::string&>();
       size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        return make_error(ErrorKind::kParse, "model.merges[", i, "]: \"", s,
-                          "\" is not \"left right\"");
+        return make_error(ErrorKind::kParse, "model.merges[", i, "]: \"", s, "\" is not \"left right\"");
       merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else {
-      return make_error(ErrorKind::kParse, "model.merges[", i, "]: expected [left, right], got ",
-                        e.dump());
+      return make_error(ErrorKind::kParse, "model.merges[", i, "]: expected [left, right], got ", e.dump());
     }
   }
   HLX_ASSIGN_OR_RETURN(bpe, Bpe::create(std::move(vocab), merges, std::move(opt)));
@@ -287,12 +272,10 @@ Status Tokenizer::Impl::parse_added(const json& list) {
     HLX_ASSIGN_OR_RETURN(bool special, get_bool(t, "special", false, ctx));
     for (const char* flag : {"lstrip", "rstrip", "single_word", "normalized"}) {
       HLX_ASSIGN_OR_RETURN(bool on, get_bool(t, flag, false, ctx));
-      if (on)
-        return make_error(ErrorKind::kUnsupported, ctx, " (\"", content, "\"): ", flag, "=true");
+      if (on) return make_error(ErrorKind::kUnsupported, ctx, " (\"", content, "\"): ", flag, "=true");
     }
     if (content.empty()) return make_error(ErrorKind::kParse, ctx, ": empty content");
-    if (!is_valid_utf8(content))
-      return make_error(ErrorKind::kParse, ctx, ": content is not valid UTF-8");
+    if (!is_valid_utf8(content)) return make_error(ErrorKind::kParse, ctx, ": content is not valid UTF-8");
     added_by_id[id] = added.size();
     added_by_content[content] = id;
     if (special) special_ids.insert(id);
@@ -329,20 +312,16 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json(std::string_view j
 Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json_impl(std::string_view json_text) {
   try {
     json doc = json::parse(json_text.begin(), json_text.end(), nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded())
-      return make_error(ErrorKind::kParse, "malformed JSON");
-    if (!doc.is_object())
-      return make_error(ErrorKind::kParse, "expected a JSON object at top level");
+    if (doc.is_discarded()) return make_error(ErrorKind::kParse, "malformed JSON");
+    if (!doc.is_object()) return make_error(ErrorKind::kParse, "expected a JSON object at top level");
     auto impl = std::make_unique<Impl>();
     auto get = [&](const char* key) -> const json& {
       static const json null_value;
       auto it = doc.find(key);
       return it == doc.end() ? null_value : *it;
     };
-    if (!get("truncation").is_null())
-      return make_error(ErrorKind::kUnsupported, "truncation (set in tokenizer.json)");
-    if (!get("padding").is_null())
-      return make_error(ErrorKind::kUnsupported, "padding (set in tokenizer.json)");
+    if (!get("truncation").is_null()) return make_error(ErrorKind::kUnsupported, "truncation (set in tokenizer.json)");
+    if (!get("padding").is_null()) return make_error(ErrorKind::kUnsupported, "padding (set in tokenizer.json)");
     if (!doc.contains("model")) return make_error(ErrorKind::kParse, "missing field \"model\"");
     HLX_RETURN_IF_ERROR(impl->parse_model(doc["model"]));
     HLX_RETURN_IF_ERROR(impl->parse_added(get("added_tokens")));
@@ -356,8 +335,7 @@ Result<std::shared_ptr<const Tokenizer>> Tokenizer::from_json_impl(std::string_v
     for (const auto& item : impl->post_single)
       if (item) impl->post_extra += item->size();
     impl->vocab_size = impl->bpe->id_bound();
-    for (const AddedToken& t : impl->added)
-      impl->vocab_size = std::max(impl->vocab_size, size_t(t.id) + 1);
+    for (const AddedToken& t : impl->added) impl->vocab_size = std::max(impl->vocab_size, size_t(t.id) + 1);
     return std::shared_ptr<const Tokenizer>(new Tokenizer(std::move(impl)));
   } catch (const std::exception& e) {
     // Safety net: a JSON shape we did not anticipate must still come back as an error.

@@ -10,8 +10,7 @@ namespace {
 // Decodes one well-formed sequence at `p`; returns its length or 0 when ill-formed, and in
 // `*maximal` the length of the maximal ill-formed subpart (>= 1) used by the lossy conversion.
 // `*truncated` reports that the bytes so far are a valid prefix cut short by the end of input.
-size_t decode_one(const unsigned char* p, size_t n, char32_t* cp, size_t* maximal,
-                  bool* truncated) {
+size_t decode_one(const unsigned char* p, size_t n, char32_t* cp, size_t* maximal, bool* truncated) {
   *truncated = false;
   *maximal = 1;
   unsigned char b0 = p[0];
@@ -69,8 +68,8 @@ Result<std::vector<CodePoint>> decode_utf8(std::string_view text) {
     bool truncated;
     size_t len = decode_one(p + i, text.size() - i, &cp, &maximal, &truncated);
     if (len == 0)
-      return make_error(ErrorKind::kInvalidArgument, "invalid UTF-8 at byte offset ", i,
-                        " (byte 0x", std::hex, int(p[i]), ")");
+      return make_error(ErrorKind::kInvalidArgument, "invalid UTF-8 at byte offset ", i, " (byte 0x", std::hex,
+                        int(p[i]), ")");
     out.push_back({cp, uint32_t(i), uint32_t(len)});
     i += len;
   }
@@ -185,12 +184,11 @@ Result<std::string> nfc(std::string_view text) {
       break;
     }
   if (ascii) return std::string(text);
-  if (!is_valid_utf8(text))
-    return make_error(ErrorKind::kInvalidArgument, "NFC: input is not valid UTF-8");
+  if (!is_valid_utf8(text)) return make_error(ErrorKind::kInvalidArgument, "NFC: input is not valid UTF-8");
   utf8proc_uint8_t* out = nullptr;
-  utf8proc_ssize_t n = utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()),
-                                    utf8proc_ssize_t(text.size()), &out,
-                                    utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
+  utf8proc_ssize_t n =
+      utf8proc_map(reinterpret_cast<const utf8proc_uint8_t*>(text.data()), utf8proc_ssize_t(text.size()), &out,
+                   utf8proc_option_t(UTF8PROC_STABLE | UTF8PROC_COMPOSE));
   if (n < 0) {
     std::free(out);
     return make_error(ErrorKind::kInvalidArgument, "NFC failed: ", utf8proc_errmsg(n));

@@ -18,15 +18,15 @@
 
 static int g_passed = 0, g_failed = 0;
 
-#define CHECK(cond)                                                                                   \
-  do {                                                                                                \
-    if (cond) {                                                                                       \
-      ++g_passed;                                                                                     \
-    } else {                                                                                          \
-      ++g_failed;                                                                                     \
-      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond,        \
-              hlx_last_error_message());                                                              \
-    }                                                                                                 \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (cond) {                                                                                \
+      ++g_passed;                                                                              \
+    } else {                                                                                   \
+      ++g_failed;                                                                              \
+      fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
+              hlx_last_error_message());                                                       \
+    }                                                                                          \
   } while (0)
 
 enum { kGuard = 64, kNew = 8, kCapacity = 64 };

@@ -14,28 +14,28 @@
 
 static int g_passed = 0, g_failed = 0;
 
-#define CHECK(cond)                                                                \
-  do {                                                                             \
-    if (cond) {                                                                    \
-      ++g_passed;                                                                  \
-    } else {                                                                       \
-      ++g_failed;                                                                  \
+#define CHECK(cond)                                                                            \
+  do {                                                                                         \
+    if (cond) {                                                                                \
+      ++g_passed;                                                                              \
+    } else {                                                                                   \
+      ++g_failed;                                                                              \
       fprintf(stderr, "%s:%d: CHECK failed: %s (last error: %s)\n", __FILE__, __LINE__, #cond, \
-              hlx_last_error_message());                                           \
-    }                                                                              \
+              hlx_last_error_message());                                                       \
+    }                                                                                          \
   } while (0)
 
 /* Checks a call's status and that a non-OK status leaves a non-empty message. */
-#define EXPECT_STATUS(expr, want)                                                            \
-  do {                                                                                       \
-    hlx_status_t got_ = (expr);                                                              \
-    if (got_ == (want) && (got_ == HLX_STATUS_OK || hlx_last_error_message()[0] != '\0')) {  \
-      ++g_passed;                                                                            \
-    } else {                                                                                 \
-      ++g_failed;                                                                            \
-      fprintf(stderr, "%s:%d: %s returned %s, expected %s (message: '%s')\n", __FILE__, __LINE__, \
-              #expr, hlx_status_name(got_), hlx_status_name(want), hlx_last_error_message());      \
-    }                                                                                        \
+#define EXPECT_STATUS(expr, want)                                                                        \
+  do {                                                                                                   \
+    hlx_status_t got_ = (expr);                                                                          \
+    if (got_ == (want) && (got_ == HLX_STATUS_OK || hlx_last_error_message()[0] != '\0')) {              \
+      ++g_passed;                                                                                        \
+    } else {                                                                                             \
+      ++g_failed;                                                                                        \
+      fprintf(stderr, "%s:%d: %s returned %s, expected %s (message: '%s')\n", __FILE__, __LINE__, #expr, \
+              hlx_status_name(got_), hlx_status_name(want), hlx_last_error_message());                   \
+    }                                                                                                    \
   } while (0)
 
 #define EXPECT_OK(expr) EXPECT_STATUS(expr, HLX_STATUS_OK)
@@ -48,11 +48,12 @@ enum { kCapacity = 64, kMaxTokens = 64 };
 
 /* Runs `hlx generate --tokens` and parses the comma-separated ids it prints. Returns the count or
  * -1 on failure. */
-static int cli_generate(const char* hlx, const char* dir, const int64_t* prompt, size_t n, int max_new,
-                        int64_t* out, int out_cap) {
+static int cli_generate(const char* hlx, const char* dir, const int64_t* prompt, size_t n, int max_new, int64_t* out,
+                        int out_cap) {
   char cmd[4096];
   int len = snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' --capacity %d --tokens ", hlx, dir, kCapacity);
-  for (size_t i = 0; i < n; ++i) len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%lld", i ? "," : "", (long long)prompt[i]);
+  for (size_t i = 0; i < n; ++i)
+    len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%lld", i ? "," : "", (long long)prompt[i]);
   snprintf(cmd + len, sizeof cmd - (size_t)len, " -n %d 2>/dev/null", max_new);
   FILE* p = popen(cmd, "r");
   if (!p) return -1;
@@ -83,10 +84,10 @@ typedef struct {
   int finish;
   char text[4096];
   size_t text_len;
-  int bad;                 /* an event for another id, or after the finish */
-  hlx_model_t* model;      /* for cancel / misuse from inside the callback */
-  int cancel_after;        /* > 0: cancel after this many tokens */
-  int reentrant_checked;   /* calls hlx_step / hlx_result / hlx_run_until_idle from inside */
+  int bad;               /* an event for another id, or after the finish */
+  hlx_model_t* model;    /* for cancel / misuse from inside the callback */
+  int cancel_after;      /* > 0: cancel after this many tokens */
+  int reentrant_checked; /* calls hlx_step / hlx_result / hlx_run_until_idle from inside */
   hlx_status_t step_inside, run_inside, result_inside, cancel_inside;
 } collector_t;
 
@@ -154,18 +155,19 @@ static void* other_thread(void* p) {
 
 /* A 24x18 PNG (PIL: blue background, yellow disc, red square). */
 static const uint8_t kPng[] = {
-0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52,
-0x00, 0x00, 0x00, 0x18, 0x00, 0x00, 0x00, 0x12, 0x08, 0x02, 0x00, 0x00, 0x00, 0xce, 0x8e, 0x89,
-0xc9, 0x00, 0x00, 0x00, 0x5f, 0x49, 0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0x94, 0x8b, 0x3a, 0xc1,
-0x40, 0x0d, 0xc0, 0xc4, 0x40, 0x25, 0x40, 0x35, 0x83, 0x58, 0xb0, 0x8a, 0xde, 0xc9, 0xb3, 0x40,
-0xe6, 0xaa, 0x4c, 0x3a, 0x41, 0x8e, 0x8b, 0xd0, 0x4c, 0xc1, 0x2a, 0x42, 0xd8, 0x20, 0x5c, 0x7a,
-0x08, 0x9a, 0xc5, 0x44, 0xbc, 0x6a, 0xfc, 0xb2, 0x43, 0x25, 0xd6, 0x70, 0x81, 0x69, 0x47, 0xc2,
-0xb0, 0x8a, 0x67, 0xd9, 0xac, 0xa2, 0x8d, 0xd7, 0xf0, 0xa7, 0x17, 0xfc, 0xb2, 0x4c, 0x44, 0xaa,
-0x26, 0x98, 0x26, 0x99, 0x88, 0xd1, 0x43, 0x4c, 0xca, 0x66, 0x21, 0xcf, 0xfe, 0xa1, 0x90, 0x8e,
-0xa8, 0x66, 0x10, 0x00, 0xbe, 0xfe, 0x1a, 0xe8, 0x6f, 0x08, 0xd6, 0x82, 0x00, 0x00, 0x00, 0x00,
-0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
+    0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a, 0x00, 0x00, 0x00, 0x0d, 0x49, 0x48, 0x44, 0x52, 0x00, 0x00, 0x00,
+    0x18, 0x00, 0x00, 0x00, 0x12, 0x08, 0x02, 0x00, 0x00, 0x00, 0xce, 0x8e, 0x89, 0xc9, 0x00, 0x00, 0x00, 0x5f, 0x49,
+    0x44, 0x41, 0x54, 0x78, 0xda, 0x63, 0x94, 0x8b, 0x3a, 0xc1, 0x40, 0x0d, 0xc0, 0xc4, 0x40, 0x25, 0x40, 0x35, 0x83,
+    0x58, 0xb0, 0x8a, 0xde, 0xc9, 0xb3, 0x40, 0xe6, 0xaa, 0x4c, 0x3a, 0x41, 0x8e, 0x8b, 0xd0, 0x4c, 0xc1, 0x2a, 0x42,
+    0xd8, 0x20, 0x5c, 0x7a, 0x08, 0x9a, 0xc5, 0x44, 0xbc, 0x6a, 0xfc, 0xb2, 0x43, 0x25, 0xd6, 0x70, 0x81, 0x69, 0x47,
+    0xc2, 0xb0, 0x8a, 0x67, 0xd9, 0xac, 0xa2, 0x8d, 0xd7, 0xf0, 0xa7, 0x17, 0xfc, 0xb2, 0x4c, 0x44, 0xaa, 0x26, 0x98,
+    0x26, 0x99, 0x88, 0xd1, 0x43, 0x4c, 0xca, 0x66, 0x21, 0xcf, 0xfe, 0xa1, 0x90, 0x8e, 0xa8, 0x66, 0x10, 0x00, 0xbe,
+    0xfe, 0x1a, 0xe8, 0x6f, 0x08, 0xd6, 0x82, 0x00, 0x00, 0x00, 0x00, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82};
 
-static void on_count(void* user, const hlx_event_t* e) { ++*(int*)user; (void)e; }
+static void on_count(void* user, const hlx_event_t* e) {
+  ++*(int*)user;
+  (void)e;
+}
 
 static void test_images(const char* hlx, const char* dir) {
   char model_dir[512], png_path[600], cmd[2048];
@@ -383,15 +385,15 @@ static void test_growth(const char* model_dir, const int64_t* prompt, size_t n, 
   memset(&o1, 0, sizeof o1);
   EXPECT_OK((hlx_model_options_init)(&o1));
   o1.context_capacity = kCapacity;
-  o1.prefix_cache = 7;       /* past struct_size: ignored, the default (on) applies */
-  o1.image_cache_mib = -9;   /* likewise */
+  o1.prefix_cache = 7;     /* past struct_size: ignored, the default (on) applies */
+  o1.image_cache_mib = -9; /* likewise */
   hlx_model_t* m1 = NULL;
   EXPECT_OK(hlx_model_load(model_dir, &o1, &m1));
   hlx_generation_params_t p1;
   EXPECT_OK((hlx_generation_params_init)(&p1));
   p1.max_new_tokens = nref;
   p1.logit_bias_count = 5; /* past struct_size: ignored, NULL arrays never read */
-  hlx_model_t* m0 = NULL;   /* version 2, prefix reuse off */
+  hlx_model_t* m0 = NULL;  /* version 2, prefix reuse off */
   hlx_model_options_t o0;
   EXPECT_OK(hlx_model_options_init(&o0));
   o0.context_capacity = kCapacity;
@@ -597,10 +599,10 @@ int main(int argc, char** argv) {
       hlx_model_options_t o;
     } bad[16];
     int n = 0;
-#define BAD(field, value)           \
-  bad[n].what = #field "=" #value;  \
-  bad[n].o = opts;                  \
-  bad[n].o.field = value;           \
+#define BAD(field, value)          \
+  bad[n].what = #field "=" #value; \
+  bad[n].o = opts;                 \
+  bad[n].o.field = value;          \
   ++n;
     BAD(struct_size, 0)
     BAD(struct_size, sizeof(hlx_model_options_t) - 4)
@@ -822,7 +824,10 @@ int main(int argc, char** argv) {
           if (is_a && na < kMaxTokens) ta[na++] = ev[0].token;
           if (!is_a && nb < kMaxTokens) tb[nb++] = ev[0].token;
         } else {
-          if (is_a) ++fa; else ++fb;
+          if (is_a)
+            ++fa;
+          else
+            ++fb;
         }
       }
     }
@@ -982,7 +987,8 @@ int main(int argc, char** argv) {
     EXPECT_STATUS(hlx_submit_tokens(model, long_prompt, 60, &p, &x), HLX_STATUS_CAPACITY_EXCEEDED);
     CHECK(x == 0);
     const char* msg = hlx_last_error_message();
-    CHECK(contains(msg, "prompt 60 tokens") && contains(msg, "max_new_tokens 5") && contains(msg, "context_capacity 64"));
+    CHECK(contains(msg, "prompt 60 tokens") && contains(msg, "max_new_tokens 5") &&
+          contains(msg, "context_capacity 64"));
     hlx_admission_t adm;
     EXPECT_OK(hlx_last_admission(&adm));
     CHECK(adm.prompt_tokens == 60 && adm.max_new_tokens == 5 && adm.context_capacity == kCapacity);
@@ -1010,10 +1016,14 @@ int main(int argc, char** argv) {
     /* text over capacity */
     char big[4096];
     size_t o = 0;
-    while (o + 6 < sizeof big) { memcpy(big + o, "hello ", 6); o += 6; }
+    while (o + 6 < sizeof big) {
+      memcpy(big + o, "hello ", 6);
+      o += 6;
+    }
     big[o] = '\0';
     EXPECT_STATUS(hlx_submit_text(model, big, &gp, &x), HLX_STATUS_CAPACITY_EXCEEDED);
-    CHECK(contains(hlx_last_error_message(), "context_capacity 64") && contains(hlx_last_error_message(), "max_new_tokens 8"));
+    CHECK(contains(hlx_last_error_message(), "context_capacity 64") &&
+          contains(hlx_last_error_message(), "max_new_tokens 8"));
     EXPECT_OK(hlx_last_admission(&adm));
     CHECK(adm.prompt_tokens > kCapacity && adm.max_new_tokens == 8 && adm.context_capacity == kCapacity);
   }
@@ -1044,10 +1054,10 @@ int main(int argc, char** argv) {
     int n = 0;
     const char* null_stop[1] = {NULL};
     const char* empty_stop[1] = {""};
-#define BADP(field, value)          \
-  bad[n].what = #field "=" #value;  \
-  bad[n].p = gp;                    \
-  bad[n].p.field = value;           \
+#define BADP(field, value)         \
+  bad[n].what = #field "=" #value; \
+  bad[n].p = gp;                   \
+  bad[n].p.field = value;          \
   ++n;
     BADP(struct_size, 0)
     BADP(struct_size, sizeof(hlx_generation_params_t) + 16)
@@ -1067,8 +1077,16 @@ int main(int argc, char** argv) {
     BADP(stop_count, 1) /* stop NULL */
     BADP(stop_count, HLX_MAX_STOP_STRINGS + 1)
     BADP(stop_at_eos, 3)
-    bad[n].what = "stop[0]=NULL"; bad[n].p = gp; bad[n].p.stop = null_stop; bad[n].p.stop_count = 1; ++n;
-    bad[n].what = "stop[0]=\"\""; bad[n].p = gp; bad[n].p.stop = empty_stop; bad[n].p.stop_count = 1; ++n;
+    bad[n].what = "stop[0]=NULL";
+    bad[n].p = gp;
+    bad[n].p.stop = null_stop;
+    bad[n].p.stop_count = 1;
+    ++n;
+    bad[n].what = "stop[0]=\"\"";
+    bad[n].p = gp;
+    bad[n].p.stop = empty_stop;
+    bad[n].p.stop_count = 1;
+    ++n;
 #undef BADP
     for (int i = 0; i < n; ++i) {
       x = 55;

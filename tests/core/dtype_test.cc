@@ -37,7 +37,9 @@ TEST(DType, Bf16RoundTripAndRounding) {
   }
   for (uint32_t b = 0; b < 65536; ++b) {
     float f = bf16_to_f32(bf16{uint16_t(b)});
-    if (!std::isnan(f)) { EXPECT_EQ(f32_to_bf16(f).bits, b); }
+    if (!std::isnan(f)) {
+      EXPECT_EQ(f32_to_bf16(f).bits, b);
+    }
   }
 }
 
@@ -52,7 +54,9 @@ TEST(DType, F16RoundTripAndRounding) {
   }
   for (uint32_t b = 0; b < 65536; ++b) {
     float f = f16_to_f32(f16{uint16_t(b)});
-    if (!std::isnan(f)) { EXPECT_EQ(f32_to_f16(f).bits, b); }
+    if (!std::isnan(f)) {
+      EXPECT_EQ(f32_to_f16(f).bits, b);
+    }
   }
   EXPECT_EQ(f32_to_f16(65520.f).bits, 0x7c00);  // halfway to 2^16 rounds to infinity
   EXPECT_EQ(f32_to_f16(65519.f).bits, 0x7bff);

@@ -19,10 +19,10 @@ TEST(Sha256, FipsVectors) {
   EXPECT_EQ(sha256_hex("abc"), "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   EXPECT_EQ(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq"),
             "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
-  EXPECT_EQ(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqrsmnopqrstnopqrstu"),
+  EXPECT_EQ(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklmnopqklmnopqrlmnopqr"
+                       "smnopqrstnopqrstu"),
             "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
-  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')),
-            "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+  EXPECT_EQ(sha256_hex(std::string(1000000, 'a')), "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
 
 TEST(Sha256, IncrementalEqualsOneShotAndDigestIsIdempotent) {
@@ -55,9 +55,8 @@ TEST(Sha256, MatchesPythonHashlibOnRandomInputs) {
     inputs.push_back(s);
     std::ofstream(dir + "/" + std::to_string(i), std::ios::binary) << s;
   }
-  const std::string cmd = "/usr/bin/python3 -c \"import hashlib,sys\nfor i in range(" +
-                          std::to_string(inputs.size()) + "): print(hashlib.sha256(open('" + dir +
-                          "/%d' % i,'rb').read()).hexdigest())\"";
+  const std::string cmd = "/usr/bin/python3 -c \"import hashlib,sys\nfor i in range(" + std::to_string(inputs.size()) +
+                          "): print(hashlib.sha256(open('" + dir + "/%d' % i,'rb').read()).hexdigest())\"";
   FILE* p = popen(cmd.c_str(), "r");
   ASSERT_NE(p, nullptr);
   std::string out;

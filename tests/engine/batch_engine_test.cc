@@ -113,7 +113,8 @@ TEST_P(BatchEngineFixture, EveryRequestAloneEqualsItsRunInABatchOfTenOnFourSlots
   const int64_t vocab = one->spec().vocab_size;
   const size_t n = kLengths.size();
   std::vector<Outcome> alone(n);
-  for (size_t i = 0; i < n; ++i) alone[i] = solo(*one, request(prompt_of(kLengths[i], vocab, int64_t(i)), kMaxNew[i], nullptr));
+  for (size_t i = 0; i < n; ++i)
+    alone[i] = solo(*one, request(prompt_of(kLengths[i], vocab, int64_t(i)), kMaxNew[i], nullptr));
 
   BatchEngine e(*four);
   std::vector<std::vector<std::string>> logits(n);
@@ -158,13 +159,15 @@ TEST_P(BatchEngineFixture, CancellingQueuedAndRunningRequestsLeavesOthersBitIden
   const int64_t vocab = one->spec().vocab_size;
   const size_t n = 8;
   std::vector<Outcome> alone(n);
-  for (size_t i = 0; i < n; ++i) alone[i] = solo(*one, request(prompt_of(kLengths[i], vocab, int64_t(i)), kMaxNew[i], nullptr));
+  for (size_t i = 0; i < n; ++i)
+    alone[i] = solo(*one, request(prompt_of(kLengths[i], vocab, int64_t(i)), kMaxNew[i], nullptr));
   Outcome late_alone = solo(*one, request(prompt_of(21, vocab, 50), 10, nullptr));
 
   BatchEngine e(*four);
   std::vector<std::vector<std::string>> logits(n);
   std::vector<RequestId> ids;
-  for (size_t i = 0; i < n; ++i) ids.push_back(e.submit(request(prompt_of(kLengths[i], vocab, int64_t(i)), kMaxNew[i], &logits[i])).value());
+  for (size_t i = 0; i < n; ++i)
+    ids.push_back(e.submit(request(prompt_of(kLengths[i], vocab, int64_t(i)), kMaxNew[i], &logits[i])).value());
   // Queued (never admitted): cancel before any step.
   const size_t queued_victim = 6;
   ASSERT_TRUE(e.cancel(ids[queued_victim]).ok());
@@ -319,7 +322,12 @@ std::shared_ptr<const tok::Tokenizer> letters_tokenizer(int64_t vocab) {
       {"pre_tokenizer", nullptr},
       {"post_processor", nullptr},
       {"decoder", {{"type", "Fuse"}}},
-      {"model", {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"vocab", v}, {"merges", nlohmann::json::array()}}},
+      {"model",
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", nullptr},
+        {"vocab", v},
+        {"merges", nlohmann::json::array()}}},
   };
   auto t = tok::Tokenizer::from_json(j.dump(), "letters");
   EXPECT_TRUE(t.ok()) << t.status().to_string();
@@ -355,7 +363,8 @@ TEST_P(BatchEngineFixture, StopStringsCutTheTextAndStreamOnlyDecidedText) {
   RequestId id = e.submit(r).value();
   // Neighbours in the batch, one of them without stop strings.
   std::vector<RequestId> others;
-  for (int k = 0; k < 3; ++k) others.push_back(e.submit(request(prompt_of(5 + 7 * k, vocab, 20 + k), 10, nullptr)).value());
+  for (int k = 0; k < 3; ++k)
+    others.push_back(e.submit(request(prompt_of(5 + 7 * k, vocab, 20 + k), 10, nullptr)).value());
   ASSERT_TRUE(e.run_until_idle().ok());
   auto c = e.take_completion(id);
   ASSERT_TRUE(c.has_value());
@@ -395,7 +404,8 @@ TEST_P(BatchEngineFixture, SeededSamplingIsTheSameInBatchesOfDifferentCompositio
     // Composition 0: two greedy neighbours first; 1: five sampled neighbours with other seeds.
     int neighbours = composition == 0 ? 2 : 5;
     for (int k = 0; k < neighbours; ++k) {
-      GenerationRequest r = composition == 0 ? request(prompt_of(4 + 9 * k, vocab, 30 + k), 6, nullptr) : sampled(uint64_t(k));
+      GenerationRequest r =
+          composition == 0 ? request(prompt_of(4 + 9 * k, vocab, 30 + k), 6, nullptr) : sampled(uint64_t(k));
       ASSERT_TRUE(e.submit(r).ok());
     }
     RequestId id = e.submit(sampled(99)).value();
@@ -422,7 +432,7 @@ TEST_P(BatchEngineFixture, LongPrefillAdvancesOneChunkPerStepWhileOthersDecode) 
     auto evs = e.events();
     int64_t a_tokens = 0, b_tokens = 0;
     for (const Event& ev : evs) (ev.id == a ? a_tokens : b_tokens) += ev.kind == Event::Kind::kToken;
-    EXPECT_EQ(a_tokens, 1) << "step " << s;              // a decodes on every step
+    EXPECT_EQ(a_tokens, 1) << "step " << s;  // a decodes on every step
     // b: nothing until its last chunk, then its first token and its first decode.
     EXPECT_EQ(b_tokens, s == 2 ? 2 : 0) << "step " << s;
   }
@@ -459,7 +469,9 @@ TEST(BatchEngineThreads, SubmitAndCancelFromAnotherThread) {
       auto id = e.submit(request(prompt_of(3 + 5 * k, vocab, 60 + k), 10, nullptr));
       EXPECT_TRUE(id.ok());
       ids[size_t(k)] = id.ok() ? *id : 0;
-      if (k == 5) { EXPECT_TRUE(e.cancel(ids[5]).ok()); }  // cancelled from this thread
+      if (k == 5) {
+        EXPECT_TRUE(e.cancel(ids[5]).ok());
+      }  // cancelled from this thread
       std::this_thread::sleep_for(std::chrono::milliseconds(2));
     }
     done_submitting = true;

@@ -52,11 +52,13 @@ bool accepts(const std::shared_ptr<const JsonGrammar>& g, std::string_view text,
 TEST(JsonConstraint, AcceptsAndRejectsBytes) {
   auto g = compile(kNested);
   EXPECT_TRUE(accepts(g, R"({"name":"Al","age":-3,"address":{"zip":"01234"},"ok":true})"));
-  EXPECT_TRUE(accepts(g, R"({"name":"","age":0,"tags":["b\"c","ü"],"address":{"zip":"99999","geo":[1.5e3,-0.25]},"nick":null,"ok":false})"));
+  EXPECT_TRUE(accepts(
+      g,
+      R"({"name":"","age":0,"tags":["b\"c","ü"],"address":{"zip":"99999","geo":[1.5e3,-0.25]},"nick":null,"ok":false})"));
   EXPECT_FALSE(accepts(g, R"({"age":1,"name":"x","address":{"zip":"01234"},"ok":true})"));  // order
   EXPECT_FALSE(accepts(g, R"({"name":"x","address":{"zip":"01234"},"ok":true})"));          // required age
-  EXPECT_FALSE(accepts(g, R"({"name":"x","age":1.5,)", false));                            // integer
-  EXPECT_FALSE(accepts(g, R"({"name":"x","age":01,)", false));                             // leading 0
+  EXPECT_FALSE(accepts(g, R"({"name":"x","age":1.5,)", false));                             // integer
+  EXPECT_FALSE(accepts(g, R"({"name":"x","age":01,)", false));                              // leading 0
   EXPECT_FALSE(accepts(g, R"({"name":"x","age":1,"tags":[],)", false));                     // minItems
   EXPECT_FALSE(accepts(g, R"({"name":"x","age":1,"tags":["a","a","a","a")", false));        // maxItems
   EXPECT_FALSE(accepts(g, R"({"name":"x","age":1,"tags":["c"])", false));                   // enum

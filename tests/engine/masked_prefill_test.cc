@@ -55,8 +55,8 @@ std::string slot_bytes(const TextModel& m, int64_t rows) {
 // The tiny fixture without a tokenizer: vocabulary 320, boi 300, eoi 301, image soft token 302,
 // 4 rows per image. Blocks at rows [6, 10) and [13, 17).
 constexpr int64_t kBoi = 300, kEoi = 301, kImg = 302;
-const std::vector<int64_t> kIds = {2, 5, 17, 9, 11, kBoi, kImg, kImg, kImg, kImg, kEoi, 7,
-                                   kBoi, kImg, kImg, kImg, kImg, kEoi, 4};
+const std::vector<int64_t> kIds = {2,    5, 17,   9,    11,   kBoi, kImg, kImg, kImg, kImg,
+                                   kEoi, 7, kBoi, kImg, kImg, kImg, kImg, kEoi, 4};
 
 // Text rows embed(id) * scale, image rows deterministic stand-ins for projected features.
 Tensor embeddings(const TextModel& m) {

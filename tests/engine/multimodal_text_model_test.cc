@@ -148,7 +148,7 @@ TEST(EmbeddingsPrefillErrors, BadCallsTouchNothing) {
   expect_error(m->prefill_embeddings(5, *emb, p, 12), ErrorKind::kOutOfRange, "slot 5");
   Tensor wrong = Tensor::zeros(DType::kF32, {12, hidden + 1});
   expect_error(m->prefill_embeddings(0, wrong, p, 12), ErrorKind::kInvalidArgument, std::to_string(hidden + 1));
-  expect_error(m->prefill_embeddings(0, *emb, p, 6), ErrorKind::kInvalidArgument, "end row 6");   // nothing new
+  expect_error(m->prefill_embeddings(0, *emb, p, 6), ErrorKind::kInvalidArgument, "end row 6");    // nothing new
   expect_error(m->prefill_embeddings(0, *emb, p, 13), ErrorKind::kInvalidArgument, "end row 13");  // past the rows
   auto other = p;
   other[2] += 1;

@@ -28,9 +28,8 @@ Tensor scalar_i32(int32_t v) {
   return t;
 }
 
-Result<std::vector<Tensor>> run_entry(const models::TextModelSpec& spec, const EngineShape& shape,
-                                      TextEntry entry, const Checkpoint& ckpt, Tensor first_input,
-                                      int32_t length) {
+Result<std::vector<Tensor>> run_entry(const models::TextModelSpec& spec, const EngineShape& shape, TextEntry entry,
+                                      const Checkpoint& ckpt, Tensor first_input, int32_t length) {
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_text_entry(spec, shape, EntryRequest{entry, 32}));
   HLX_ASSIGN_OR_RETURN(auto program, rt::Program::compile(std::make_shared<shlo::Module>(std::move(module))));
   for (const auto& info : models::text_checkpoint_layout(spec)) {
@@ -39,13 +38,15 @@ Result<std::vector<Tensor>> run_entry(const models::TextModelSpec& spec, const E
   }
   std::vector<Tensor> args = {std::move(first_input), scalar_i32(length), scalar_i32(0), scalar_i32(0)};
   for (int64_t i = 0; i < 2 * spec.num_layers; ++i)
-    args.push_back(Tensor::zeros(shape.kv_dtype, {shape.slots, shape.context_capacity, spec.num_kv_heads, spec.head_dim}));
+    args.push_back(
+        Tensor::zeros(shape.kv_dtype, {shape.slots, shape.context_capacity, spec.num_kv_heads, spec.head_dim}));
   return program->run(models::entry_name(entry), std::move(args));
 }
 
 void expect_identical(const std::string& family, DType dtype) {
   SCOPED_TRACE(family);
-  std::string dir = (std::filesystem::temp_directory_path() / ("hlx_embed_" + family + std::string(dtype_name(dtype)))).string();
+  std::string dir =
+      (std::filesystem::temp_directory_path() / ("hlx_embed_" + family + std::string(dtype_name(dtype)))).string();
   models::FixtureOptions fo;
   fo.family = family;
   fo.dtype = dtype;

@@ -81,7 +81,8 @@ Prompt make_prompt(const TextModel& m, int64_t n, int64_t image_at, uint32_t see
   Prompt p;
   const int64_t image = m.image_token_id(), hidden = m.spec().hidden_size;
   std::vector<int32_t> ids32;
-  for (int64_t i = 0; i < n; ++i) ids32.push_back(i >= image_at && i < image_at + 8 ? int32_t(image) : int32_t((i * 37 + 3) % 250));
+  for (int64_t i = 0; i < n; ++i)
+    ids32.push_back(i >= image_at && i < image_at + 8 ? int32_t(image) : int32_t((i * 37 + 3) % 250));
   auto mp = mm::qwen_mrope_positions(ids32, int32_t(image), {mm::ImageGrid{1, 4, 8}}, 2);
   EXPECT_TRUE(mp.ok()) << mp.status().to_string();
   p.ids.assign(ids32.begin(), ids32.end());
@@ -192,28 +193,46 @@ TEST(Qwen3VLTextModel, InvalidPayloadsAreRefusedBeforeAnythingIsTouched) {
   const int64_t hidden = m->spec().hidden_size;
   auto set_pos = [](Prompt& p, int v, int32_t value) { p.payload.visual_positions.data<int32_t>()[v] = value; };
   const std::vector<BadCase> cases = {
-      {"duplicate", [&](Prompt& p) { set_pos(p, 3, 7); }, ErrorKind::kInvalidArgument, "visual_positions[3] = 7 after 7"},
-      {"unsorted", [&](Prompt& p) { set_pos(p, 2, 12); }, ErrorKind::kInvalidArgument, "visual_positions[3] = 8 after 12"},
+      {"duplicate", [&](Prompt& p) { set_pos(p, 3, 7); }, ErrorKind::kInvalidArgument,
+       "visual_positions[3] = 7 after 7"},
+      {"unsorted", [&](Prompt& p) { set_pos(p, 2, 12); }, ErrorKind::kInvalidArgument,
+       "visual_positions[3] = 8 after 12"},
       {"past the prompt", [&](Prompt& p) { set_pos(p, 7, 20); }, ErrorKind::kInvalidArgument,
        "visual_positions[7] = 20 is outside the prompt rows [0, 20)"},
       {"negative", [&](Prompt& p) { set_pos(p, 0, -1); }, ErrorKind::kInvalidArgument, "visual_positions[0] = -1"},
       {"not an image row", [&](Prompt& p) { set_pos(p, 0, 2); }, ErrorKind::kInvalidArgument, "row 2 holds token"},
-      {"wrong K", [&](Prompt& p) { p.payload.layer_features = random_f32({2, 8, hidden}, 9); }, ErrorKind::kInvalidArgument,
-       "layer_features must be f32 [3, 8, "},
-      {"wrong Nv", [&](Prompt& p) { p.payload.layer_features = random_f32({3, 7, hidden}, 9); },
+      {"wrong K",
+       [&](Prompt& p) {
+         p.payload.layer_features = random_f32({2, 8, hidden}, 9);
+       },
+       ErrorKind::kInvalidArgument, "layer_features must be f32 [3, 8, "},
+      {"wrong Nv",
+       [&](Prompt& p) {
+         p.payload.layer_features = random_f32({3, 7, hidden}, 9);
+       },
        ErrorKind::kInvalidArgument, "got f32[3x7x"},
-      {"wrong hidden", [&](Prompt& p) { p.payload.layer_features = random_f32({3, 8, hidden + 1}, 9); },
+      {"wrong hidden",
+       [&](Prompt& p) {
+         p.payload.layer_features = random_f32({3, 8, hidden + 1}, 9);
+       },
        ErrorKind::kInvalidArgument, "layer_features must be f32"},
-      {"bf16 features", [&](Prompt& p) { p.payload.layer_features = Tensor::zeros(DType::kBF16, {3, 8, hidden}); },
+      {"bf16 features",
+       [&](Prompt& p) {
+         p.payload.layer_features = Tensor::zeros(DType::kBF16, {3, 8, hidden});
+       },
        ErrorKind::kInvalidArgument, "layer_features must be f32"},
       {"i64 positions", [&](Prompt& p) { p.payload.visual_positions = Tensor::zeros(DType::kI64, {8}); },
        ErrorKind::kInvalidArgument, "visual_positions must be i32 [Nv]"},
-      {"count above Nv", [&](Prompt& p) { p.payload.count = 9; }, ErrorKind::kInvalidArgument, "visual count 9 outside [0, Nv 8]"},
+      {"count above Nv", [&](Prompt& p) { p.payload.count = 9; }, ErrorKind::kInvalidArgument,
+       "visual count 9 outside [0, Nv 8]"},
       {"negative count", [&](Prompt& p) { p.payload.count = -1; }, ErrorKind::kInvalidArgument, "visual count -1"},
-      {"rope positions shape", [&](Prompt& p) { p.positions = Tensor::zeros(DType::kI32, {3, 19}); },
+      {"rope positions shape",
+       [&](Prompt& p) {
+         p.positions = Tensor::zeros(DType::kI32, {3, 19});
+       },
        ErrorKind::kInvalidArgument, "expected i32 [3, 20]"},
-      {"negative rope position", [&](Prompt& p) { p.positions.data<int32_t>()[20 + 4] = -3; }, ErrorKind::kInvalidArgument,
-       "rope_positions[1, 4] = -3 is negative"},
+      {"negative rope position", [&](Prompt& p) { p.positions.data<int32_t>()[20 + 4] = -3; },
+       ErrorKind::kInvalidArgument, "rope_positions[1, 4] = -3 is negative"},
       {"delta past i32", [&](Prompt& p) { p.delta = int64_t(1) << 40; }, ErrorKind::kOutOfRange,
        "rope_delta 1099511627776 is outside the i32 range"},
   };
@@ -361,7 +380,8 @@ TEST(Qwen3VLTextModel, RopeDeltaDrivesDecodeAndIsPerSlot) {
   };
   Tensor with_delta = mixed(p.delta), plain = mixed(0);
   EXPECT_EQ(std::memcmp(with_delta.data<float>(), plain.data<float>(), size_t(vocab) * sizeof(float)), 0);
-  EXPECT_NE(std::memcmp(with_delta.data<float>() + vocab, plain.data<float>() + vocab, size_t(vocab) * sizeof(float)), 0);
+  EXPECT_NE(std::memcmp(with_delta.data<float>() + vocab, plain.data<float>() + vocab, size_t(vocab) * sizeof(float)),
+            0);
 }
 
 // The padded bucket modules equal the exact-grid entry; two sizes land in two buckets.

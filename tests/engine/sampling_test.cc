@@ -38,17 +38,39 @@ TEST(Sampling, ValidationNamesTheField) {
   };
   std::vector<Case> cases;
   SamplingParams p;
-  p = {}; p.temperature = -0.1f; cases.push_back({p, "temperature"});
-  p = {}; p.temperature = NAN; cases.push_back({p, "temperature"});
-  p = {}; p.top_k = -1; cases.push_back({p, "top_k"});
-  p = {}; p.top_p = 0.0f; cases.push_back({p, "top_p"});
-  p = {}; p.top_p = 1.5f; cases.push_back({p, "top_p"});
-  p = {}; p.min_p = -0.5f; cases.push_back({p, "min_p"});
-  p = {}; p.min_p = 1.01f; cases.push_back({p, "min_p"});
-  p = {}; p.repetition_penalty = 0.0f; cases.push_back({p, "repetition_penalty"});
-  p = {}; p.repetition_penalty = INFINITY; cases.push_back({p, "repetition_penalty"});
-  p = {}; p.presence_penalty = 2.5f; cases.push_back({p, "presence_penalty"});
-  p = {}; p.frequency_penalty = -3.0f; cases.push_back({p, "frequency_penalty"});
+  p = {};
+  p.temperature = -0.1f;
+  cases.push_back({p, "temperature"});
+  p = {};
+  p.temperature = NAN;
+  cases.push_back({p, "temperature"});
+  p = {};
+  p.top_k = -1;
+  cases.push_back({p, "top_k"});
+  p = {};
+  p.top_p = 0.0f;
+  cases.push_back({p, "top_p"});
+  p = {};
+  p.top_p = 1.5f;
+  cases.push_back({p, "top_p"});
+  p = {};
+  p.min_p = -0.5f;
+  cases.push_back({p, "min_p"});
+  p = {};
+  p.min_p = 1.01f;
+  cases.push_back({p, "min_p"});
+  p = {};
+  p.repetition_penalty = 0.0f;
+  cases.push_back({p, "repetition_penalty"});
+  p = {};
+  p.repetition_penalty = INFINITY;
+  cases.push_back({p, "repetition_penalty"});
+  p = {};
+  p.presence_penalty = 2.5f;
+  cases.push_back({p, "presence_penalty"});
+  p = {};
+  p.frequency_penalty = -3.0f;
+  cases.push_back({p, "frequency_penalty"});
   for (const auto& c : cases) {
     Status s = validate_sampling(c.p);
     EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument) << c.field;
@@ -135,7 +157,9 @@ TEST(Sampling, FrequenciesFollowTheFilteredSoftmax) {
     for (size_t i = 0; i < row.size(); ++i) {
       EXPECT_NEAR(d[i], expect[i], 1e-12) << "id " << i << " temp " << p.temperature;
       EXPECT_NEAR(f[i], expect[i], 0.01) << "id " << i << " temp " << p.temperature;
-      if (expect[i] == 0) { EXPECT_EQ(f[i], 0.0); }
+      if (expect[i] == 0) {
+        EXPECT_EQ(f[i], 0.0);
+      }
     }
   };
   SamplingParams p;
@@ -196,7 +220,8 @@ TEST(Sampling, LogitBiasIsAddedToTheLogit) {
       ASSERT_TRUE(a.ok() && b.ok());
       // The repetition penalty of token 17 applies to the raw logit, then the bias.
       std::vector<float> expect = row;
-      for (int64_t id : prompt) expect[size_t(id)] = expect[size_t(id)] > 0 ? expect[size_t(id)] / 1.3f : expect[size_t(id)] * 1.3f;
+      for (int64_t id : prompt)
+        expect[size_t(id)] = expect[size_t(id)] > 0 ? expect[size_t(id)] / 1.3f : expect[size_t(id)] * 1.3f;
       for (const auto& [id, bb] : bias) expect[size_t(id)] += bb;
       SamplingParams none = without;
       none.repetition_penalty = 1.f;
@@ -264,8 +289,12 @@ TEST(Sampling, GreedyIsTheLowestIdOfTheLargestFinitePenalizedLogit) {
     const int levels = 1 + int(g() % 6);
     for (auto& x : row) {
       const uint32_t k = g() % 20;
-      x = k == 0 ? NAN : k == 1 ? INFINITY : k == 2 ? -INFINITY : k == 3 ? -0.0f : k == 4 ? 0.0f
-                                                                   : float(int(g() % levels) - 2);
+      x = k == 0   ? NAN
+          : k == 1 ? INFINITY
+          : k == 2 ? -INFINITY
+          : k == 3 ? -0.0f
+          : k == 4 ? 0.0f
+                   : float(int(g() % levels) - 2);
     }
     SamplingParams p;
     if (trial % 4 != 0) p.repetition_penalty = trial % 3 ? 1.5f : 0.5f;
@@ -344,14 +373,30 @@ std::vector<float> test_row(int kind, size_t n, uint32_t seed) {
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) {
     switch (kind) {
-      case 0: v[i] = normal(g); break;
-      case 1: v[i] = float(small(g)); break;                              // many ties
-      case 2: v[i] = normal(g) + (i % 97 == 3 ? 25.0f : 0.0f); break;     // a few peaks
-      case 3: v[i] = 1.5f; break;                                         // flat
-      case 4: v[i] = wide(g); break;                                      // long tail
-      case 5: v[i] = (g() & 1) ? 0.0f : -0.0f; break;                     // signed zeros
-      case 6: v[i] = normal(g) * 0.01f; break;                            // nearly flat
-      default: v[i] = std::round(normal(g)) * 8.0f; break;                // ties, steps of 8 nats
+      case 0:
+        v[i] = normal(g);
+        break;
+      case 1:
+        v[i] = float(small(g));
+        break;  // many ties
+      case 2:
+        v[i] = normal(g) + (i % 97 == 3 ? 25.0f : 0.0f);
+        break;  // a few peaks
+      case 3:
+        v[i] = 1.5f;
+        break;  // flat
+      case 4:
+        v[i] = wide(g);
+        break;  // long tail
+      case 5:
+        v[i] = (g() & 1) ? 0.0f : -0.0f;
+        break;  // signed zeros
+      case 6:
+        v[i] = normal(g) * 0.01f;
+        break;  // nearly flat
+      default:
+        v[i] = std::round(normal(g)) * 8.0f;
+        break;  // ties, steps of 8 nats
     }
   }
   if (kind == 4 || kind == 0) {
@@ -391,8 +436,8 @@ TEST(Sampling, PartialSelectionDrawsWhatTheFullSortDrew) {
                 auto got = s->sample(row);
                 ASSERT_TRUE(got.ok()) << got.status().to_string();
                 ASSERT_EQ(*got, reference_draw(row, p, rng))
-                    << "n " << n << " kind " << kind << " T " << t << " top_p " << tp << " min_p " << mp
-                    << " top_k " << tk << " draw " << draw;
+                    << "n " << n << " kind " << kind << " T " << t << " top_p " << tp << " min_p " << mp << " top_k "
+                    << tk << " draw " << draw;
                 ++compared;
               }
             }
@@ -433,7 +478,8 @@ TEST(Sampling, PartialSelectionMatchesOnVocabularySizedRowsWithPenalties) {
 // The full sort's kept candidates (id, cumulative share) for one row and parameters, in the
 // order reference_draw walks them: the same steps and sums as reference_draw, kept apart from
 // the draw so that many seeds can share them. `logits` are already penalized.
-std::vector<std::pair<int64_t, double>> reference_cumulative(const std::vector<float>& logits, const SamplingParams& p) {
+std::vector<std::pair<int64_t, double>> reference_cumulative(const std::vector<float>& logits,
+                                                             const SamplingParams& p) {
   std::vector<std::pair<int64_t, double>> c;
   const double inv_t = 1.0 / double(p.temperature);
   for (size_t i = 0; i < logits.size(); ++i)
@@ -502,7 +548,8 @@ TEST(Sampling, BucketedDrawEqualsTheFullSortOnManySeeds) {
   const size_t vocab = 151936;
   rows.push_back({"llm 152k", bench_row(false, vocab, 1)});
   rows.push_back({"flat sd 0.3 152k", bench_row(true, vocab, 2)});
-  for (int kind = 0; kind < 8; ++kind) rows.push_back({"kind " + std::to_string(kind) + " 5003", test_row(kind, 5003, uint32_t(40 + kind))});
+  for (int kind = 0; kind < 8; ++kind)
+    rows.push_back({"kind " + std::to_string(kind) + " 5003", test_row(kind, 5003, uint32_t(40 + kind))});
   struct Params {
     float t, top_p, min_p;
   };
@@ -530,7 +577,9 @@ TEST(Sampling, BucketedDrawEqualsTheFullSortOnManySeeds) {
       }
       std::sort(seen.begin(), seen.end());
       // The draws do vary (so a wrong token would show), unless one candidate holds ~everything.
-      if (cum.front().second < 0.99) { EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 1) << row.name; }
+      if (cum.front().second < 0.99) {
+        EXPECT_GT(std::unique(seen.begin(), seen.end()) - seen.begin(), 1) << row.name;
+      }
     }
   }
 }
@@ -669,7 +718,8 @@ TEST(Sampling, RowWithoutFiniteLogitIsAnError) {
   EXPECT_EQ(Sampler::create(p)->sample(std::vector<float>{}).status().kind(), ErrorKind::kInvalidArgument);
   // And greedy (temperature 0).
   EXPECT_EQ(Sampler::create(SamplingParams{})->sample(bad).status().kind(), ErrorKind::kInvalidArgument);
-  EXPECT_EQ(Sampler::create(SamplingParams{})->sample(std::vector<float>{}).status().kind(), ErrorKind::kInvalidArgument);
+  EXPECT_EQ(Sampler::create(SamplingParams{})->sample(std::vector<float>{}).status().kind(),
+            ErrorKind::kInvalidArgument);
 }
 
 }  // namespace

@@ -33,8 +33,8 @@ const std::string& fixture_dir(const std::string& family) {
   static std::map<std::string, std::string> dirs;
   auto it = dirs.find(family);
   if (it != dirs.end()) return it->second;
-  std::string dir = (fs::path(testing::TempDir()) / ("hlx_engine_fixture_" + family + "_" + std::to_string(::getpid())))
-                        .string();
+  std::string dir =
+      (fs::path(testing::TempDir()) / ("hlx_engine_fixture_" + family + "_" + std::to_string(::getpid()))).string();
   models::FixtureOptions o;
   o.family = family;
   o.preset = "tiny";
@@ -167,7 +167,9 @@ TEST_P(TextModelFamily, GenerateIsTheSameInEverySlotAndBatchedDecodeAgrees) {
   ASSERT_TRUE(g1.ok()) << g1.status().to_string();
   EXPECT_GE(g1->tokens.size(), 1u);
   EXPECT_LE(g1->tokens.size(), 10u);
-  if (g1->finish == FinishReason::kLength) { EXPECT_EQ(g1->tokens.size(), 10u); }
+  if (g1->finish == FinishReason::kLength) {
+    EXPECT_EQ(g1->tokens.size(), 10u);
+  }
   EXPECT_EQ(m->slot_pool().free_count(), 3);  // released
   // Occupy slot 0 so the same request runs in slot 1: same tokens.
   auto other = prompt_of(9, m->spec().vocab_size, 3);
@@ -253,7 +255,8 @@ TEST(TextModel, KvDtypeDefaultsToTheCheckpointsComputeType) {
   EXPECT_EQ(std::memcmp(a->raw(), b->raw(), a->nbytes()), 0) << "default is not the f32 cache";
   EXPECT_NE(std::memcmp(a->raw(), c->raw(), a->nbytes()), 0) << "a bf16 cache would round K/V";
 
-  const std::string bf16_dir = (fs::path(testing::TempDir()) / ("hlx_kv_auto_bf16_" + std::to_string(::getpid()))).string();
+  const std::string bf16_dir =
+      (fs::path(testing::TempDir()) / ("hlx_kv_auto_bf16_" + std::to_string(::getpid()))).string();
   models::FixtureOptions fo;
   fo.family = "qwen3";
   fo.preset = "tiny";
@@ -349,8 +352,8 @@ TEST(TextModel, PreEmittedModulesLoadAndMismatchesFailNamingBothValues) {
   std::stringstream ss;
   ss << in.rdbuf();
   std::string text = ss.str();
-  std::string want = hlx::sha256_hex(models::text_entry_description(
-      emitted->spec(), emitted->shape(), {models::TextEntry::kDecode, 1}));
+  std::string want = hlx::sha256_hex(
+      models::text_entry_description(emitted->spec(), emitted->shape(), {models::TextEntry::kDecode, 1}));
   size_t at = text.find(want);
   ASSERT_NE(at, std::string::npos) << "emitted decode_1 does not carry the identity the engine expects";
   std::string forged(64, 'a');

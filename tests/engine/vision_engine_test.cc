@@ -30,13 +30,14 @@ const std::string& llava_dir(const std::string& family) {
   static std::map<std::string, std::string> dirs;
   auto it = dirs.find(family);
   if (it != dirs.end()) return it->second;
-  std::string dir = (fs::path(testing::TempDir()) / ("hlx_vision_engine_" + family + "_" + std::to_string(::getpid()))).string();
+  std::string dir =
+      (fs::path(testing::TempDir()) / ("hlx_vision_engine_" + family + "_" + std::to_string(::getpid()))).string();
   models::FixtureOptions o;
   o.family = family;
   o.dtype = DType::kF32;
   o.seed = 5;
   Status s = models::is_qwen3_vl_fixture_family(family) ? models::write_qwen3_vl_fixture(dir, o)
-                                                         : models::write_vlm_fixture(dir, o);
+                                                        : models::write_vlm_fixture(dir, o);
   EXPECT_TRUE(s.ok()) << s.to_string();
   return dirs[family] = dir;
 }
@@ -138,11 +139,11 @@ TEST_P(VisionEngine, ImageAndTextRequestsInOneBatchEqualTheirSoloRuns) {
     return Spec{image_prompt(n, salt, *m.vision, at, images), images, max_new};
   };
   std::vector<Spec> specs = {
-      spec(9, 1, {1}, {picture(40, 30, 1)}, 10),                            // 1 image: crop / squash / resize
-      {text_prompt(13, 2), {}, 12},                                         // text only
-      spec(6, 3, {0, 4}, {picture(23, 57, 2), picture(64, 64, 3)}, 9),     // 2 images (Qwen: of other sizes)
-      {text_prompt(21, 4), {}, 7},                                          // text, 2 chunks
-      spec(30, 5, {12}, {picture(33, 33, 4)}, 8),                           // 1 image mid-prompt, 2+ chunks
+      spec(9, 1, {1}, {picture(40, 30, 1)}, 10),                        // 1 image: crop / squash / resize
+      {text_prompt(13, 2), {}, 12},                                     // text only
+      spec(6, 3, {0, 4}, {picture(23, 57, 2), picture(64, 64, 3)}, 9),  // 2 images (Qwen: of other sizes)
+      {text_prompt(21, 4), {}, 7},                                      // text, 2 chunks
+      spec(30, 5, {12}, {picture(33, 33, 4)}, 8),                       // 1 image mid-prompt, 2+ chunks
   };
   std::vector<Outcome> alone(specs.size());
   for (size_t i = 0; i < specs.size(); ++i) {
@@ -433,15 +434,16 @@ TEST(VisionEnginePrefix, ImageRequestsSpareTheFreshestTextPrefix) {
     for (int64_t i = 0; i < n; ++i) p.push_back((i * 13 + 5) % 290);
     return p;
   };
-  run({t1, {}, 2});                                    // slot 0 holds t1
-  run({t2, {}, 2});                                    // slot 1 (least recently used) holds t2
+  run({t1, {}, 2});                                          // slot 0 holds t1
+  run({t2, {}, 2});                                          // slot 1 (least recently used) holds t2
   EXPECT_EQ(run({extend(t1, 4), {}, 2}).cached_tokens, 20);  // back in slot 0: slot 1 is now the LRU one
   const mm::Image im = picture(30, 30, 1);
   EXPECT_EQ(run({image_prompt(6, 3, *m.vision, {1}, {im}), {im}, 2}).finish, Finish::kLength);
   EXPECT_EQ(run({extend(t1, 9), {}, 2}).cached_tokens, 24) << "the image request took slot 0";
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine, testing::Values("llava-clip", "llava-siglip", "gemma3-vlm", "qwen3-vl"),
+INSTANTIATE_TEST_SUITE_P(Fixtures, VisionEngine,
+                         testing::Values("llava-clip", "llava-siglip", "gemma3-vlm", "qwen3-vl"),
                          [](const testing::TestParamInfo<std::string>& i) {
                            std::string s = i.param;
                            for (char& ch : s)
@@ -455,7 +457,8 @@ TEST(VisionEngineLoad, ImagesNeedTheEmbeddingsEntries) {
   ASSERT_TRUE(m.text && m.vision);
   EXPECT_TRUE(m.text->has_embeddings_entries());
   // A text model loaded without them refuses image requests (and is not a vision model itself).
-  std::string text_dir = (fs::path(testing::TempDir()) / ("hlx_vision_engine_text_" + std::to_string(::getpid()))).string();
+  std::string text_dir =
+      (fs::path(testing::TempDir()) / ("hlx_vision_engine_text_" + std::to_string(::getpid()))).string();
   models::FixtureOptions o;
   o.family = "qwen3";
   ASSERT_TRUE(models::write_text_fixture(text_dir, o).ok());

@@ -44,7 +44,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         if (req.path.empty() || req.path[0] != '/') std::abort();
         if (req.minor_version == 1 && !req.header("host")) std::abort();
         const bool te = req.header("transfer-encoding"), cl = req.header("content-length");
-        if (te && cl) std::abort();                       // one framing only (no smuggling)
+        if (te && cl) std::abort();  // one framing only (no smuggling)
         if (req.method == "POST" && !te && !cl) std::abort();
         if (te && req.minor_version == 0) std::abort();
         // The answer ends cleanly: the connection may carry another request unless it said close.

@@ -33,8 +33,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   opt.max_pixels = int64_t(1) << 16;
   auto img = mm::decode_image(std::string_view(reinterpret_cast<const char*>(data), size), opt, "fuzz");
   if (!img.ok()) return 0;
-  if (img->width <= 0 || img->height <= 0 || img->pixels.size() != size_t(img->width * img->height * 3))
-    std::abort();
+  if (img->width <= 0 || img->height <= 0 || img->pixels.size() != size_t(img->width * img->height * 3)) std::abort();
   mm::PreprocessConfig clip;
   clip.shortest_edge = 28;
   clip.do_center_crop = true;

@@ -27,10 +27,10 @@ void check_error(const ApiError& e) {
 
 const ChatTemplate& chat_template() {
   // Prints what a hostile kwarg would try to replace, so an override would show in the output.
-  static const ChatTemplate t =
-      *ChatTemplate::from_source("{{ bos_token }}{% for m in messages %}<{{ m.role }}>{% endfor %}"
-                                 "{% if tools %}TOOLS{% endif %}{% if add_generation_prompt %}<gen>{% endif %}",
-                                 json{{"bos_token", "<s>"}});
+  static const ChatTemplate t = *ChatTemplate::from_source(
+      "{{ bos_token }}{% for m in messages %}<{{ m.role }}>{% endfor %}"
+      "{% if tools %}TOOLS{% endif %}{% if add_generation_prompt %}<gen>{% endif %}",
+      json{{"bos_token", "<s>"}});
   return t;
 }
 

@@ -13,9 +13,9 @@ namespace {
 using testing::TempDir;
 
 NamedTensors three_tensors() {
-  return {{"model.embed_tokens.weight", testing::pattern_tensor(DType::kBF16, {8, 4}, 1)},   // 64 B
-          {"model.layers.0.mlp.weight", testing::pattern_tensor(DType::kF32, {4, 4}, 2)},    // 64 B
-          {"model.norm.weight", testing::pattern_tensor(DType::kF16, {4}, 3)}};              // 8 B
+  return {{"model.embed_tokens.weight", testing::pattern_tensor(DType::kBF16, {8, 4}, 1)},  // 64 B
+          {"model.layers.0.mlp.weight", testing::pattern_tensor(DType::kF32, {4, 4}, 2)},   // 64 B
+          {"model.norm.weight", testing::pattern_tensor(DType::kF16, {4}, 3)}};             // 8 B
 }
 
 void write_index(const std::string& path, const nlohmann::json& weight_map) {

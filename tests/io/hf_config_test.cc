@@ -115,7 +115,8 @@ TEST(HfConfig, ErrorsNameKeyAndFile) {
   EXPECT_EQ(HfConfig::parse("{\"a\": ").status().kind(), ErrorKind::kParse);
   EXPECT_EQ(HfConfig::parse("[1]").status().kind(), ErrorKind::kParse);
   EXPECT_EQ(HfConfig::parse(R"({"text_config": 3})").status().kind(), ErrorKind::kParse);
-  EXPECT_EQ(HfConfig::parse(R"({"n": 18446744073709551615})")->root().require_int("n").status().kind(), ErrorKind::kParse);
+  EXPECT_EQ(HfConfig::parse(R"({"n": 18446744073709551615})")->root().require_int("n").status().kind(),
+            ErrorKind::kParse);
   EXPECT_EQ(HfConfig::load(dir.file("nope")).status().kind(), ErrorKind::kNotFound);
   TempDir empty;
   EXPECT_EQ(HfConfig::load(empty.path()).status().kind(), ErrorKind::kNotFound);

@@ -46,21 +46,42 @@ inline std::string read_bytes(const std::string& path) {
 inline Tensor pattern_tensor(DType dtype, Shape shape, uint32_t seed) {
   Tensor t = Tensor::empty(dtype, std::move(shape));
   uint32_t s = seed * 2654435761u + 1;
-  auto next = [&] { s = s * 1664525u + 1013904223u; return s >> 8; };
+  auto next = [&] {
+    s = s * 1664525u + 1013904223u;
+    return s >> 8;
+  };
   int64_t n = t.num_elements();
   for (int64_t i = 0; i < n; ++i) {
     uint32_t r = next();
     float f = (float(r % 20001) - 10000.f) / 128.f;
     switch (dtype) {
-      case DType::kF32: t.data<float>()[i] = f; break;
-      case DType::kF16: t.data<uint16_t>()[i] = f32_to_f16(f).bits; break;
-      case DType::kBF16: t.data<uint16_t>()[i] = f32_to_bf16(f).bits; break;
-      case DType::kI64: t.data<int64_t>()[i] = (int64_t(r) << 31) - (int64_t(1) << 40) - i; break;
-      case DType::kI32: t.data<int32_t>()[i] = int32_t(r) - (1 << 23); break;
-      case DType::kI16: t.data<int16_t>()[i] = int16_t(r); break;
-      case DType::kI8: t.data<int8_t>()[i] = int8_t(r); break;
-      case DType::kU8: t.data<uint8_t>()[i] = uint8_t(r); break;
-      case DType::kI1: t.data<uint8_t>()[i] = uint8_t(r & 1); break;
+      case DType::kF32:
+        t.data<float>()[i] = f;
+        break;
+      case DType::kF16:
+        t.data<uint16_t>()[i] = f32_to_f16(f).bits;
+        break;
+      case DType::kBF16:
+        t.data<uint16_t>()[i] = f32_to_bf16(f).bits;
+        break;
+      case DType::kI64:
+        t.data<int64_t>()[i] = (int64_t(r) << 31) - (int64_t(1) << 40) - i;
+        break;
+      case DType::kI32:
+        t.data<int32_t>()[i] = int32_t(r) - (1 << 23);
+        break;
+      case DType::kI16:
+        t.data<int16_t>()[i] = int16_t(r);
+        break;
+      case DType::kI8:
+        t.data<int8_t>()[i] = int8_t(r);
+        break;
+      case DType::kU8:
+        t.data<uint8_t>()[i] = uint8_t(r);
+        break;
+      case DType::kI1:
+        t.data<uint8_t>()[i] = uint8_t(r & 1);
+        break;
     }
   }
   return t;

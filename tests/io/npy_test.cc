@@ -26,14 +26,23 @@ std::vector<std::string> split(const std::string& s, char sep) {
 // Element i of `t` as a double (floats decoded, bf16/f16 through the exact conversions).
 double value_at(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kF16: return f16_to_f32(f16{t.data<uint16_t>()[i]});
-    case DType::kBF16: return bf16_to_f32(bf16{t.data<uint16_t>()[i]});
-    case DType::kI64: return double(t.data<int64_t>()[i]);
-    case DType::kI32: return t.data<int32_t>()[i];
-    case DType::kI16: return t.data<int16_t>()[i];
-    case DType::kI8: return t.data<int8_t>()[i];
-    case DType::kU8: case DType::kI1: return t.data<uint8_t>()[i];
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kF16:
+      return f16_to_f32(f16{t.data<uint16_t>()[i]});
+    case DType::kBF16:
+      return bf16_to_f32(bf16{t.data<uint16_t>()[i]});
+    case DType::kI64:
+      return double(t.data<int64_t>()[i]);
+    case DType::kI32:
+      return t.data<int32_t>()[i];
+    case DType::kI16:
+      return t.data<int16_t>()[i];
+    case DType::kI8:
+      return t.data<int8_t>()[i];
+    case DType::kU8:
+    case DType::kI1:
+      return t.data<uint8_t>()[i];
   }
   return 0;
 }
@@ -154,16 +163,25 @@ TEST(Npy, NumpyReadsWhatWeWrite) {
       Tensor t = testing::pattern_tensor(dt, shapes[k], seed++);
       std::string name = str_cat(dtype_name(dt), "_", k);
       ASSERT_TRUE(write_npy(dir.file(name + ".npy"), t).ok());
-      const char* descr = dt == DType::kF32 ? "<f4" : dt == DType::kF16 ? "<f2" : dt == DType::kBF16 ? "<u2"
-                        : dt == DType::kI64 ? "<i8" : dt == DType::kI32 ? "<i4" : dt == DType::kI16 ? "<i2"
-                        : dt == DType::kI8 ? "|i1" : dt == DType::kU8 ? "|u1" : "|b1";
+      const char* descr = dt == DType::kF32    ? "<f4"
+                          : dt == DType::kF16  ? "<f2"
+                          : dt == DType::kBF16 ? "<u2"
+                          : dt == DType::kI64  ? "<i8"
+                          : dt == DType::kI32  ? "<i4"
+                          : dt == DType::kI16  ? "<i2"
+                          : dt == DType::kI8   ? "|i1"
+                          : dt == DType::kU8   ? "|u1"
+                                               : "|b1";
       manifest << name << " " << descr << " " << (t.rank() ? shape_to_string(t.shape()) : "-") << " ";
       if (t.num_elements() == 0) manifest << "-";
       for (int64_t i = 0; i < t.num_elements(); ++i) {
         if (i) manifest << ",";
-        if (dt == DType::kBF16) manifest << t.data<uint16_t>()[i];  // raw bits, as numpy sees them
-        else if (dt == DType::kI64) manifest << t.data<int64_t>()[i];
-        else manifest << value_at(t, i);
+        if (dt == DType::kBF16)
+          manifest << t.data<uint16_t>()[i];  // raw bits, as numpy sees them
+        else if (dt == DType::kI64)
+          manifest << t.data<int64_t>()[i];
+        else
+          manifest << value_at(t, i);
       }
       manifest << "\n";
     }
@@ -232,26 +250,36 @@ TEST(Npy, HostileFiles) {
   EXPECT_NE(msg.find("8"), std::string::npos) << msg;
   EXPECT_EQ(parse_kind(npy_image(f4x2, data8 + "x")), ErrorKind::kParse);
   // dtypes.
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '>f4', 'fortran_order': False, 'shape': (2,)}", data8)), ErrorKind::kUnsupported);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f8', 'fortran_order': False, 'shape': (1,)}", data8)), ErrorKind::kUnsupported);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<u2', 'fortran_order': False, 'shape': (4,)}", data8)), ErrorKind::kUnsupported);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<u2', 'fortran_order': False, 'shape': (4,)}", data8), DType::kBF16), ErrorKind::kOk);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '>f4', 'fortran_order': False, 'shape': (2,)}", data8)),
+            ErrorKind::kUnsupported);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f8', 'fortran_order': False, 'shape': (1,)}", data8)),
+            ErrorKind::kUnsupported);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<u2', 'fortran_order': False, 'shape': (4,)}", data8)),
+            ErrorKind::kUnsupported);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<u2', 'fortran_order': False, 'shape': (4,)}", data8), DType::kBF16),
+            ErrorKind::kOk);
   EXPECT_EQ(parse_kind(npy_image("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (2,)}", data8)),
             ErrorKind::kUnsupported);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': True, 'shape': (2,)}", data8)), ErrorKind::kUnsupported);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': True, 'shape': (2,)}", data8)),
+            ErrorKind::kUnsupported);
   // Header dict structure.
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'shape': (2,)}", data8)), ErrorKind::kParse);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': True}", data8)), ErrorKind::kParse);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", data8)), ErrorKind::kParse);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2,), 'x': True}", data8)),
+            ErrorKind::kParse);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2,)}", data8)),
+            ErrorKind::kParse);
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': 0, 'shape': (2,)}", data8)), ErrorKind::kParse);
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2)}", data8)), ErrorKind::kParse);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}", data8)), ErrorKind::kParse);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (-2,)}", data8)),
+            ErrorKind::kParse);
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)", data8)), ErrorKind::kParse);
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk", data8)), ErrorKind::kParse);
+  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (2,)} junk", data8)),
+            ErrorKind::kParse);
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4, 'fortran_order': False, 'shape': (2,)}", data8)), ErrorKind::kParse);
   // Shapes whose element count or digits overflow, before any allocation.
-  EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776)}", data8)),
-            ErrorKind::kParse);
+  EXPECT_EQ(
+      parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (1099511627776, 1099511627776)}", data8)),
+      ErrorKind::kParse);
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (99999999999999999999,)}", data8)),
             ErrorKind::kParse);
   EXPECT_EQ(parse_kind(npy_image("{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296)}", data8)),
@@ -263,7 +291,8 @@ TEST(Npy, HostileFiles) {
 }
 
 TEST(Npy, BoolNormalisedAndBf16WrittenAsU2) {
-  auto t = parse_npy(npy_image("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x00\x02\x01", 3)));
+  auto t =
+      parse_npy(npy_image("{'descr': '|b1', 'fortran_order': False, 'shape': (3,), }", std::string("\x00\x02\x01", 3)));
   ASSERT_TRUE(t.ok());
   EXPECT_EQ(t->dtype(), DType::kI1);
   EXPECT_EQ(t->data<uint8_t>()[0], 0);

@@ -204,31 +204,42 @@ TEST(Safetensors, HostileFiles) {
   EXPECT_NE(msg.find("F64"), std::string::npos) << msg;
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", data8)), ErrorKind::kParse);
   // Shapes: negative, float, string, overflowing.
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8)), ErrorKind::kParse);
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", data8)), ErrorKind::kParse);
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", data8)), ErrorKind::kParse);
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,8]}})", data8), &msg),
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8)),
             ErrorKind::kParse);
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[2.0],"data_offsets":[0,8]}})", data8)),
+            ErrorKind::kParse);
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":["2"],"data_offsets":[0,8]}})", data8)),
+            ErrorKind::kParse);
+  EXPECT_EQ(
+      open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[1099511627776,1099511627776],"data_offsets":[0,8]}})", data8),
+                &msg),
+      ErrorKind::kParse);
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[18446744073709551615],"data_offsets":[0,8]}})", data8)),
             ErrorKind::kParse);
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[2]}})", data8)), ErrorKind::kParse);
   // Offsets: reversed, negative, wrong arity, past the end, wrong byte count.
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[0],"data_offsets":[8,0]}})", data8)), ErrorKind::kParse);
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", data8)), ErrorKind::kParse);
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[-8,0]}})", data8)),
+            ErrorKind::kParse);
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[2],"data_offsets":[0]}})", data8)), ErrorKind::kParse);
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data8), &msg), ErrorKind::kIo);
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16]}})", data8), &msg),
+            ErrorKind::kIo);
   EXPECT_NE(msg.find("16"), std::string::npos) << msg;
-  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data8), &msg), ErrorKind::kParse);
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})", data8), &msg),
+            ErrorKind::kParse);
   EXPECT_NE(msg.find("12"), std::string::npos) << msg;
   // Overlap names both tensors.
-  EXPECT_EQ(open_kind(st_bytes(R"({"a":{)" + f4 + R"(},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", data8), &msg),
-            ErrorKind::kParse);
+  EXPECT_EQ(
+      open_kind(st_bytes(R"({"a":{)" + f4 + R"(},"b":{"dtype":"U8","shape":[4],"data_offsets":[4,8]}})", data8), &msg),
+      ErrorKind::kParse);
   EXPECT_NE(msg.find("'a'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("'b'"), std::string::npos) << msg;
   // A hole between tensors, trailing bytes, and a missing prefix.
-  EXPECT_EQ(open_kind(st_bytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})",
-                               "abcdef")),
-            ErrorKind::kParse);
+  EXPECT_EQ(
+      open_kind(st_bytes(
+          R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[4,6]}})",
+          "abcdef")),
+      ErrorKind::kParse);
   EXPECT_EQ(open_kind(st_bytes(R"({"a":{)" + f4 + "}}", data8 + "xx")), ErrorKind::kParse);
   EXPECT_EQ(open_kind(st_bytes(R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[6,8]}})", data8)), ErrorKind::kParse);
   // Metadata must be a string map.

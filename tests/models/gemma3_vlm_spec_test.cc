@@ -26,15 +26,16 @@ using shlo::TensorType;
 // except the layer count).
 std::string config(const std::string& extra = "", const std::string& vision_extra = "",
                    const std::string& text_extra = "") {
-  return str_cat(R"({"model_type": "gemma3", "torch_dtype": "bfloat16", "architectures": ["Gemma3ForConditionalGeneration"],
+  return str_cat(
+      R"({"model_type": "gemma3", "torch_dtype": "bfloat16", "architectures": ["Gemma3ForConditionalGeneration"],
       "text_config": {"model_type": "gemma3_text", "hidden_size": 96, "intermediate_size": 192, "num_hidden_layers": 4,
         "num_attention_heads": 4, "num_key_value_heads": 2, "head_dim": 16, "vocab_size": 262208,
         "sliding_window": 1024, "sliding_window_pattern": 6)",
-                 text_extra, R"(},
+      text_extra, R"(},
       "vision_config": {"model_type": "siglip_vision_model", "hidden_size": 1152, "intermediate_size": 4304,
         "num_hidden_layers": 2, "num_attention_heads": 16, "image_size": 896, "patch_size": 14,
         "vision_use_head": false)",
-                 vision_extra, "}", extra, "}");
+      vision_extra, "}", extra, "}");
 }
 
 Result<VlmSpec> parse(const std::string& json, const std::vector<std::string>& names = {}) {
@@ -78,7 +79,8 @@ TEST(Gemma3VlmSpec, PicksTheNamingSchemeFromTheCheckpoint) {
   EXPECT_EQ(legacy.text.lm_head_name, "language_model.model.embed_tokens.weight");  // tied
   EXPECT_EQ(legacy.vision.weight_prefix, "vision_tower.vision_model.");
   EXPECT_EQ(legacy.projector_prefix, "multi_modal_projector.");
-  const VlmSpec now = spec_of(config(), {"model.language_model.embed_tokens.weight", "model.vision_tower.vision_model.x"});
+  const VlmSpec now =
+      spec_of(config(), {"model.language_model.embed_tokens.weight", "model.vision_tower.vision_model.x"});
   EXPECT_EQ(now.text.weight_prefix, "model.language_model.");
   EXPECT_EQ(now.vision.weight_prefix, "model.vision_tower.vision_model.");
   const std::vector<TensorInfo> l = vision_checkpoint_layout(legacy);
@@ -87,8 +89,10 @@ TEST(Gemma3VlmSpec, PicksTheNamingSchemeFromTheCheckpoint) {
   EXPECT_EQ(l[l.size() - 2].shape, (Shape{1152}));
   EXPECT_EQ(l.back().name, "multi_modal_projector.mm_input_projection_weight");
   EXPECT_EQ(l.back().shape, (Shape{1152, 96}));  // [vision_hidden, text_hidden], not a Linear
-  EXPECT_NE(std::find_if(l.begin(), l.end(), [](const TensorInfo& t) { return t.name == "vision_tower.vision_model.post_layernorm.weight"; }),
-            l.end());
+  EXPECT_NE(
+      std::find_if(l.begin(), l.end(),
+                   [](const TensorInfo& t) { return t.name == "vision_tower.vision_model.post_layernorm.weight"; }),
+      l.end());
 }
 
 TEST(Gemma3VlmSpec, TellsAVlmFromATextOnlyGemma3) {
@@ -105,7 +109,8 @@ TEST(Gemma3VlmSpec, RejectsWithTypedErrors) {
     Result<VlmSpec> s = parse(json);
     ASSERT_FALSE(s.ok());
     EXPECT_EQ(s.status().kind(), kind) << s.status().to_string();
-    for (const std::string& n : needles) EXPECT_NE(s.status().to_string().find(n), std::string::npos) << s.status().to_string();
+    for (const std::string& n : needles)
+      EXPECT_NE(s.status().to_string().find(n), std::string::npos) << s.status().to_string();
   };
   fails(config(R"(, "mm_tokens_per_image": 200)"), ErrorKind::kInvalidArgument, {"mm_tokens_per_image", "200"});
   fails(config(R"(, "mm_tokens_per_image": 25)"), ErrorKind::kInvalidArgument, {"25", "64"});  // 5 does not divide 64
@@ -129,8 +134,9 @@ std::string identity(const VlmSpec& s, VisionStage stage = VisionStage::kFeature
 
 // A small tower so the modules stay quick to build: 32/8 -> 4 x 4 patches pooled to 2 x 2.
 std::string small(const std::string& extra = "") {
-  return config(str_cat(R"(, "mm_tokens_per_image": 4)", extra),
-                R"(, "hidden_size": 48, "intermediate_size": 80, "num_attention_heads": 2, "image_size": 32, "patch_size": 8)");
+  return config(
+      str_cat(R"(, "mm_tokens_per_image": 4)", extra),
+      R"(, "hidden_size": 48, "intermediate_size": 80, "num_attention_heads": 2, "image_size": 32, "patch_size": 8)");
 }
 
 TEST(Gemma3VisionEntry, ModuleFollowsTheContract) {
@@ -165,9 +171,10 @@ TEST(Gemma3VisionEntry, IdentityFollowsProjectorPromptAndStage) {
   const std::string base = identity(spec_of(small()));
   ASSERT_EQ(base.size(), 64u);
   EXPECT_EQ(identity(spec_of(small())), base);
-  for (const std::string& change : {std::string(R"(, "image_token_index": 7)"), std::string(R"(, "boi_token_index": 8)"),
-                                    std::string(R"(, "eoi_token_index": 9)"), std::string(R"(, "mm_tokens_per_image": 16)"),
-                                    std::string(R"(, "hlx_image_mask": "bidirectional")")}) {
+  for (const std::string& change :
+       {std::string(R"(, "image_token_index": 7)"), std::string(R"(, "boi_token_index": 8)"),
+        std::string(R"(, "eoi_token_index": 9)"), std::string(R"(, "mm_tokens_per_image": 16)"),
+        std::string(R"(, "hlx_image_mask": "bidirectional")")}) {
     SCOPED_TRACE(change);
     EXPECT_NE(identity(spec_of(small(change))), base);
   }
@@ -194,17 +201,21 @@ TEST(Gemma3TextEntry, MaskedEntriesFollowTheContract) {
     // Every layer's attention takes the bias and drops the causal rule.
     const std::string text = shlo::print_module(*r);
     size_t n = 0;
-    for (size_t at = text.find("has_bias = true"); at != std::string::npos; at = text.find("has_bias = true", at + 1)) ++n;
+    for (size_t at = text.find("has_bias = true"); at != std::string::npos; at = text.find("has_bias = true", at + 1))
+      ++n;
     EXPECT_EQ(n, size_t(spec.text.num_layers));
   }
   // The variant is part of the identity; plain entries read as before (no variant line).
-  const std::string d = text_entry_description(spec.text, shape, {TextEntry::kPrefillEmbeddingsMasked, 32, spec.prefill_variant()});
+  const std::string d =
+      text_entry_description(spec.text, shape, {TextEntry::kPrefillEmbeddingsMasked, 32, spec.prefill_variant()});
   EXPECT_NE(d.find("mask=image_blocks"), std::string::npos);
   EXPECT_NE(d.find("image_token=262144"), std::string::npos);
-  EXPECT_EQ(text_entry_description(spec.text, shape, {TextEntry::kPrefillEmbeddings, 32}).find("variant="), std::string::npos);
+  EXPECT_EQ(text_entry_description(spec.text, shape, {TextEntry::kPrefillEmbeddings, 32}).find("variant="),
+            std::string::npos);
   VlmSpec other = spec;
   other.mask_mode = ImageMaskMode::kBidirectional;
-  EXPECT_NE(text_entry_description(spec.text, shape, {TextEntry::kPrefillEmbeddingsMasked, 32, other.prefill_variant()}), d);
+  EXPECT_NE(
+      text_entry_description(spec.text, shape, {TextEntry::kPrefillEmbeddingsMasked, 32, other.prefill_variant()}), d);
 }
 
 TEST(Gemma3VlmFixture, WritesACompleteCheckpoint) {

@@ -43,16 +43,41 @@ TEST(Identity, IsTheSha256OfTheDescriptionAndStable) {
 
 TEST(Identity, DescriptionNamesSchemaSpecShapeEntryAndRows) {
   const std::string d = text_entry_description(gemma_spec(), {1000, 2, DType::kF32}, {TextEntry::kDecode, 2});
-  for (const char* needle :
-       {"schema=hlx.text_decoder/", "family=gemma3", "model_type=gemma3_text", "weight_prefix=model.",
-        "lm_head_name=model.embed_tokens.weight", "vocab_size=310", "hidden_size=80", "intermediate_size=144",
-        "num_layers=3", "num_heads=4", "num_kv_heads=2", "head_dim=20", "rms_norm_eps=", "norm_weight_offset=1",
-        "activation=gelu_tanh", "attention_bias=0", "qk_norm=1", "sandwich_norms=1", "tie_word_embeddings=1",
-        "embedding_scale=8.9375",  // sqrt(80) = 8.944 rounded to bf16
-        "attention_scale=", "attn_logit_softcap=0", "final_logit_softcap=0",
-        "rope=default theta=1000000", "rope_local=default theta=10000", "sliding_window=100",
-        "layer_is_sliding=101", "max_position_embeddings=131072", "weight_dtype=bf16", "eos_token_ids=1,106",
-        "context_capacity=1000", "slots=2", "kv_dtype=f32", "entry=decode", "rows=2"}) {
+  for (const char* needle : {"schema=hlx.text_decoder/",
+                             "family=gemma3",
+                             "model_type=gemma3_text",
+                             "weight_prefix=model.",
+                             "lm_head_name=model.embed_tokens.weight",
+                             "vocab_size=310",
+                             "hidden_size=80",
+                             "intermediate_size=144",
+                             "num_layers=3",
+                             "num_heads=4",
+                             "num_kv_heads=2",
+                             "head_dim=20",
+                             "rms_norm_eps=",
+                             "norm_weight_offset=1",
+                             "activation=gelu_tanh",
+                             "attention_bias=0",
+                             "qk_norm=1",
+                             "sandwich_norms=1",
+                             "tie_word_embeddings=1",
+                             "embedding_scale=8.9375",  // sqrt(80) = 8.944 rounded to bf16
+                             "attention_scale=",
+                             "attn_logit_softcap=0",
+                             "final_logit_softcap=0",
+                             "rope=default theta=1000000",
+                             "rope_local=default theta=10000",
+                             "sliding_window=100",
+                             "layer_is_sliding=101",
+                             "max_position_embeddings=131072",
+                             "weight_dtype=bf16",
+                             "eos_token_ids=1,106",
+                             "context_capacity=1000",
+                             "slots=2",
+                             "kv_dtype=f32",
+                             "entry=decode",
+                             "rows=2"}) {
     EXPECT_NE(d.find(needle), std::string::npos) << needle << "\n" << d;
   }
 }
@@ -68,7 +93,8 @@ TEST(Identity, ChangesWithEveryInput) {
     EXPECT_TRUE(ids.insert(id).second) << what << " did not change the identity";
   };
   // Engine shape, entry and rows.
-  for (int64_t capacity : {256, 1000, 1025}) expect_new(str_cat("capacity ", capacity), identity_of(base, {capacity, 2, DType::kBF16}, req));
+  for (int64_t capacity : {256, 1000, 1025})
+    expect_new(str_cat("capacity ", capacity), identity_of(base, {capacity, 2, DType::kBF16}, req));
   expect_new("slots", identity_of(base, {1024, 3, DType::kBF16}, req));
   expect_new("kv dtype", identity_of(base, {1024, 2, DType::kF32}, req));
   expect_new("rows", identity_of(base, shape, {TextEntry::kPrefill, 512}));
@@ -82,17 +108,26 @@ TEST(Identity, ChangesWithEveryInput) {
       {"layer_is_sliding", [](TextModelSpec& s) { s.layer_is_sliding[1] = true; }},
       {"rope theta", [](TextModelSpec& s) { s.rope.theta = 5e5; }},
       {"rope_local theta", [](TextModelSpec& s) { s.rope_local.theta = 2e4; }},
-      {"rope factor", [](TextModelSpec& s) { s.rope.type = "linear"; s.rope.factor = 8; }},
+      {"rope factor",
+       [](TextModelSpec& s) {
+         s.rope.type = "linear";
+         s.rope.factor = 8;
+       }},
       {"attention_scale", [](TextModelSpec& s) { s.attention_scale = 0.5; }},
       {"embedding_scale", [](TextModelSpec& s) { s.embedding_scale = 9.0; }},
       {"final softcap", [](TextModelSpec& s) { s.final_logit_softcap = 30; }},
       {"attn softcap", [](TextModelSpec& s) { s.attn_logit_softcap = 50; }},
       {"weight dtype", [](TextModelSpec& s) { s.weight_dtype = DType::kF32; }},
-      {"weight prefix", [](TextModelSpec& s) {
+      {"weight prefix",
+       [](TextModelSpec& s) {
          s.weight_prefix = "model.language_model.";
          s.lm_head_name = "model.language_model.embed_tokens.weight";
        }},
-      {"tie", [](TextModelSpec& s) { s.tie_word_embeddings = false; s.lm_head_name = "lm_head.weight"; }},
+      {"tie",
+       [](TextModelSpec& s) {
+         s.tie_word_embeddings = false;
+         s.lm_head_name = "lm_head.weight";
+       }},
       {"eos", [](TextModelSpec& s) { s.eos_token_ids = {1}; }},
       {"norm offset", [](TextModelSpec& s) { s.norm_weight_offset = 0; }},
       {"max positions", [](TextModelSpec& s) { s.max_position_embeddings = 4096; }},

@@ -270,7 +270,8 @@ TEST(TextEmitter, MropeAndDeepstackEntries) {
   const EngineShape shape{48, 2, DType::kBF16};
   std::string ids[3];
   int i = 0;
-  for (TextEntry e : {TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope}) {
+  for (TextEntry e :
+       {TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope}) {
     EntryRequest req{e, e == TextEntry::kDecodeMrope ? 2 : 16, e == TextEntry::kPrefillEmbeddingsDeepstack ? 10 : 0};
     Result<shlo::Module> m = emit_text_entry(spec, shape, req);
     ASSERT_TRUE(m.ok()) << m.status().to_string();
@@ -308,7 +309,8 @@ TEST(TextEmitter, MropeAndDeepstackEntries) {
 TEST(TextEmitter, MropeEntriesRefusedWithoutMrope) {
   const TextModelSpec plain = spec_of(kQwen3);
   const EngineShape shape{48, 1, DType::kBF16};
-  for (TextEntry e : {TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope}) {
+  for (TextEntry e :
+       {TextEntry::kPrefillEmbeddingsMrope, TextEntry::kPrefillEmbeddingsDeepstack, TextEntry::kDecodeMrope}) {
     Result<shlo::Module> m = emit_text_entry(plain, shape, {e, 8, 0});
     ASSERT_FALSE(m.ok()) << entry_name(e);
     EXPECT_EQ(m.status().kind(), ErrorKind::kInvalidArgument);
@@ -323,7 +325,8 @@ TEST(TextEmitter, MropeEntriesRefusedWithoutMrope) {
 // Plain entries of a non-M-RoPE model carry no M-RoPE / DeepStack lines in their identity (so
 // every existing module keeps its identity).
 TEST(TextEmitter, PlainIdentityHasNoMropeLines) {
-  const std::string d = text_entry_description(spec_of(kQwen3), EngineShape{48, 1, DType::kBF16}, {TextEntry::kPrefill, 8});
+  const std::string d =
+      text_entry_description(spec_of(kQwen3), EngineShape{48, 1, DType::kBF16}, {TextEntry::kPrefill, 8});
   EXPECT_EQ(d.find("mrope"), std::string::npos);
   EXPECT_EQ(d.find("deepstack"), std::string::npos);
   EXPECT_EQ(d.find("visual_rows"), std::string::npos);

@@ -26,8 +26,8 @@ void expect_error(const std::string& json, ErrorKind kind, const std::string& ne
 }
 
 // An independent double-precision transcription of transformers' default / linear / llama3 rope.
-std::vector<double> ref_inv_freq(double theta, int64_t dim, const std::string& type, double factor = 1,
-                                 double low = 1, double high = 4, double orig = 8192) {
+std::vector<double> ref_inv_freq(double theta, int64_t dim, const std::string& type, double factor = 1, double low = 1,
+                                 double high = 4, double orig = 8192) {
   std::vector<double> out;
   for (int64_t i = 0; i < dim; i += 2) {
     double f = 1.0 / std::pow(theta, double(i) / double(dim));
@@ -110,11 +110,13 @@ TEST(TextSpec, LinearRopeAndOldTypeKey) {
 TEST(TextSpec, UnsupportedRopeTypes) {
   for (const char* type : {"dynamic", "yarn", "longrope"})
     expect_error(str_cat(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2,
-        "rope_scaling": {"rope_type": ")", type, R"(", "factor": 2.0}})"),
+        "rope_scaling": {"rope_type": ")",
+                         type, R"(", "factor": 2.0}})"),
                  ErrorKind::kUnsupported, type);
   // llama3 without its required keys names the missing one.
   expect_error(R"({"model_type": "llama", "hidden_size": 64, "num_attention_heads": 2,
-      "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})", ErrorKind::kNotFound, "low_freq_factor");
+      "rope_scaling": {"rope_type": "llama3", "factor": 8.0}})",
+               ErrorKind::kNotFound, "low_freq_factor");
 }
 
 TEST(TextSpec, Qwen2HasQkvBiases) {
@@ -280,13 +282,14 @@ TEST(TextSpec, MropeIsNeverSilentlyDropped) {
   expect_error(R"({"model_type": "qwen2", "rope_parameters": {"rope_type": "default", "mrope_section": [16, 24, 24]}})",
                ErrorKind::kUnsupported, "mrope_section");
   expect_error(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128,
-      "rope_scaling": {"mrope_section": [24, 20, 21]}}})", ErrorKind::kInvalidArgument, "24, 20, 21");
+      "rope_scaling": {"mrope_section": [24, 20, 21]}}})",
+               ErrorKind::kInvalidArgument, "24, 20, 21");
   expect_error(R"({"model_type": "qwen3_vl", "text_config": {"model_type": "qwen3_vl_text", "head_dim": 128,
-      "rope_scaling": {"mrope_section": [24, 20, 20], "mrope_interleaved": false}}})", ErrorKind::kUnsupported,
-               "mrope_interleaved");
+      "rope_scaling": {"mrope_section": [24, 20, 20], "mrope_interleaved": false}}})",
+               ErrorKind::kUnsupported, "mrope_interleaved");
   expect_error(R"({"model_type": "qwen3_vl", "vision_config": {"deepstack_visual_indexes": [1, 2, 3, 4]},
-      "text_config": {"model_type": "qwen3_vl_text", "num_hidden_layers": 3}})", ErrorKind::kInvalidArgument,
-               "deepstack_visual_indexes");
+      "text_config": {"model_type": "qwen3_vl_text", "num_hidden_layers": 3}})",
+               ErrorKind::kInvalidArgument, "deepstack_visual_indexes");
 }
 
 TEST(TextSpec, ErrorsNameTheOffendingValues) {

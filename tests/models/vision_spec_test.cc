@@ -66,7 +66,7 @@ TEST(VisionSpec, ParsesClipLlava) {
   EXPECT_EQ(s.vision.feature_layer, 2);  // LlavaConfig default -2 of hidden_states[0..3]
   EXPECT_EQ(s.vision.select_strategy, "default");
   EXPECT_FALSE(s.vision.use_post_layernorm);
-  EXPECT_EQ(s.vision.num_positions(), 26);   // 5x5 patches + class token
+  EXPECT_EQ(s.vision.num_positions(), 26);     // 5x5 patches + class token
   EXPECT_EQ(s.vision.tokens_per_image(), 25);  // class token dropped
   EXPECT_EQ(s.vision.weight_prefix, "vision_tower.vision_model.");
   EXPECT_EQ(s.vision.weight_dtype, DType::kBF16);
@@ -85,7 +85,7 @@ TEST(VisionSpec, ParsesSiglipLlavaWithNewNames) {
                                           "lm_head.weight"};
   const VlmSpec s = spec_of(siglip_config(R"(, "projector_hidden_act": "gelu_pytorch_tanh",
       "multimodal_projector_bias": false, "image_token_id": 17)"),
-                              names);
+                            names);
   EXPECT_EQ(s.vision.family, VisionFamily::kSiglip);
   EXPECT_DOUBLE_EQ(s.vision.layer_norm_eps, 1e-6);
   EXPECT_EQ(s.vision.activation, VisionActivation::kGeluTanh);
@@ -111,7 +111,7 @@ TEST(VisionSpec, UpstreamDefaultsAndRealTokenCounts) {
   // SigLIP so400m-like 384/14, "full" -> 729.
   const VlmSpec s = spec_of(str_cat(R"({"model_type": "llava", "image_token_index": 5,
       "vision_feature_select_strategy": "full", )",
-                                      kText, R"(, "vision_config": {"model_type": "siglip_vision_model",
+                                    kText, R"(, "vision_config": {"model_type": "siglip_vision_model",
       "image_size": 384, "patch_size": 14, "hidden_size": 1152, "num_attention_heads": 16}})"));
   EXPECT_EQ(s.vision.tokens_per_image(), 729);
   EXPECT_EQ(s.vision.num_layers, 12);  // SiglipVisionConfig default
@@ -197,12 +197,14 @@ TEST(VisionEntry, IdentityFollowsTheVisionConfig) {
   EXPECT_EQ(identity(spec_of(clip_config())), base);
   for (const std::string& change :
        {std::string(R"(, "vision_feature_layer": -1)"), std::string(R"(, "vision_feature_select_strategy": "full")"),
-        std::string(R"(, "projector_hidden_act": "gelu_pytorch_tanh")"), std::string(R"(, "multimodal_projector_bias": false)")}) {
+        std::string(R"(, "projector_hidden_act": "gelu_pytorch_tanh")"),
+        std::string(R"(, "multimodal_projector_bias": false)")}) {
     SCOPED_TRACE(change);
     EXPECT_NE(identity(spec_of(clip_config(change))), base);
   }
-  for (const std::string& change : {std::string(R"(, "layer_norm_eps": 1e-6)"), std::string(R"(, "hidden_act": "gelu")"),
-                                    std::string(R"(, "intermediate_size": 96)"), std::string(R"(, "image_size": 42)")}) {
+  for (const std::string& change :
+       {std::string(R"(, "layer_norm_eps": 1e-6)"), std::string(R"(, "hidden_act": "gelu")"),
+        std::string(R"(, "intermediate_size": 96)"), std::string(R"(, "image_size": 42)")}) {
     SCOPED_TRACE(change);
     EXPECT_NE(identity(spec_of(clip_config("", change))), base);
   }
@@ -260,7 +262,8 @@ void check_module(const VlmSpec& spec) {
 TEST(VisionEntry, ModulesFollowTheContract) {
   check_module(spec_of(clip_config()));
   check_module(spec_of(siglip_config()));
-  check_module(spec_of(siglip_config(R"(, "multimodal_projector_bias": false, "vision_feature_select_strategy": "default")")));
+  check_module(
+      spec_of(siglip_config(R"(, "multimodal_projector_bias": false, "vision_feature_select_strategy": "default")")));
   check_module(spec_of(clip_config(R"(, "vision_feature_layer": 0, "projector_hidden_act": "quick_gelu")")));
   check_module(spec_of(siglip_config("", R"(, "image_size": 40)")));  // 6x6 patches, 4 border pixels unused
 }

@@ -100,7 +100,10 @@ TEST(DecodeImage, HugeDeclaredDimensionsAreRefused) {
   // A PNG header claiming 100000 x 100000 followed by nothing: refused by the limit, not by OOM.
   std::string png = encode_png(1, 1);
   auto put32 = [&](size_t off, uint32_t v) {
-    png[off] = char(v >> 24); png[off + 1] = char(v >> 16); png[off + 2] = char(v >> 8); png[off + 3] = char(v);
+    png[off] = char(v >> 24);
+    png[off + 1] = char(v >> 16);
+    png[off + 2] = char(v >> 8);
+    png[off + 3] = char(v);
   };
   put32(16, 100000);
   put32(20, 100000);
@@ -231,7 +234,7 @@ TEST(Preprocess, MemoryBudgetArithmetic) {
   auto m = preprocess_memory(cfg, 448, 448);
   ASSERT_TRUE(m.ok()) << m.status().to_string();
   EXPECT_EQ(m->decoded, 448 * 448 * 3);
-  const int64_t pass = 224 * (9 * 4 + 8) + 9 * 8;     // weights + (xmin, count) per output + scratch
+  const int64_t pass = 224 * (9 * 4 + 8) + 9 * 8;      // weights + (xmin, count) per output + scratch
   EXPECT_EQ(m->coefficients, 2 * pass + 224 * 3 * 4);  // + the vertical pass's row accumulators
   EXPECT_EQ(m->intermediate, 224 * 448 * 3);           // horizontal pass over every source row
   EXPECT_EQ(m->resized, 224 * 224 * 3);

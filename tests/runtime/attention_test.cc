@@ -33,8 +33,8 @@ namespace {
 using kernels::AttentionDesc;
 
 struct Inputs {
-  std::vector<float> q, k, v;           // values (already rounded to the storage type)
-  std::vector<uint8_t> qb, kb, vb;      // storage bytes
+  std::vector<float> q, k, v;       // values (already rounded to the storage type)
+  std::vector<uint8_t> qb, kb, vb;  // storage bytes
   std::vector<int32_t> slot, q_pos, kv_len;
   std::vector<float> bias;
 };
@@ -202,8 +202,7 @@ TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
             // row, positions 0.. so causal still sees nothing.
             std::vector<int32_t> slot = {2, 0, 3}, kv_len = {150, 77, 0}, q_pos;
             for (int64_t b = 0; b < 3; ++b)
-              for (int64_t t = 0; t < T; ++t)
-                q_pos.push_back(int32_t(std::max<int64_t>(0, kv_len[size_t(b)] - T + t)));
+              for (int64_t t = 0; t < T; ++t) q_pos.push_back(int32_t(std::max<int64_t>(0, kv_len[size_t(b)] - T + t)));
             Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
             run_and_compare(d, in,
                             str_cat("causal=", c.causal, " window=", c.window, " cap=", c.softcap, " bias=", c.bias,
@@ -220,8 +219,18 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
   for (DType kvt : {DType::kBF16, DType::kF32})
     for (int64_t window : {0, 21}) {
       AttentionDesc d;
-      d.batch = 3; d.q_len = 40; d.q_heads = 8; d.kv_heads = 2; d.head_dim = 64; d.num_slots = 3; d.capacity = 200;
-      d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 0.125f; d.causal = true; d.sliding_window = window;
+      d.batch = 3;
+      d.q_len = 40;
+      d.q_heads = 8;
+      d.kv_heads = 2;
+      d.head_dim = 64;
+      d.num_slots = 3;
+      d.capacity = 200;
+      d.q_type = DType::kF32;
+      d.kv_type = kvt;
+      d.scale = 0.125f;
+      d.causal = true;
+      d.sliding_window = window;
       std::vector<int32_t> slot = {1, 2, 0}, kv_len = {180, 100, 40}, q_pos;
       for (int64_t b = 0; b < 3; ++b)
         for (int64_t t = 0; t < 40; ++t) q_pos.push_back(int32_t(kv_len[size_t(b)] - 40 + t));
@@ -229,7 +238,8 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
       const size_t row = size_t(d.q_heads * d.head_dim);
       std::vector<float> whole(3 * 40 * row);
       ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                     in.kv_len.data(), nullptr, whole.data()).ok());
+                                     in.kv_len.data(), nullptr, whole.data())
+                      .ok());
       for (int threads : {1, 2})
         for (int64_t chunk : {40, 12, 8}) {
           kernels::ThreadLimit limit(threads);
@@ -242,7 +252,8 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
               const float* qp = in.q.data() + (b * 40 + t0) * int64_t(row);
               ASSERT_TRUE(kernels::attention(e, qp, in.kb.data(), in.vb.data(), &in.slot[size_t(b)],
                                              &in.q_pos[size_t(b * 40 + t0)], &in.kv_len[size_t(b)], nullptr,
-                                             part.data()).ok());
+                                             part.data())
+                              .ok());
               ASSERT_EQ(std::memcmp(part.data(), whole.data() + (b * 40 + t0) * int64_t(row), part.size() * 4), 0)
                   << "kv=" << dtype_name(kvt) << " window=" << window << " threads=" << threads << " chunk=" << chunk
                   << " row " << b << " tokens from " << t0;
@@ -252,9 +263,9 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
 }
 
 // Decode (q_len 1): every row of a batch against the reference (f32 tolerance), and each row's
-// bits the same when it runs alone, from another cache slot, on 1 or 2 threads. Shapes reach the kernel's edges: odd query heads per kv head (a lone head after the
-// pairs), key counts that are odd, below and above 16, empty; head_dim 16 (one half chunk), 96 and
-// 176 (a 128-column pass plus 32 + a half chunk of 16); window, softcap and bias.
+// bits the same when it runs alone, from another cache slot, on 1 or 2 threads. Shapes reach the kernel's edges: odd
+// query heads per kv head (a lone head after the pairs), key counts that are odd, below and above 16, empty; head_dim
+// 16 (one half chunk), 96 and 176 (a 128-column pass plus 32 + a half chunk of 16); window, softcap and bias.
 TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
   uint32_t seed = 900;
   for (int64_t dh : {16, 96, 176})
@@ -262,10 +273,20 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
       for (const Config& c : {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{true, 0, 20.f, true}})
         for (DType kvt : {DType::kBF16, DType::kF32}) {
           AttentionDesc d;
-          d.batch = 6; d.q_len = 1; d.kv_heads = 2; d.q_heads = 2 * gqa; d.head_dim = dh; d.num_slots = 7;
+          d.batch = 6;
+          d.q_len = 1;
+          d.kv_heads = 2;
+          d.q_heads = 2 * gqa;
+          d.head_dim = dh;
+          d.num_slots = 7;
           d.capacity = 120;
-          d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 1.f / std::sqrt(float(dh)); d.causal = c.causal;
-          d.sliding_window = c.window; d.logit_softcap = c.softcap; d.has_bias = c.bias;
+          d.q_type = DType::kF32;
+          d.kv_type = kvt;
+          d.scale = 1.f / std::sqrt(float(dh));
+          d.causal = c.causal;
+          d.sliding_window = c.window;
+          d.logit_softcap = c.softcap;
+          d.has_bias = c.bias;
           std::vector<int32_t> slot = {3, 0, 5, 1, 6, 2}, kv_len = {1, 17, 120, 33, 0, 8}, q_pos;
           for (int32_t len : kv_len) q_pos.push_back(std::max(len - 1, 0));
           Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
@@ -275,7 +296,8 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
           const size_t row = size_t(d.q_heads * d.head_dim);
           std::vector<float> whole(size_t(d.batch) * row);
           ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                         in.kv_len.data(), c.bias ? in.bias.data() : nullptr, whole.data()).ok());
+                                         in.kv_len.data(), c.bias ? in.bias.data() : nullptr, whole.data())
+                          .ok());
           // Row b alone, its cache rows copied to slot 4 (unused by the batch).
           const size_t es = dtype_size(kvt), slot_bytes = size_t(d.capacity * d.kv_heads * d.head_dim) * es;
           for (int threads : {1, 2})
@@ -290,7 +312,8 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
               std::vector<float> one(row);
               ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
                                              &q_pos[size_t(b)], &kv_len[size_t(b)],
-                                             c.bias ? in.bias.data() + b * d.capacity : nullptr, one.data()).ok());
+                                             c.bias ? in.bias.data() + b * d.capacity : nullptr, one.data())
+                              .ok());
               ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
                   << what << " threads=" << threads << " row " << b;
             }
@@ -309,9 +332,17 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
     for (int64_t gqa : {2, 4})
       for (int64_t window : {0, 700}) {
         AttentionDesc d;
-        d.batch = 6; d.q_len = 1; d.kv_heads = 2; d.q_heads = 2 * gqa; d.head_dim = dh; d.num_slots = 7;
+        d.batch = 6;
+        d.q_len = 1;
+        d.kv_heads = 2;
+        d.q_heads = 2 * gqa;
+        d.head_dim = dh;
+        d.num_slots = 7;
         d.capacity = 2100;
-        d.q_type = DType::kF32; d.kv_type = DType::kBF16; d.scale = 1.f / std::sqrt(float(dh)); d.causal = true;
+        d.q_type = DType::kF32;
+        d.kv_type = DType::kBF16;
+        d.scale = 1.f / std::sqrt(float(dh));
+        d.causal = true;
         d.sliding_window = window;
         std::vector<int32_t> slot = {3, 0, 5, 1, 6, 2}, kv_len = {512, 513, 1023, 1537, 2100, 1025}, q_pos;
         for (int32_t len : kv_len) q_pos.push_back(len - 1);
@@ -321,15 +352,16 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
         const size_t row = size_t(d.q_heads * d.head_dim);
         std::vector<float> whole(size_t(d.batch) * row), unsplit(whole.size());
         ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                       in.kv_len.data(), nullptr, whole.data()).ok());
+                                       in.kv_len.data(), nullptr, whole.data())
+                        .ok());
         // The same (bf16-exact) values in an f32 cache take the unsplit kernel of attention_impl.h.
         AttentionDesc f = d;
         f.kv_type = DType::kF32;
         std::vector<float> k32 = in.k, v32 = in.v;
         ASSERT_TRUE(kernels::attention(f, in.qb.data(), k32.data(), v32.data(), in.slot.data(), in.q_pos.data(),
-                                       in.kv_len.data(), nullptr, unsplit.data()).ok());
-        for (size_t i = 0; i < whole.size(); ++i)
-          ASSERT_NEAR(whole[i], unsplit[i], 2e-5) << what << " element " << i;
+                                       in.kv_len.data(), nullptr, unsplit.data())
+                        .ok());
+        for (size_t i = 0; i < whole.size(); ++i) ASSERT_NEAR(whole[i], unsplit[i], 2e-5) << what << " element " << i;
         const size_t slot_bytes = size_t(d.capacity * d.kv_heads * d.head_dim) * 2;
         for (int threads : {1, 2})
           for (int64_t b = 0; b < d.batch; ++b) {
@@ -342,7 +374,8 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
             const int32_t s4 = 4;
             std::vector<float> one(row);
             ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
-                                           &q_pos[size_t(b)], &kv_len[size_t(b)], nullptr, one.data()).ok());
+                                           &q_pos[size_t(b)], &kv_len[size_t(b)], nullptr, one.data())
+                            .ok());
             ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
                 << what << " threads=" << threads << " row " << b;
           }
@@ -357,8 +390,17 @@ TEST(Attention, PrefillWideAndNarrowHeads) {
     for (DType kvt : {DType::kF32, DType::kBF16})
       for (int64_t window : {0, 9}) {
         AttentionDesc d;
-        d.batch = 2; d.q_len = 20; d.q_heads = 4; d.kv_heads = 2; d.head_dim = dh; d.num_slots = 2; d.capacity = 70;
-        d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 1.f / std::sqrt(float(dh)); d.causal = true;
+        d.batch = 2;
+        d.q_len = 20;
+        d.q_heads = 4;
+        d.kv_heads = 2;
+        d.head_dim = dh;
+        d.num_slots = 2;
+        d.capacity = 70;
+        d.q_type = DType::kF32;
+        d.kv_type = kvt;
+        d.scale = 1.f / std::sqrt(float(dh));
+        d.causal = true;
         d.sliding_window = window;
         std::vector<int32_t> slot = {1, 0}, kv_len = {70, 20}, q_pos;
         for (int64_t b = 0; b < 2; ++b)
@@ -380,9 +422,17 @@ TEST(Attention, PrefillHeadDimMultipleOf8F32Cache) {
       for (bool causal : {false, true}) {
         if (causal && dh != 72) continue;
         AttentionDesc d;
-        d.batch = 1; d.q_len = 70; d.kv_heads = 3; d.q_heads = 3 * gqa; d.head_dim = dh; d.num_slots = 1;
+        d.batch = 1;
+        d.q_len = 70;
+        d.kv_heads = 3;
+        d.q_heads = 3 * gqa;
+        d.head_dim = dh;
+        d.num_slots = 1;
         d.capacity = 70;
-        d.q_type = DType::kF32; d.kv_type = DType::kF32; d.scale = 1.f / std::sqrt(float(dh)); d.causal = causal;
+        d.q_type = DType::kF32;
+        d.kv_type = DType::kF32;
+        d.scale = 1.f / std::sqrt(float(dh));
+        d.causal = causal;
         d.sliding_window = causal ? 11 : 0;
         std::vector<int32_t> slot = {0}, kv_len = {70}, q_pos;
         for (int32_t t = 0; t < 70; ++t) q_pos.push_back(t);
@@ -395,7 +445,8 @@ TEST(Attention, PrefillHeadDimMultipleOf8F32Cache) {
         const size_t row = size_t(d.q_heads * d.head_dim);
         std::vector<float> whole(70 * row);
         ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                       in.kv_len.data(), nullptr, whole.data()).ok());
+                                       in.kv_len.data(), nullptr, whole.data())
+                        .ok());
         for (int threads : {1, 2})
           for (int64_t chunk : {70, 23}) {
             kernels::ThreadLimit limit(threads);
@@ -406,7 +457,8 @@ TEST(Attention, PrefillHeadDimMultipleOf8F32Cache) {
               std::vector<float> part(size_t(e.q_len) * row);
               ASSERT_TRUE(kernels::attention(e, in.q.data() + t0 * int64_t(row), in.kb.data(), in.vb.data(),
                                              in.slot.data(), &in.q_pos[size_t(t0)], in.kv_len.data(), nullptr,
-                                             part.data()).ok());
+                                             part.data())
+                              .ok());
               ASSERT_EQ(std::memcmp(part.data(), whole.data() + t0 * int64_t(row), part.size() * 4), 0)
                   << what << " threads=" << threads << " chunk=" << chunk << " tokens from " << t0;
             }
@@ -417,13 +469,22 @@ TEST(Attention, PrefillHeadDimMultipleOf8F32Cache) {
 TEST(Attention, EmptyVisibleSetGivesZeros) {
   for (DType kvt : {DType::kF32, DType::kBF16}) {  // the f32 and the bf16 (q_len 2, Dh 16) kernels
     AttentionDesc d;
-    d.batch = 1; d.q_len = 2; d.q_heads = 2; d.kv_heads = 1; d.head_dim = 16; d.num_slots = 1; d.capacity = 8;
-    d.q_type = DType::kF32; d.kv_type = kvt; d.causal = true;
+    d.batch = 1;
+    d.q_len = 2;
+    d.q_heads = 2;
+    d.kv_heads = 1;
+    d.head_dim = 16;
+    d.num_slots = 1;
+    d.capacity = 8;
+    d.q_type = DType::kF32;
+    d.kv_type = kvt;
+    d.causal = true;
     // kv_len 5 but the queries sit at negative positions: nothing visible under causal.
     Inputs in = make_inputs(d, 3, {0}, {5}, {-1, -3});
     std::vector<float> out(size_t(2 * 2 * 16), 7.f);
     ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                   in.kv_len.data(), nullptr, out.data()).ok());
+                                   in.kv_len.data(), nullptr, out.data())
+                    .ok());
     for (float x : out) EXPECT_EQ(x, 0.f) << dtype_name(kvt);
   }
 }
@@ -435,8 +496,17 @@ TEST(Attention, MinusInfBiasDropsKeysExactly) {
   for (DType kvt : {DType::kF32, DType::kBF16})
     for (int64_t q_len : {int64_t(1), int64_t(7)}) {
       AttentionDesc d;
-      d.batch = 1; d.q_len = q_len; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 16; d.num_slots = 1; d.capacity = 24;
-      d.q_type = DType::kF32; d.kv_type = kvt; d.scale = 0.25f; d.causal = true;
+      d.batch = 1;
+      d.q_len = q_len;
+      d.q_heads = 4;
+      d.kv_heads = 2;
+      d.head_dim = 16;
+      d.num_slots = 1;
+      d.capacity = 24;
+      d.q_type = DType::kF32;
+      d.kv_type = kvt;
+      d.scale = 0.25f;
+      d.causal = true;
       const int32_t len = 12, first = len - int32_t(q_len) - 3;  // queries at first.., keys past them blocked
       std::vector<int32_t> q_pos;
       for (int64_t t = 0; t < q_len; ++t) q_pos.push_back(first + int32_t(t));
@@ -448,7 +518,8 @@ TEST(Attention, MinusInfBiasDropsKeysExactly) {
       in.vb = to_storage(kvt, in.v);
       std::vector<float> causal(size_t(q_len * 4 * 16)), masked(causal.size());
       ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                     in.kv_len.data(), nullptr, causal.data()).ok());
+                                     in.kv_len.data(), nullptr, causal.data())
+                      .ok());
       AttentionDesc m = d;
       m.causal = false;
       m.has_bias = true;
@@ -457,7 +528,8 @@ TEST(Attention, MinusInfBiasDropsKeysExactly) {
         for (int64_t j = 0; j < d.capacity; ++j)
           if (j > q_pos[size_t(t)]) bias[size_t(t * d.capacity + j)] = -std::numeric_limits<float>::infinity();
       ASSERT_TRUE(kernels::attention(m, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                     in.kv_len.data(), bias.data(), masked.data()).ok());
+                                     in.kv_len.data(), bias.data(), masked.data())
+                      .ok());
       EXPECT_EQ(std::memcmp(causal.data(), masked.data(), causal.size() * 4), 0)
           << "kv " << dtype_name(kvt) << " q_len " << q_len << ": first " << causal[0] << " vs " << masked[0];
       for (float x : masked) EXPECT_LT(std::fabs(x), 1e3f);
@@ -466,11 +538,19 @@ TEST(Attention, MinusInfBiasDropsKeysExactly) {
 
 TEST(Attention, OutOfRangeSlotOrKvLenWritesNothing) {
   AttentionDesc d;
-  d.batch = 2; d.q_len = 1; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 8; d.num_slots = 3; d.capacity = 10;
-  d.q_type = DType::kF32; d.kv_type = DType::kBF16;
+  d.batch = 2;
+  d.q_len = 1;
+  d.q_heads = 4;
+  d.kv_heads = 2;
+  d.head_dim = 8;
+  d.num_slots = 3;
+  d.capacity = 10;
+  d.q_type = DType::kF32;
+  d.kv_type = DType::kBF16;
   Inputs in = make_inputs(d, 4, {0, 1}, {3, 4}, {2, 3});
-  struct Bad { std::vector<int32_t> slot, kv_len; } bads[] = {
-      {{0, 3}, {3, 4}}, {{-1, 1}, {3, 4}}, {{0, 1}, {3, 11}}, {{0, 1}, {-1, 4}}};
+  struct Bad {
+    std::vector<int32_t> slot, kv_len;
+  } bads[] = {{{0, 3}, {3, 4}}, {{-1, 1}, {3, 4}}, {{0, 1}, {3, 11}}, {{0, 1}, {-1, 4}}};
   for (const Bad& b : bads) {
     std::vector<float> out(size_t(2 * 4 * 8), 42.f);
     Status s = kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), b.slot.data(), in.q_pos.data(),
@@ -482,7 +562,8 @@ TEST(Attention, OutOfRangeSlotOrKvLenWritesNothing) {
   d.q_heads = 3;
   std::vector<float> out(32);
   EXPECT_EQ(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                               in.kv_len.data(), nullptr, out.data()).kind(),
+                               in.kv_len.data(), nullptr, out.data())
+                .kind(),
             ErrorKind::kInvalidArgument);
 }
 
@@ -494,7 +575,8 @@ shlo::Op attention_op(shlo::Function& fn, const AttentionDesc& d) {
   op.operands = {fn.new_value({d.q_type, {d.batch, d.q_len, d.q_heads, d.head_dim}}),
                  fn.new_value({d.kv_type, {d.num_slots, d.capacity, d.kv_heads, d.head_dim}}),
                  fn.new_value({d.kv_type, {d.num_slots, d.capacity, d.kv_heads, d.head_dim}}),
-                 fn.new_value({DType::kI32, {d.batch}}), fn.new_value({DType::kI32, {d.batch, d.q_len}}),
+                 fn.new_value({DType::kI32, {d.batch}}),
+                 fn.new_value({DType::kI32, {d.batch, d.q_len}}),
                  fn.new_value({DType::kI32, {d.batch}})};
   if (d.has_bias) op.operands.push_back(fn.new_value({DType::kF32, {d.batch, d.q_len, d.capacity}}));
   op.results = {fn.new_value({DType::kF32, {d.batch, d.q_len, d.q_heads, d.head_dim}})};
@@ -519,9 +601,20 @@ Tensor bytes_tensor(DType t, Shape s, const void* data) {
 
 TEST(NativeAttention, CompositeRunsKernel) {
   AttentionDesc d;
-  d.batch = 2; d.q_len = 3; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 32; d.num_slots = 2; d.capacity = 20;
-  d.q_type = DType::kBF16; d.kv_type = DType::kBF16; d.scale = 0.3f; d.causal = true; d.sliding_window = 6;
-  d.logit_softcap = 20.f; d.has_bias = true;
+  d.batch = 2;
+  d.q_len = 3;
+  d.q_heads = 4;
+  d.kv_heads = 2;
+  d.head_dim = 32;
+  d.num_slots = 2;
+  d.capacity = 20;
+  d.q_type = DType::kBF16;
+  d.kv_type = DType::kBF16;
+  d.scale = 0.3f;
+  d.causal = true;
+  d.sliding_window = 6;
+  d.logit_softcap = 20.f;
+  d.has_bias = true;
   shlo::Function fn;
   shlo::Op op = attention_op(fn, d);
   auto kernel = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn);
@@ -542,14 +635,21 @@ TEST(NativeAttention, CompositeRunsKernel) {
   // A bad slot at run time is a typed error.
   int32_t bad_slot[2] = {0, 2};
   Tensor slot_bad = bytes_tensor(DType::kI32, {2}, bad_slot);
-  EXPECT_EQ((*kernel)->run({&q, &k, &v, &slot_bad, &pos, &len, &bias}, {&out}).kind(),
-            ErrorKind::kOutOfRange);
+  EXPECT_EQ((*kernel)->run({&q, &k, &v, &slot_bad, &pos, &len, &bias}, {&out}).kind(), ErrorKind::kOutOfRange);
 }
 
 TEST(NativeAttention, CompileTimeChecks) {
   AttentionDesc d;
-  d.batch = 1; d.q_len = 1; d.q_heads = 4; d.kv_heads = 2; d.head_dim = 16; d.num_slots = 1; d.capacity = 8;
-  d.q_type = DType::kF32; d.kv_type = DType::kF32; d.scale = 1.f;
+  d.batch = 1;
+  d.q_len = 1;
+  d.q_heads = 4;
+  d.kv_heads = 2;
+  d.head_dim = 16;
+  d.num_slots = 1;
+  d.capacity = 8;
+  d.q_type = DType::kF32;
+  d.kv_type = DType::kF32;
+  d.scale = 1.f;
   {  // missing attribute
     shlo::Function fn;
     shlo::Op op = attention_op(fn, d);

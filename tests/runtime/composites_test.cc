@@ -20,9 +20,12 @@ Tensor random_tensor(DType dtype, Shape shape, uint32_t seed, float scale = 1.f)
   for (int64_t i = 0; i < t.num_elements(); ++i) {
     seed = seed * 1664525u + 1013904223u;
     float v = scale * (float(seed >> 8) / float(1 << 24) * 2.f - 1.f);
-    if (dtype == DType::kF32) t.data<float>()[i] = v;
-    else if (dtype == DType::kBF16) t.data<bf16>()[i] = f32_to_bf16(v);
-    else t.data<f16>()[i] = f32_to_f16(v);
+    if (dtype == DType::kF32)
+      t.data<float>()[i] = v;
+    else if (dtype == DType::kBF16)
+      t.data<bf16>()[i] = f32_to_bf16(v);
+    else
+      t.data<f16>()[i] = f32_to_f16(v);
   }
   return t;
 }
@@ -96,8 +99,8 @@ TEST(Composites, LayerNorm) {
                             random_tensor(DType::kF16, {48}, 5)};
   in[2] = random_tensor(DType::kF32, {48}, 5);
   expect_native_matches_decomposition(
-      in, [](FunctionBuilder& f, std::vector<Value>& a) { return shlo::layer_norm(f, a[0], a[1], a[2], 1e-5f); },
-      1e-5f, "hlx.layer_norm");
+      in, [](FunctionBuilder& f, std::vector<Value>& a) { return shlo::layer_norm(f, a[0], a[1], a[2], 1e-5f); }, 1e-5f,
+      "hlx.layer_norm");
 }
 
 TEST(Composites, Rotary) {
@@ -125,20 +128,17 @@ struct AttentionCase {
 
 TEST(Composites, Attention) {
   const AttentionCase cases[] = {
-      {"causal", true, 0, 0.f, false, DType::kBF16},     {"causal_f32_kv", true, 0, 0.f, false, DType::kF32},
-      {"sliding", true, 3, 0.f, false, DType::kBF16},    {"softcap", true, 0, 5.f, false, DType::kBF16},
-      {"bias", false, 0, 0.f, true, DType::kF32},        {"bidirectional", false, 0, 0.f, false, DType::kBF16},
+      {"causal", true, 0, 0.f, false, DType::kBF16},  {"causal_f32_kv", true, 0, 0.f, false, DType::kF32},
+      {"sliding", true, 3, 0.f, false, DType::kBF16}, {"softcap", true, 0, 5.f, false, DType::kBF16},
+      {"bias", false, 0, 0.f, true, DType::kF32},     {"bidirectional", false, 0, 0.f, false, DType::kBF16},
   };
   const int64_t b = 3, t = 3, hq = 4, hkv = 2, dh = 8, n = 4, s = 16;
   for (const AttentionCase& c : cases) {
     SCOPED_TRACE(c.name);
     std::vector<Tensor> in = {
-        random_tensor(DType::kF32, {b, t, hq, dh}, 7),
-        random_tensor(c.kv, {n, s, hkv, dh}, 8),
-        random_tensor(c.kv, {n, s, hkv, dh}, 9),
-        ints({b}, {2, 0, 3}),
-        ints({b, t}, {5, 6, 7, 0, 1, 2, 0, 0, 0}),
-        ints({b}, {8, 3, 0}),  // the last row sees no key: zeros
+        random_tensor(DType::kF32, {b, t, hq, dh}, 7), random_tensor(c.kv, {n, s, hkv, dh}, 8),
+        random_tensor(c.kv, {n, s, hkv, dh}, 9),       ints({b}, {2, 0, 3}),
+        ints({b, t}, {5, 6, 7, 0, 1, 2, 0, 0, 0}),     ints({b}, {8, 3, 0}),  // the last row sees no key: zeros
     };
     if (c.bias) in.push_back(random_tensor(DType::kF32, {b, t, s}, 10, 2.f));
     shlo::AttentionOptions o{1.f / std::sqrt(float(dh)), c.causal, c.window, c.softcap};

@@ -17,8 +17,8 @@ struct Conv2d {
 };
 
 // y[n][o][i][j] = sum over c in o's group, kh, kw of X'[n'][c][i*sh + kh][j*sw + kw] * W'[o][c][kh][kw]
-std::vector<float> reference(const Conv2d& p, const std::vector<float>& x, const std::vector<float>& w,
-                             int64_t* oh_out, int64_t* ow_out) {
+std::vector<float> reference(const Conv2d& p, const std::vector<float>& x, const std::vector<float>& w, int64_t* oh_out,
+                             int64_t* ow_out) {
   int64_t DH = (p.H - 1) * p.ldh + 1 + p.plh + p.phh, DW = (p.W - 1) * p.ldw + 1 + p.plw + p.phw;
   // Materialise the dilated+padded input.
   std::vector<float> X(size_t(p.N * p.C * DH * DW), 0.f);
@@ -38,7 +38,8 @@ std::vector<float> reference(const Conv2d& p, const std::vector<float>& x, const
       for (int64_t kh = 0; kh < p.KH; ++kh)
         for (int64_t kw = 0; kw < p.KW; ++kw) {
           int64_t sh = p.rev_h ? p.KH - 1 - kh : kh, sw = p.rev_w ? p.KW - 1 - kw : kw;
-          K[size_t(((o * Ci + c) * EKH + kh * p.rdh) * EKW + kw * p.rdw)] = w[size_t(((o * Ci + c) * p.KH + sh) * p.KW + sw)];
+          K[size_t(((o * Ci + c) * EKH + kh * p.rdh) * EKW + kw * p.rdw)] =
+              w[size_t(((o * Ci + c) * p.KH + sh) * p.KW + sw)];
         }
   int64_t OH = DH < EKH ? 0 : (DH - EKH) / p.sh + 1, OW = DW < EKW ? 0 : (DW - EKW) / p.sw + 1;
   int64_t ON = p.N / p.bgc;
@@ -81,24 +82,44 @@ void check(const Conv2d& p, bool nhwc, DType d = DType::kF32, float tol = 1e-4f)
   Shape ws = nhwc ? Shape{p.KH, p.KW, Ci, p.O} : Shape{p.O, Ci, p.KH, p.KW};
   Shape ys = nhwc ? Shape{ON, OH, OW, p.O} : Shape{ON, p.O, OH, OW};
   Tensor xt = Tensor::empty(d, xs), wt = Tensor::empty(d, ws);
-  for (int64_t n = 0; n < p.N; ++n) for (int64_t c = 0; c < p.C; ++c) for (int64_t h = 0; h < p.H; ++h) for (int64_t w = 0; w < p.W; ++w)
-    set_f(xt, nhwc ? ((n * p.H + h) * p.W + w) * p.C + c : ((n * p.C + c) * p.H + h) * p.W + w, xv[size_t(((n * p.C + c) * p.H + h) * p.W + w)]);
-  for (int64_t o = 0; o < p.O; ++o) for (int64_t c = 0; c < Ci; ++c) for (int64_t h = 0; h < p.KH; ++h) for (int64_t w = 0; w < p.KW; ++w)
-    set_f(wt, nhwc ? ((h * p.KW + w) * Ci + c) * p.O + o : ((o * Ci + c) * p.KH + h) * p.KW + w, wv[size_t(((o * Ci + c) * p.KH + h) * p.KW + w)]);
+  for (int64_t n = 0; n < p.N; ++n)
+    for (int64_t c = 0; c < p.C; ++c)
+      for (int64_t h = 0; h < p.H; ++h)
+        for (int64_t w = 0; w < p.W; ++w)
+          set_f(xt, nhwc ? ((n * p.H + h) * p.W + w) * p.C + c : ((n * p.C + c) * p.H + h) * p.W + w,
+                xv[size_t(((n * p.C + c) * p.H + h) * p.W + w)]);
+  for (int64_t o = 0; o < p.O; ++o)
+    for (int64_t c = 0; c < Ci; ++c)
+      for (int64_t h = 0; h < p.KH; ++h)
+        for (int64_t w = 0; w < p.KW; ++w)
+          set_f(wt, nhwc ? ((h * p.KW + w) * Ci + c) * p.O + o : ((o * Ci + c) * p.KH + h) * p.KW + w,
+                wv[size_t(((o * Ci + c) * p.KH + h) * p.KW + w)]);
   IrBuilder b;
   auto x = b.arg(tt(d, xs)), w = b.arg(tt(d, ws));
   auto& op = b.op("stablehlo.convolution", {x, w}, {tt(d, ys)});
   auto I = [](int64_t v) { return shlo::Attr::integer(v); };
   if (nhwc)
-    op.attrs.push_back({"dimension_numbers", shlo::Attr::structure("conv", {
-        {"input_batch_dimension", I(0)}, {"input_feature_dimension", I(3)}, {"input_spatial_dimensions", ints({1, 2})},
-        {"kernel_input_feature_dimension", I(2)}, {"kernel_output_feature_dimension", I(3)}, {"kernel_spatial_dimensions", ints({0, 1})},
-        {"output_batch_dimension", I(0)}, {"output_feature_dimension", I(3)}, {"output_spatial_dimensions", ints({1, 2})}})});
+    op.attrs.push_back(
+        {"dimension_numbers", shlo::Attr::structure("conv", {{"input_batch_dimension", I(0)},
+                                                             {"input_feature_dimension", I(3)},
+                                                             {"input_spatial_dimensions", ints({1, 2})},
+                                                             {"kernel_input_feature_dimension", I(2)},
+                                                             {"kernel_output_feature_dimension", I(3)},
+                                                             {"kernel_spatial_dimensions", ints({0, 1})},
+                                                             {"output_batch_dimension", I(0)},
+                                                             {"output_feature_dimension", I(3)},
+                                                             {"output_spatial_dimensions", ints({1, 2})}})});
   else
-    op.attrs.push_back({"dimension_numbers", shlo::Attr::structure("conv", {
-        {"input_batch_dimension", I(0)}, {"input_feature_dimension", I(1)}, {"input_spatial_dimensions", ints({2, 3})},
-        {"kernel_input_feature_dimension", I(1)}, {"kernel_output_feature_dimension", I(0)}, {"kernel_spatial_dimensions", ints({2, 3})},
-        {"output_batch_dimension", I(0)}, {"output_feature_dimension", I(1)}, {"output_spatial_dimensions", ints({2, 3})}})});
+    op.attrs.push_back(
+        {"dimension_numbers", shlo::Attr::structure("conv", {{"input_batch_dimension", I(0)},
+                                                             {"input_feature_dimension", I(1)},
+                                                             {"input_spatial_dimensions", ints({2, 3})},
+                                                             {"kernel_input_feature_dimension", I(1)},
+                                                             {"kernel_output_feature_dimension", I(0)},
+                                                             {"kernel_spatial_dimensions", ints({2, 3})},
+                                                             {"output_batch_dimension", I(0)},
+                                                             {"output_feature_dimension", I(1)},
+                                                             {"output_spatial_dimensions", ints({2, 3})}})});
   op.attrs.push_back({"window_strides", ints({p.sh, p.sw})});
   shlo::DenseElements pad{tt(DType::kI64, {2, 2}), {}};
   for (int64_t v : {p.plh, p.phh, p.plw, p.phw}) {
@@ -115,12 +136,15 @@ void check(const Conv2d& p, bool nhwc, DType d = DType::kF32, float tol = 1e-4f)
   auto out = run_op(op, b.fn, {xt, wt});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   const Tensor& y = (*out)[0];
-  for (int64_t n = 0; n < ON; ++n) for (int64_t o = 0; o < p.O; ++o) for (int64_t i = 0; i < OH; ++i) for (int64_t j = 0; j < OW; ++j) {
-    float r = want[size_t(((n * p.O + o) * OH + i) * OW + j)];
-    float g = get_f(y, nhwc ? ((n * OH + i) * OW + j) * p.O + o : ((n * p.O + o) * OH + i) * OW + j);
-    if (d == DType::kBF16) r = bf16_to_f32(f32_to_bf16(r));
-    ASSERT_NEAR(g, r, tol * (1 + std::fabs(r))) << "n" << n << " o" << o << " i" << i << " j" << j;
-  }
+  for (int64_t n = 0; n < ON; ++n)
+    for (int64_t o = 0; o < p.O; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          float r = want[size_t(((n * p.O + o) * OH + i) * OW + j)];
+          float g = get_f(y, nhwc ? ((n * OH + i) * OW + j) * p.O + o : ((n * p.O + o) * OH + i) * OW + j);
+          if (d == DType::kBF16) r = bf16_to_f32(f32_to_bf16(r));
+          ASSERT_NEAR(g, r, tol * (1 + std::fabs(r))) << "n" << n << " o" << o << " i" << i << " j" << j;
+        }
 }
 
 TEST(Convolution, PlainNchw) { check({2, 3, 7, 6, 4, 3, 2}, false); }
@@ -128,14 +152,28 @@ TEST(Convolution, PlainNhwc) { check({2, 3, 7, 6, 4, 3, 2}, true); }
 
 TEST(Convolution, StridePadDilation) {
   Conv2d p{1, 2, 9, 8, 3, 3, 3};
-  p.sh = 2; p.sw = 3; p.plh = 1; p.phh = 2; p.plw = -1; p.phw = 1; p.rdh = 2; p.ldw = 2;
+  p.sh = 2;
+  p.sw = 3;
+  p.plh = 1;
+  p.phh = 2;
+  p.plw = -1;
+  p.phw = 1;
+  p.rdh = 2;
+  p.ldw = 2;
   check(p, false);
   check(p, true);
 }
 
 TEST(Convolution, LhsDilationAndReversal) {
   Conv2d p{1, 2, 5, 5, 2, 2, 3};
-  p.ldh = 2; p.ldw = 2; p.plh = 1; p.phh = 1; p.plw = 2; p.phw = 2; p.rev_h = true; p.rev_w = true;
+  p.ldh = 2;
+  p.ldw = 2;
+  p.plh = 1;
+  p.phh = 1;
+  p.plw = 2;
+  p.phw = 2;
+  p.rev_h = true;
+  p.rev_w = true;
   check(p, true);
 }
 
@@ -153,7 +191,8 @@ TEST(Convolution, BatchGroups) {
 
 TEST(Convolution, Bf16PatchEmbedding) {
   Conv2d p{1, 3, 8, 8, 4, 4, 4};
-  p.sh = 4; p.sw = 4;
+  p.sh = 4;
+  p.sw = 4;
   check(p, false, DType::kBF16, 1e-2f);
 }
 

@@ -64,8 +64,12 @@ TEST(Cpu, MatchesKernelReportedFlags) {
 
 TEST(Cpu, FeatureImplications) {
   const auto& f = kernels::cpu_features();
-  if (f.avx512bw || f.avx512vl || f.avx512bf16 || f.avx512vnni || f.avx512fp16) { EXPECT_TRUE(f.avx512f); }
-  if (f.amx_bf16 || f.amx_int8) { EXPECT_TRUE(f.amx_tile); }
+  if (f.avx512bw || f.avx512vl || f.avx512bf16 || f.avx512vnni || f.avx512fp16) {
+    EXPECT_TRUE(f.avx512f);
+  }
+  if (f.amx_bf16 || f.amx_int8) {
+    EXPECT_TRUE(f.amx_tile);
+  }
 }
 
 // Re-runs this binary's kernel tests with HLX_CPU=baseline (portable attention, oneDNN-only

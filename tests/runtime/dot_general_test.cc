@@ -6,7 +6,8 @@ namespace {
 
 using namespace hlx::testing;
 
-shlo::Attr dot_dims(std::vector<int64_t> lb, std::vector<int64_t> rb, std::vector<int64_t> lc, std::vector<int64_t> rc) {
+shlo::Attr dot_dims(std::vector<int64_t> lb, std::vector<int64_t> rb, std::vector<int64_t> lc,
+                    std::vector<int64_t> rc) {
   return shlo::Attr::structure("dot", {{"lhs_batching_dimensions", ints(lb)},
                                        {"rhs_batching_dimensions", ints(rb)},
                                        {"lhs_contracting_dimensions", ints(lc)},

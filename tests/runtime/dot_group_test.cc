@@ -70,7 +70,8 @@ void check_group(int64_t k, std::vector<Sibling>& sib, const std::vector<int64_t
           for (size_t i = 0; i < sib.size(); ++i) {
             ASSERT_TRUE(sib[i].packed->multiply(m, a_type, a_in.data(), c_type, separate[i].data()).ok());
             std::string where = "m=" + std::to_string(m) + " threads=" + std::to_string(threads) + " product " +
-                                std::to_string(i) + " a=" + std::string(dtype_name(a_type)) + " c=" + std::string(dtype_name(c_type));
+                                std::to_string(i) + " a=" + std::string(dtype_name(a_type)) +
+                                " c=" + std::string(dtype_name(c_type));
             ASSERT_EQ(0, std::memcmp(grouped[i].data(), separate[i].data(), grouped[i].size())) << where;
             if (c_type != DType::kF32) continue;
             for (int64_t r = 0; r < m; ++r)
@@ -148,12 +149,12 @@ std::string module_text(int64_t m) {
   const std::string M = std::to_string(m);
   auto t = [&](const std::string& dims, const char* ty) { return "tensor<" + dims + "x" + ty + ">"; };
   const std::string x = t(M + "x96", "f32");
-  std::string s = "module @m {\n  func.func public @main(%x: " + x + ", %wq: " + t("160x96", "bf16") +
-                  " {hlx.weight = \"q\"}, %wk: " + t("64x96", "bf16") + " {hlx.weight = \"k\"}, %wv: " +
-                  t("70x96", "bf16") + " {hlx.weight = \"v\"}, %wo: " + t("64x96", "bf16") +
-                  " {hlx.weight = \"o\"}, %d: " + t("32x96", "f32") + ") -> (" + t(M + "x160", "f32") + ", " +
-                  t(M + "x64", "f32") + ", " + t(M + "x70", "f32") + ", " + t(M + "x64", "f32") + ", " +
-                  t(M + "x32", "f32") + ") {\n";
+  std::string s =
+      "module @m {\n  func.func public @main(%x: " + x + ", %wq: " + t("160x96", "bf16") +
+      " {hlx.weight = \"q\"}, %wk: " + t("64x96", "bf16") + " {hlx.weight = \"k\"}, %wv: " + t("70x96", "bf16") +
+      " {hlx.weight = \"v\"}, %wo: " + t("64x96", "bf16") + " {hlx.weight = \"o\"}, %d: " + t("32x96", "f32") +
+      ") -> (" + t(M + "x160", "f32") + ", " + t(M + "x64", "f32") + ", " + t(M + "x70", "f32") + ", " +
+      t(M + "x64", "f32") + ", " + t(M + "x32", "f32") + ") {\n";
   auto dot = [&](const std::string& r, const std::string& lhs, const std::string& rhs, const std::string& rt,
                  int64_t n) {
     return "    " + r + " = stablehlo.dot_general " + lhs + ", " + rhs + ", contracting_dims = [1] x [1] : (" + x +
@@ -181,8 +182,10 @@ Tensor random_tensor(DType t, const Shape& shape, uint32_t seed) {
 
 // Compiles with HLX_GROUP_DOTS as given (unset = default), binds, runs; returns outputs and the plan.
 std::vector<Tensor> run_program(int64_t m, const char* group_env, int threads, std::string* plan) {
-  if (group_env) setenv("HLX_GROUP_DOTS", group_env, 1);
-  else unsetenv("HLX_GROUP_DOTS");
+  if (group_env)
+    setenv("HLX_GROUP_DOTS", group_env, 1);
+  else
+    unsetenv("HLX_GROUP_DOTS");
   auto mod = shlo::parse_module(module_text(m));
   EXPECT_TRUE(mod.ok()) << mod.status().to_string();
   if (!mod.ok()) return {};
@@ -216,8 +219,8 @@ TEST(DotGroup, ProgramGroupedPlanHasUngroupedBits) {
       EXPECT_EQ(plain_plan.find("grouped["), std::string::npos) << plain_plan;
       for (size_t i = 0; i < 5; ++i) {
         ASSERT_EQ(g[i].nbytes(), u[i].nbytes());
-        EXPECT_EQ(0, std::memcmp(g[i].raw(), u[i].raw(), g[i].nbytes())) << "m=" << m << " threads=" << threads
-                                                                          << " output " << i;
+        EXPECT_EQ(0, std::memcmp(g[i].raw(), u[i].raw(), g[i].nbytes()))
+            << "m=" << m << " threads=" << threads << " output " << i;
       }
     }
 }

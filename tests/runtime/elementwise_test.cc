@@ -51,7 +51,8 @@ std::unique_ptr<Compiled> compile_op(const std::string& name, const std::vector<
   return c;
 }
 
-Result<Tensor> run_op(const std::string& name, const std::vector<Tensor>& ins, const TensorType& out, AttrDict attrs = {}) {
+Result<Tensor> run_op(const std::string& name, const std::vector<Tensor>& ins, const TensorType& out,
+                      AttrDict attrs = {}) {
   std::vector<TensorType> types;
   for (const auto& t : ins) types.push_back({t.dtype(), t.shape()});
   auto c = compile_op(name, types, out, std::move(attrs));
@@ -71,18 +72,28 @@ Tensor from_bytes(DType t, Shape s, const std::vector<uint8_t>& b) {
 
 // ---------------------------------------------------------------- input values
 
-template <class T> void push(std::vector<uint8_t>& b, T v) {
+template <class T>
+void push(std::vector<uint8_t>& b, T v) {
   size_t n = b.size();
   b.resize(n + sizeof(T));
   std::memcpy(&b[n], &v, sizeof(T));
 }
 
 const std::vector<float>& float_edges() {
-  static const std::vector<float> v = {
-      0.0f, -0.0f, 1.0f, -1.0f, 0.5f, -0.5f, 1.5f, 2.5f, -2.5f, 3.0f, -7.25f, 100.0f, 0.1f, -0.3f,
-      NAN, -NAN, INFINITY, -INFINITY, 3.4028235e38f, -3.4028235e38f, 1.17549435e-38f, 1e-45f, -1e-45f,
-      1e-40f, 1e10f, 3e9f, -3e9f, 2147483648.0f, -2147483904.0f, 9.3e18f, -9.3e18f, 300.0f, -129.0f,
-      255.5f, 65504.0f, 65520.0f, 6.1035156e-05f, 5.9604645e-08f, 2.0f, 88.0f, -88.0f, 8388609.0f};
+  static const std::vector<float> v = {0.0f,           -0.0f,          1.0f,
+                                       -1.0f,          0.5f,           -0.5f,
+                                       1.5f,           2.5f,           -2.5f,
+                                       3.0f,           -7.25f,         100.0f,
+                                       0.1f,           -0.3f,          NAN,
+                                       -NAN,           INFINITY,       -INFINITY,
+                                       3.4028235e38f,  -3.4028235e38f, 1.17549435e-38f,
+                                       1e-45f,         -1e-45f,        1e-40f,
+                                       1e10f,          3e9f,           -3e9f,
+                                       2147483648.0f,  -2147483904.0f, 9.3e18f,
+                                       -9.3e18f,       300.0f,         -129.0f,
+                                       255.5f,         65504.0f,       65520.0f,
+                                       6.1035156e-05f, 5.9604645e-08f, 2.0f,
+                                       88.0f,          -88.0f,         8388609.0f};
   return v;
 }
 
@@ -91,9 +102,12 @@ std::vector<uint8_t> sample_values(DType t, std::mt19937& rng, int random_count)
   std::vector<uint8_t> b;
   std::uniform_real_distribution<float> uni(-10.0f, 10.0f);
   auto put_float = [&](float f) {
-    if (t == DType::kF32) push(b, f);
-    else if (t == DType::kBF16) push(b, f32_to_bf16(f).bits);
-    else push(b, f32_to_f16(f).bits);
+    if (t == DType::kF32)
+      push(b, f);
+    else if (t == DType::kBF16)
+      push(b, f32_to_bf16(f).bits);
+    else
+      push(b, f32_to_f16(f).bits);
   };
   if (is_float(t)) {
     for (float f : float_edges()) put_float(f);
@@ -102,8 +116,10 @@ std::vector<uint8_t> sample_values(DType t, std::mt19937& rng, int random_count)
     for (int i = 0; i < random_count; ++i) {
       if (i % 3 == 0) {  // raw bit patterns: every class, every exponent
         uint32_t r = rng();
-        if (t == DType::kF32) push(b, r);
-        else push(b, uint16_t(r));
+        if (t == DType::kF32)
+          push(b, r);
+        else
+          push(b, uint16_t(r));
       } else {
         put_float(uni(rng));
       }
@@ -112,12 +128,24 @@ std::vector<uint8_t> sample_values(DType t, std::mt19937& rng, int random_count)
   }
   auto put_int = [&](int64_t v) {
     switch (t) {
-      case DType::kI64: push(b, v); break;
-      case DType::kI32: push(b, int32_t(uint32_t(v))); break;
-      case DType::kI16: push(b, int16_t(uint16_t(v))); break;
-      case DType::kI8: push(b, int8_t(uint8_t(v))); break;
-      case DType::kU8: push(b, uint8_t(v)); break;
-      default: push(b, uint8_t(v & 1)); break;
+      case DType::kI64:
+        push(b, v);
+        break;
+      case DType::kI32:
+        push(b, int32_t(uint32_t(v)));
+        break;
+      case DType::kI16:
+        push(b, int16_t(uint16_t(v)));
+        break;
+      case DType::kI8:
+        push(b, int8_t(uint8_t(v)));
+        break;
+      case DType::kU8:
+        push(b, uint8_t(v));
+        break;
+      default:
+        push(b, uint8_t(v & 1));
+        break;
     }
   };
   if (t == DType::kI1) {
@@ -293,22 +321,39 @@ for line in open(os.path.join(D, 'manifest.txt')):
 )PY";
 
 struct Case {
-  std::string op;                  // stablehlo name without prefix ("erf" is chlo)
+  std::string op;  // stablehlo name without prefix ("erf" is chlo)
   std::vector<Tensor> inputs;
   TensorType out;
   AttrDict attrs;
-  std::string extra;               // oracle arguments
-  int ulp = 0;                     // allowed distance in units of the output type
-  std::vector<uint8_t> expected;   // filled by the oracle
+  std::string extra;              // oracle arguments
+  int ulp = 0;                    // allowed distance in units of the output type
+  std::vector<uint8_t> expected;  // filled by the oracle
 };
 
-const std::vector<std::string> kTranscendental = {"exponential", "exponential_minus_one", "log", "log_plus_one", "tanh",
-                                                  "sine", "cosine", "logistic", "erf", "rsqrt", "power"};
-const std::vector<std::string> kUnary = {"negate", "abs", "sign", "not", "exponential", "exponential_minus_one", "log",
-                                         "log_plus_one", "sqrt", "rsqrt", "tanh", "logistic", "sine", "cosine", "floor",
-                                         "ceil", "round_nearest_afz", "round_nearest_even", "erf"};
-const std::vector<std::string> kBinary = {"add", "subtract", "multiply", "divide", "remainder", "maximum",
-                                          "minimum", "power", "and", "or", "xor"};
+const std::vector<std::string> kTranscendental = {
+    "exponential", "exponential_minus_one", "log", "log_plus_one", "tanh", "sine", "cosine", "logistic", "erf", "rsqrt",
+    "power"};
+const std::vector<std::string> kUnary = {"negate",
+                                         "abs",
+                                         "sign",
+                                         "not",
+                                         "exponential",
+                                         "exponential_minus_one",
+                                         "log",
+                                         "log_plus_one",
+                                         "sqrt",
+                                         "rsqrt",
+                                         "tanh",
+                                         "logistic",
+                                         "sine",
+                                         "cosine",
+                                         "floor",
+                                         "ceil",
+                                         "round_nearest_afz",
+                                         "round_nearest_even",
+                                         "erf"};
+const std::vector<std::string> kBinary = {"add",     "subtract", "multiply", "divide", "remainder", "maximum",
+                                          "minimum", "power",    "and",      "or",     "xor"};
 
 std::string full_name(const std::string& op) { return op == "erf" ? "chlo.erf" : "stablehlo." + op; }
 
@@ -354,9 +399,12 @@ std::vector<Case> build_cases() {
     }
     // compare: every direction with every comparison_type that fits the type
     std::vector<std::string> ctypes;
-    if (is_float(t)) ctypes = {"FLOAT", "TOTALORDER"};
-    else if (is_unsigned(t) || t == DType::kI1) ctypes = {"UNSIGNED"};
-    else ctypes = {"SIGNED"};
+    if (is_float(t))
+      ctypes = {"FLOAT", "TOTALORDER"};
+    else if (is_unsigned(t) || t == DType::kI1)
+      ctypes = {"UNSIGNED"};
+    else
+      ctypes = {"SIGNED"};
     auto v = sample_values(t, rng, 40);
     std::vector<uint8_t> x, y;
     cross(v, es, x, y, 100);
@@ -366,8 +414,13 @@ std::vector<Case> build_cases() {
         AttrDict a{{"comparison_direction", Attr::enumeration("comparison_direction", d)},
                    {"comparison_type", Attr::enumeration("comparison_type", ct)}};
         std::string extra = std::string(d) + " " + ct;
-        cases.push_back({"compare", {from_bytes(t, {n}, x), from_bytes(t, {n}, y)}, {DType::kI1, {n}}, std::move(a),
-                         std::move(extra), 0, {}});
+        cases.push_back({"compare",
+                         {from_bytes(t, {n}, x), from_bytes(t, {n}, y)},
+                         {DType::kI1, {n}},
+                         std::move(a),
+                         std::move(extra),
+                         0,
+                         {}});
       }
     // select: scalar and full predicates; clamp: scalar and full bounds
     {
@@ -409,7 +462,8 @@ std::vector<Case>& oracle_cases() {
       man << "c" << i << " " << c.op << " " << dtype_name(c.out.dtype) << " " << num_elements(c.out.shape) << " ";
       for (size_t k = 0; k < c.inputs.size(); ++k) {
         man << (k ? "," : "") << dtype_name(c.inputs[k].dtype());
-        std::ofstream f(dir / std::string("c").append(std::to_string(i) + "_" + std::to_string(k) + ".bin"), std::ios::binary);
+        std::ofstream f(dir / std::string("c").append(std::to_string(i) + "_" + std::to_string(k) + ".bin"),
+                        std::ios::binary);
         f.write(static_cast<const char*>(c.inputs[k].raw()), std::streamsize(c.inputs[k].nbytes()));
       }
       man << " " << c.extra << "\n";
@@ -436,11 +490,13 @@ std::vector<Case>& oracle_cases() {
 int64_t ulp_distance(DType t, const uint8_t* a, const uint8_t* b) {
   auto key = [&](const uint8_t* p, bool& nan) -> int64_t {
     if (t == DType::kF32) {
-      uint32_t u; std::memcpy(&u, p, 4);
+      uint32_t u;
+      std::memcpy(&u, p, 4);
       nan = (u & 0x7fffffffu) > 0x7f800000u;
       return (u >> 31) ? -int64_t(u & 0x7fffffffu) : int64_t(u);
     }
-    uint16_t u; std::memcpy(&u, p, 2);
+    uint16_t u;
+    std::memcpy(&u, p, 2);
     nan = t == DType::kBF16 ? (u & 0x7fff) > 0x7f80 : (u & 0x7fff) > 0x7c00;
     return (u >> 15) ? -int64_t(u & 0x7fff) : int64_t(u);
   };
@@ -453,14 +509,48 @@ int64_t ulp_distance(DType t, const uint8_t* a, const uint8_t* b) {
 std::string show(DType t, const uint8_t* p) {
   std::ostringstream os;
   switch (t) {
-    case DType::kF32: { float f; std::memcpy(&f, p, 4); os << f << " (0x" << std::hex << f32_bits(f) << ")"; break; }
-    case DType::kBF16: { bf16 h; std::memcpy(&h, p, 2); os << bf16_to_f32(h) << " (0x" << std::hex << h.bits << ")"; break; }
-    case DType::kF16: { f16 h; std::memcpy(&h, p, 2); os << f16_to_f32(h) << " (0x" << std::hex << h.bits << ")"; break; }
-    case DType::kI64: { int64_t v; std::memcpy(&v, p, 8); os << v; break; }
-    case DType::kI32: { int32_t v; std::memcpy(&v, p, 4); os << v; break; }
-    case DType::kI16: { int16_t v; std::memcpy(&v, p, 2); os << v; break; }
-    case DType::kI8: os << int(int8_t(*p)); break;
-    default: os << int(*p); break;
+    case DType::kF32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      os << f << " (0x" << std::hex << f32_bits(f) << ")";
+      break;
+    }
+    case DType::kBF16: {
+      bf16 h;
+      std::memcpy(&h, p, 2);
+      os << bf16_to_f32(h) << " (0x" << std::hex << h.bits << ")";
+      break;
+    }
+    case DType::kF16: {
+      f16 h;
+      std::memcpy(&h, p, 2);
+      os << f16_to_f32(h) << " (0x" << std::hex << h.bits << ")";
+      break;
+    }
+    case DType::kI64: {
+      int64_t v;
+      std::memcpy(&v, p, 8);
+      os << v;
+      break;
+    }
+    case DType::kI32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      os << v;
+      break;
+    }
+    case DType::kI16: {
+      int16_t v;
+      std::memcpy(&v, p, 2);
+      os << v;
+      break;
+    }
+    case DType::kI8:
+      os << int(int8_t(*p));
+      break;
+    default:
+      os << int(*p);
+      break;
   }
   return os.str();
 }
@@ -501,9 +591,11 @@ int check_cases(const std::vector<std::string>& ops) {
         ++bad;
         std::string ins;
         for (const auto& t : c.inputs)
-          ins += show(t.dtype(), static_cast<const uint8_t*>(t.raw()) + (t.num_elements() == 1 ? 0 : i) * long(dtype_size(t.dtype()))) + " ";
-        ADD_FAILURE() << what << " element " << i << " inputs " << ins << ": got " << show(c.out.dtype, g)
-                      << ", numpy " << show(c.out.dtype, e);
+          ins += show(t.dtype(), static_cast<const uint8_t*>(t.raw()) +
+                                     (t.num_elements() == 1 ? 0 : i) * long(dtype_size(t.dtype()))) +
+                 " ";
+        ADD_FAILURE() << what << " element " << i << " inputs " << ins << ": got " << show(c.out.dtype, g) << ", numpy "
+                      << show(c.out.dtype, e);
       }
     }
   }
@@ -558,9 +650,11 @@ TEST(Elementwise, BadOperandsAndAttributesAreErrors) {
                              {{"comparison_direction", Attr::enumeration("comparison_direction", "LT")},
                               {"comparison_type", Attr::enumeration("comparison_type", "FLOAT")}});
   EXPECT_EQ(bad_type->kernel.status().kind(), ErrorKind::kInvalidArgument);
-  auto bad_pred = compile_op("stablehlo.select", {{DType::kI1, {2}}, {DType::kF32, {3}}, {DType::kF32, {3}}}, {DType::kF32, {3}});
+  auto bad_pred =
+      compile_op("stablehlo.select", {{DType::kI1, {2}}, {DType::kF32, {3}}, {DType::kF32, {3}}}, {DType::kF32, {3}});
   EXPECT_EQ(bad_pred->kernel.status().kind(), ErrorKind::kInvalidArgument);
-  auto bad_clamp = compile_op("stablehlo.clamp", {{DType::kF32, {2}}, {DType::kF32, {3}}, {DType::kF32, {}}}, {DType::kF32, {3}});
+  auto bad_clamp =
+      compile_op("stablehlo.clamp", {{DType::kF32, {2}}, {DType::kF32, {3}}, {DType::kF32, {}}}, {DType::kF32, {3}});
   EXPECT_EQ(bad_clamp->kernel.status().kind(), ErrorKind::kInvalidArgument);
   auto bad_convert = compile_op("stablehlo.convert", {{DType::kF32, {3}}}, {DType::kI8, {4}});
   EXPECT_EQ(bad_convert->kernel.status().kind(), ErrorKind::kInvalidArgument);
@@ -687,19 +781,22 @@ TEST(Elementwise, VectorExpAndLogisticUlpOverAllFloats) {
   EXPECT_GT(n, 70000000);
   EXPECT_LE(worst_exp, 1) << "exp worst at x=" << at_exp;
   EXPECT_LE(worst_log, 2) << "logistic worst at x=" << at_log;
-  std::printf("vector exp max %lld ulp (x=%g), logistic max %lld ulp (x=%g) over %lld values\n",
-              (long long)worst_exp, at_exp, (long long)worst_log, at_log, (long long)n);
+  std::printf("vector exp max %lld ulp (x=%g), logistic max %lld ulp (x=%g) over %lld values\n", (long long)worst_exp,
+              at_exp, (long long)worst_log, at_log, (long long)n);
 
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float edge[] = {inf, -inf, nan, -nan, 0.f, -0.f, 88.72283f, 88.72284f, 89.f, -87.33655f, -87.5f,
-                        -103.27893f, -103.97208f, -104.f, -200.f, 1e-30f, -1e-30f, 1e-45f, 3.4e38f, -3.4e38f};
+  const float edge[] = {inf,       -inf,   nan,        -nan,   0.f,         -0.f,        88.72283f,
+                        88.72284f, 89.f,   -87.33655f, -87.5f, -103.27893f, -103.97208f, -104.f,
+                        -200.f,    1e-30f, -1e-30f,    1e-45f, 3.4e38f,     -3.4e38f};
   for (float v : edge) {
     float y, z;
     kernels::exp_f32(&v, &y, 1);
     kernels::logistic_f32(&v, &z, 1);
     EXPECT_LE(ulps(y, std::exp(double(v))), 1) << "exp(" << v << ") = " << y;
     EXPECT_LE(ulps(z, 1.0 / (1.0 + std::exp(-double(v)))), 2) << "logistic(" << v << ") = " << z;
-    if (std::isinf(std::exp(v)) || std::exp(v) == 0.f) { EXPECT_EQ(y, std::exp(v)) << v; }
+    if (std::isinf(std::exp(v)) || std::exp(v) == 0.f) {
+      EXPECT_EQ(y, std::exp(v)) << v;
+    }
   }
 
   // Op kernel on an odd-length f32 and bf16 tensor: every element equals the array kernel's.
@@ -712,8 +809,10 @@ TEST(Elementwise, VectorExpAndLogisticUlpOverAllFloats) {
     ASSERT_TRUE(y.ok()) << y.status().to_string();
     for (int64_t i = 0; i < 1000; i += 37) {
       float want;
-      if (std::string(op) == "stablehlo.exponential") kernels::exp_f32(t.data<float>() + i, &want, 1);
-      else kernels::logistic_f32(t.data<float>() + i, &want, 1);
+      if (std::string(op) == "stablehlo.exponential")
+        kernels::exp_f32(t.data<float>() + i, &want, 1);
+      else
+        kernels::logistic_f32(t.data<float>() + i, &want, 1);
       ASSERT_EQ(std::memcmp(&want, y->data<float>() + i, 4), 0) << op << " element " << i;
     }
   }
@@ -769,14 +868,18 @@ TEST(Elementwise, VectorTanhUlpOverAllFloats) {
     }
   }
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
-  const float edge[] = {inf, -inf, nan, -nan, 0.f, -0.f, 0.625f, -0.625f, 0.62499994f, 9.f, 10.f, 20.f, 1e30f,
-                        -3.4e38f, 1e-30f, -1e-30f, 1e-45f, -1e-45f, 1e-3f};
+  const float edge[] = {inf,  -inf, nan,   -nan,     0.f,    -0.f,    0.625f, -0.625f, 0.62499994f, 9.f,
+                        10.f, 20.f, 1e30f, -3.4e38f, 1e-30f, -1e-30f, 1e-45f, -1e-45f, 1e-3f};
   for (float v : edge) {
     float y;
     kernels::tanh_f32(&v, &y, 1);
     EXPECT_LE(ulps(y, std::tanh(double(v))), 1) << "tanh(" << v << ") = " << y;
-    if (std::isnan(v)) { EXPECT_TRUE(std::isnan(y)); }
-    if (std::isinf(v) || v == 0.f) { EXPECT_EQ(key(y), key(std::tanh(v))) << v; }  // ±1, and ±0 keeps its sign
+    if (std::isnan(v)) {
+      EXPECT_TRUE(std::isnan(y));
+    }
+    if (std::isinf(v) || v == 0.f) {
+      EXPECT_EQ(key(y), key(std::tanh(v))) << v;
+    }  // ±1, and ±0 keeps its sign
   }
 
   // Op kernel on an odd-length f32 tensor: every element equals the array kernel's.
@@ -802,7 +905,8 @@ TEST(Elementwise, XlaIntegerAndConversionSemantics) {
   };
   auto d = run_op("stablehlo.divide", {i32({7, INT32_MIN, 5, -7}), i32({0, -1, -2, 2})}, {DType::kI32, {4}});
   ASSERT_TRUE(d.ok());
-  EXPECT_EQ(std::vector<int32_t>(d->data<int32_t>(), d->data<int32_t>() + 4), (std::vector<int32_t>{-1, INT32_MIN, -2, -3}));
+  EXPECT_EQ(std::vector<int32_t>(d->data<int32_t>(), d->data<int32_t>() + 4),
+            (std::vector<int32_t>{-1, INT32_MIN, -2, -3}));
   auto r = run_op("stablehlo.remainder", {i32({7, INT32_MIN, 5, -7}), i32({0, -1, -2, 2})}, {DType::kI32, {4}});
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(std::vector<int32_t>(r->data<int32_t>(), r->data<int32_t>() + 4), (std::vector<int32_t>{7, 0, 1, -1}));

@@ -27,7 +27,7 @@ std::vector<uint32_t> sweep_patterns() {
   for (uint32_t hi = 0; hi < 0x10000; ++hi)
     for (uint32_t lo : lows) v.push_back(hi << 16 | lo);
   for (uint32_t m = 0; m < (1u << 23); m += 7) v.push_back(m), v.push_back(0x80000000u | m);  // subnormals
-  for (uint64_t u = 0; u <= 0xffffffffull; u += 997) v.push_back(uint32_t(u));                   // everything
+  for (uint64_t u = 0; u <= 0xffffffffull; u += 997) v.push_back(uint32_t(u));                // everything
   return v;
 }
 
@@ -47,7 +47,8 @@ TEST(EwVec, F32ToBf16MatchesScalarOnBitSweep) {
   int bad = 0;
   for (size_t i = 0; i < x.size() && bad < 10; ++i) {
     const uint16_t want = f32_to_bf16(x[i]).bits;
-    if (got[i].bits != want) ++bad, ADD_FAILURE() << std::hex << "f32 0x" << f32_bits(x[i]) << ": got 0x" << got[i].bits << " want 0x" << want;
+    if (got[i].bits != want)
+      ++bad, ADD_FAILURE() << std::hex << "f32 0x" << f32_bits(x[i]) << ": got 0x" << got[i].bits << " want 0x" << want;
     if (f32_bits(rounded[i]) != uint32_t(want) << 16)
       ++bad, ADD_FAILURE() << std::hex << "round f32 0x" << f32_bits(x[i]) << ": got 0x" << f32_bits(rounded[i]);
   }
@@ -64,10 +65,14 @@ TEST(EwVec, Bf16ToF32MatchesScalarOnAllPatterns) {
 
 float scalar_op(VecBinOp op, float a, float b) {
   switch (op) {
-    case VecBinOp::kAdd: return a + b;
-    case VecBinOp::kSub: return a - b;
-    case VecBinOp::kMul: return a * b;
-    case VecBinOp::kDiv: return a / b;
+    case VecBinOp::kAdd:
+      return a + b;
+    case VecBinOp::kSub:
+      return a - b;
+    case VecBinOp::kMul:
+      return a * b;
+    case VecBinOp::kDiv:
+      return a / b;
   }
   return 0.0f;
 }
@@ -88,8 +93,10 @@ TEST(EwVec, BinaryMatchesScalarOperators) {
     kernels::internal::binary_f32_avx512(op, a.data(), b.data(), y.data(), int64_t(n));
     for (size_t i = 0; i < n; ++i) {
       const float want = scalar_op(op, a[i], b[i]);
-      if (std::isnan(want)) ASSERT_TRUE(std::isnan(y[i])) << "op " << int(op) << " element " << i;
-      else ASSERT_EQ(f32_bits(y[i]), f32_bits(want)) << "op " << int(op) << ": " << a[i] << ", " << b[i];
+      if (std::isnan(want))
+        ASSERT_TRUE(std::isnan(y[i])) << "op " << int(op) << " element " << i;
+      else
+        ASSERT_EQ(f32_bits(y[i]), f32_bits(want)) << "op " << int(op) << ": " << a[i] << ", " << b[i];
     }
   }
 }

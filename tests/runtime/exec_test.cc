@@ -31,10 +31,14 @@ Status compare(const std::vector<Tensor>& ops, const std::string& kind) {
       ok = get_i(a, i) == get_i(b, i);
     } else {
       float x = get_f(a, i), y = get_f(b, i);
-      if (std::isnan(x) || std::isnan(y)) ok = std::isnan(x) && std::isnan(y);
-      else if (kind == "check.expect_almost_eq") ok = std::fabs(x - y) <= 1e-3f || x == y;
-      else if (kind == "check.expect_close") ok = x == y || std::llabs(ordered_bits(a, i) - ordered_bits(b, i)) <= 3;
-      else ok = ordered_bits(a, i) == ordered_bits(b, i);
+      if (std::isnan(x) || std::isnan(y))
+        ok = std::isnan(x) && std::isnan(y);
+      else if (kind == "check.expect_almost_eq")
+        ok = std::fabs(x - y) <= 1e-3f || x == y;
+      else if (kind == "check.expect_close")
+        ok = x == y || std::llabs(ordered_bits(a, i) - ordered_bits(b, i)) <= 3;
+      else
+        ok = ordered_bits(a, i) == ordered_bits(b, i);
     }
     if (!ok)
       return make_error(ErrorKind::kInternal, kind, " failed at element ", i, ": got ", get_f(a, i), " want ",
@@ -51,9 +55,9 @@ TEST(Exec, OfficialStructuredPrograms) {
   for (const char* k : {"check.expect_eq", "check.expect_close", "check.expect_almost_eq", "check.eq"}) {
     std::string kind = k;
     options.custom_calls.push_back({kind, [kind, &checks](const std::vector<Tensor>& ops) {
-      ++checks;
-      return compare(ops, kind);
-    }});
+                                      ++checks;
+                                      return compare(ops, kind);
+                                    }});
   }
   int passed = 0, unsupported = 0;
   std::vector<std::string> failed;
@@ -67,18 +71,29 @@ TEST(Exec, OfficialStructuredPrograms) {
       mine |= name.rfind(pre, 0) == 0;
     if (!mine || path.extension() != ".mlir") continue;
     auto m = shlo::parse_module_file(path.string());
-    if (!m.ok()) { failed.push_back(name + ": " + m.status().to_string()); continue; }
-    if (Status v = shlo::verify_module(*m); !v.ok()) { failed.push_back(name + ": " + v.to_string()); continue; }
+    if (!m.ok()) {
+      failed.push_back(name + ": " + m.status().to_string());
+      continue;
+    }
+    if (Status v = shlo::verify_module(*m); !v.ok()) {
+      failed.push_back(name + ": " + v.to_string());
+      continue;
+    }
     auto module = std::make_shared<const shlo::Module>(std::move(*m));
     auto p = rt::Program::compile(module, options);
     if (!p.ok()) {
-      if (p.status().kind() == ErrorKind::kUnsupported) { ++unsupported; continue; }
+      if (p.status().kind() == ErrorKind::kUnsupported) {
+        ++unsupported;
+        continue;
+      }
       failed.push_back(name + ": " + p.status().to_string());
       continue;
     }
     auto out = (*p)->run("main", {});
-    if (!out.ok()) failed.push_back(name + ": " + out.status().to_string());
-    else ++passed;
+    if (!out.ok())
+      failed.push_back(name + ": " + out.status().to_string());
+    else
+      ++passed;
   }
   for (size_t i = 0; i < failed.size() && i < 20; ++i) ADD_FAILURE() << failed[i];
   std::printf("structured corpus: %d passed, %zu failed, %d unsupported\n", passed, failed.size(), unsupported);

@@ -42,8 +42,11 @@ struct Chain {
     shlo::DenseElements d{{t, shape}, {}};
     size_t n = size_t(num_elements(shape));
     for (size_t i = 0; i < n; ++i) {
-      if (t == DType::kF32) { uint8_t b[4]; std::memcpy(b, &v, 4); d.bytes.insert(d.bytes.end(), b, b + 4); }
-      else {
+      if (t == DType::kF32) {
+        uint8_t b[4];
+        std::memcpy(b, &v, 4);
+        d.bytes.insert(d.bytes.end(), b, b + 4);
+      } else {
         uint16_t h = t == DType::kBF16 ? f32_to_bf16(v).bits : f32_to_f16(v).bits;
         d.bytes.push_back(uint8_t(h)), d.bytes.push_back(uint8_t(h >> 8));
       }
@@ -59,9 +62,12 @@ Tensor random_float(DType t, const Shape& s, std::mt19937& rng) {
   const float edges[] = {NAN, INFINITY, -INFINITY, 0.0f, -0.0f, 1e-40f, 3.0e38f};
   for (int64_t i = 0; i < x.num_elements(); ++i) {
     float v = i % 97 < 7 ? edges[i % 97] : u(rng);
-    if (t == DType::kF32) x.data<float>()[i] = v;
-    else if (t == DType::kBF16) x.data<bf16>()[i] = f32_to_bf16(v);
-    else x.data<f16>()[i] = f32_to_f16(v);
+    if (t == DType::kF32)
+      x.data<float>()[i] = v;
+    else if (t == DType::kBF16)
+      x.data<bf16>()[i] = f32_to_bf16(v);
+    else
+      x.data<f16>()[i] = f32_to_f16(v);
   }
   return x;
 }
@@ -105,8 +111,13 @@ std::vector<Tensor> run_fused(const Chain& c, const std::vector<Tensor>& ins) {
 // NaN payloads and signs are unspecified (the compiler may commute a + b, and x86 keeps the first
 // NaN operand's payload), so any NaN matches any NaN; every other value must match bit for bit.
 bool is_nan(DType t, const uint8_t* p) {
-  if (t == DType::kF32) { uint32_t u; std::memcpy(&u, p, 4); return (u & 0x7fffffffu) > 0x7f800000u; }
-  uint16_t u; std::memcpy(&u, p, 2);
+  if (t == DType::kF32) {
+    uint32_t u;
+    std::memcpy(&u, p, 4);
+    return (u & 0x7fffffffu) > 0x7f800000u;
+  }
+  uint16_t u;
+  std::memcpy(&u, p, 2);
   return t == DType::kBF16 ? (u & 0x7fff) > 0x7f80 : (u & 0x7fff) > 0x7c00;
 }
 
@@ -122,8 +133,7 @@ void expect_bitwise_equal(const Chain& c, const std::vector<Tensor>& ins) {
       const uint8_t* g = static_cast<const uint8_t*>(got[i].raw()) + e * int64_t(es);
       const uint8_t* w = static_cast<const uint8_t*>(want.raw()) + e * int64_t(es);
       if (is_nan(want.dtype(), g) && is_nan(want.dtype(), w)) continue;
-      ASSERT_EQ(std::memcmp(g, w, es), 0)
-          << "output " << i << " element " << e;
+      ASSERT_EQ(std::memcmp(g, w, es), 0) << "output " << i << " element " << e;
     }
   }
 }
@@ -161,13 +171,26 @@ TEST(Fused, Bf16ChainMatchesOpByOpBitForBit) {
 }
 
 TEST(Fused, EveryFloatOpInF32F16Bf16) {
-  const char* unary[] = {"stablehlo.negate", "stablehlo.abs", "stablehlo.sign", "stablehlo.exponential",
-                         "stablehlo.exponential_minus_one", "stablehlo.log", "stablehlo.log_plus_one", "stablehlo.sqrt",
-                         "stablehlo.rsqrt", "stablehlo.tanh", "stablehlo.logistic", "stablehlo.sine", "stablehlo.cosine",
-                         "stablehlo.floor", "stablehlo.ceil", "stablehlo.round_nearest_afz",
-                         "stablehlo.round_nearest_even", "chlo.erf"};
-  const char* binary[] = {"stablehlo.add", "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
-                          "stablehlo.remainder", "stablehlo.maximum", "stablehlo.minimum", "stablehlo.power"};
+  const char* unary[] = {"stablehlo.negate",
+                         "stablehlo.abs",
+                         "stablehlo.sign",
+                         "stablehlo.exponential",
+                         "stablehlo.exponential_minus_one",
+                         "stablehlo.log",
+                         "stablehlo.log_plus_one",
+                         "stablehlo.sqrt",
+                         "stablehlo.rsqrt",
+                         "stablehlo.tanh",
+                         "stablehlo.logistic",
+                         "stablehlo.sine",
+                         "stablehlo.cosine",
+                         "stablehlo.floor",
+                         "stablehlo.ceil",
+                         "stablehlo.round_nearest_afz",
+                         "stablehlo.round_nearest_even",
+                         "chlo.erf"};
+  const char* binary[] = {"stablehlo.add",       "stablehlo.subtract", "stablehlo.multiply", "stablehlo.divide",
+                          "stablehlo.remainder", "stablehlo.maximum",  "stablehlo.minimum",  "stablehlo.power"};
   std::mt19937 rng(2);
   for (DType t : {DType::kF32, DType::kF16, DType::kBF16}) {
     Chain c;

@@ -8,14 +8,17 @@ namespace {
 using namespace hlx::testing;
 
 shlo::Op& add_gather(IrBuilder& b, shlo::ValueId x, shlo::ValueId idx, shlo::TensorType out,
-                     std::vector<int64_t> offset_dims, std::vector<int64_t> collapsed, std::vector<int64_t> start_index_map,
-                     int64_t ivd, std::vector<int64_t> slice_sizes, std::vector<int64_t> op_batch = {},
-                     std::vector<int64_t> si_batch = {}) {
+                     std::vector<int64_t> offset_dims, std::vector<int64_t> collapsed,
+                     std::vector<int64_t> start_index_map, int64_t ivd, std::vector<int64_t> slice_sizes,
+                     std::vector<int64_t> op_batch = {}, std::vector<int64_t> si_batch = {}) {
   auto& op = b.op("stablehlo.gather", {x, idx}, {out});
-  op.attrs.push_back({"dimension_numbers", shlo::Attr::structure("gather", {
-      {"offset_dims", ints(offset_dims)}, {"collapsed_slice_dims", ints(collapsed)},
-      {"operand_batching_dims", ints(op_batch)}, {"start_indices_batching_dims", ints(si_batch)},
-      {"start_index_map", ints(start_index_map)}, {"index_vector_dim", shlo::Attr::integer(ivd)}})});
+  op.attrs.push_back(
+      {"dimension_numbers", shlo::Attr::structure("gather", {{"offset_dims", ints(offset_dims)},
+                                                             {"collapsed_slice_dims", ints(collapsed)},
+                                                             {"operand_batching_dims", ints(op_batch)},
+                                                             {"start_indices_batching_dims", ints(si_batch)},
+                                                             {"start_index_map", ints(start_index_map)},
+                                                             {"index_vector_dim", shlo::Attr::integer(ivd)}})});
   op.attrs.push_back({"slice_sizes", ints(slice_sizes)});
   return op;
 }
@@ -47,7 +50,8 @@ TEST(Gather, StartIndicesAreClamped) {
     for (int i = 0; i < 2; ++i)
       for (int j = 0; j < 3; ++j)
         EXPECT_EQ((*out)[0].data<float>()[(n * 2 + i) * 3 + j],
-                  xt.data<float>()[(want_start[n][0] + i) * 4 + want_start[n][1] + j]) << n << i << j;
+                  xt.data<float>()[(want_start[n][0] + i) * 4 + want_start[n][1] + j])
+            << n << i << j;
 }
 
 TEST(Gather, OffsetDimsBeforeBatchDimsAndIndexVectorDimZero) {

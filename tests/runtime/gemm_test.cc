@@ -58,8 +58,9 @@ TEST(Gemm, RowBitsEqualStreamingRows) {
         kernels::ThreadLimit one(1);
         for (int64_t r = 0, step = 1; r < max_m; r += step, step = step % 8 + 1) {
           const int64_t rows = std::min(step, max_m - r);
-          ASSERT_TRUE(o.packed->multiply(rows, DType::kBF16, o.ab.data() + r * k * 2, ct,
-                                         stream.data() + size_t(r) * row_bytes).ok());
+          ASSERT_TRUE(
+              o.packed->multiply(rows, DType::kBF16, o.ab.data() + r * k * 2, ct, stream.data() + size_t(r) * row_bytes)
+                  .ok());
         }
       }
       for (int threads : {1, 0})
@@ -106,8 +107,7 @@ TEST(Gemm, MatchesDoubleReference) {
         ASSERT_TRUE(o.packed->multiply(m, DType::kBF16, o.ab.data(), ct, c.data()).ok());
         int bad = 0;
         for (size_t i = 0; i < want.size(); ++i) {
-          const double tol =
-              1e-5 * mag[i] + 1e-6 + (ct == DType::kBF16 ? std::ldexp(std::fabs(want[i]), -8) : 0.0);
+          const double tol = 1e-5 * mag[i] + 1e-6 + (ct == DType::kBF16 ? std::ldexp(std::fabs(want[i]), -8) : 0.0);
           const double got = load(ct, c, i);
           if (!(std::fabs(got - want[i]) <= tol) && bad++ < 5)
             ADD_FAILURE() << "n" << n << " k" << k << " m" << m << " c " << dtype_name(ct) << " element " << i
@@ -152,8 +152,11 @@ TEST(Gemm, GroupedRowsEqualStreamingRows) {
         const size_t row_bytes = size_t(ns[i]) * dtype_size(ct);
         stream[i].resize(row_bytes * max_m);
         for (int64_t r = 0; r < max_m; r += 8)
-          ASSERT_TRUE(ops[i].packed->multiply(std::min<int64_t>(8, max_m - r), DType::kBF16, ab.data() + r * k * 2, ct,
-                                              stream[i].data() + size_t(r) * row_bytes).ok());
+          ASSERT_TRUE(ops[i]
+                          .packed
+                          ->multiply(std::min<int64_t>(8, max_m - r), DType::kBF16, ab.data() + r * k * 2, ct,
+                                     stream[i].data() + size_t(r) * row_bytes)
+                          .ok());
       }
     }
     for (int threads : {1, 0})

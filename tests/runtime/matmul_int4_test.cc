@@ -107,9 +107,12 @@ std::vector<uint8_t> run(const PackedWeight& p, int64_t m, DType at, const std::
 }
 
 TEST(PackedWeightInt4, ProductMatchesReferenceEveryShapeAndType) {
-  struct Case { int64_t k, n, group; bool shuffle; };
-  for (const Case cs : {Case{256, 192, 128, false}, Case{200, 100, 64, false}, Case{96, 130, 32, true},
-                        Case{1024, 64, 128, true}}) {
+  struct Case {
+    int64_t k, n, group;
+    bool shuffle;
+  };
+  for (const Case cs :
+       {Case{256, 192, 128, false}, Case{200, 100, 64, false}, Case{96, 130, 32, true}, Case{1024, 64, 128, true}}) {
     const Q4 wp = random_q4(cs.k, cs.n, cs.group, uint32_t(cs.k + cs.n), cs.shuffle);
     auto packed = kernels::pack_int4(wp.source());
     ASSERT_TRUE(packed.ok()) << packed.status().to_string();
@@ -158,7 +161,8 @@ TEST(PackedWeightInt4, RowBitsIndependentOfBatchThreadsAndGrouping) {
   for (int64_t mm : {1, 4, 8, 30}) {
     std::vector<float> ca(size_t(mm * n)), cb(size_t(mm * 70)), sa(size_t(mm * n)), sb(size_t(mm * 70));
     ASSERT_TRUE(kernels::multiply_grouped(mm, DType::kF32, a.data(), DType::kF32,
-                                          {{p->get(), ca.data()}, {p2->get(), cb.data()}}).ok());
+                                          {{p->get(), ca.data()}, {p2->get(), cb.data()}})
+                    .ok());
     ASSERT_TRUE((*p)->multiply(mm, DType::kF32, a.data(), DType::kF32, sa.data()).ok());
     ASSERT_TRUE((*p2)->multiply(mm, DType::kF32, a.data(), DType::kF32, sb.data()).ok());
     EXPECT_EQ(ca, sa);
@@ -194,7 +198,8 @@ TEST(PackedWeightInt4, LoadQuantizationWithinDocumentedBound) {
           }
           for (int64_t kk = g0; kk < std::min(k, g0 + kernels::kInt4LoadGroup); ++kk) {
             exact += a[size_t(r * k + kk)] * at(kk, j);
-            bound += std::fabs(a[size_t(r * k + kk)]) * (hi - lo) / 30 * (1 + 1e-5) + 1e-6 * std::fabs(a[size_t(r * k + kk)]);
+            bound += std::fabs(a[size_t(r * k + kk)]) * (hi - lo) / 30 * (1 + 1e-5) +
+                     1e-6 * std::fabs(a[size_t(r * k + kk)]);
           }
         }
         const double err = std::fabs(c[size_t(r * n + j)] - exact);
@@ -246,8 +251,9 @@ TEST(PackedWeightInt4, ProgramOptionQuantizesBoundWeights) {
   auto wv = b.arg(tt(DType::kF32, {n, k}));
   b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
   auto& d = b.op("stablehlo.dot_general", {x, wv}, {tt(DType::kF32, {m, n})});
-  d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
-                                                                             {"rhs_contracting_dimensions", ints({1})}})});
+  d.attrs.push_back(
+      {"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                              {"rhs_contracting_dimensions", ints({1})}})});
   b.fn.result_types.push_back(b.fn.type_of(d.results[0]));
   b.fn.result_attrs.resize(1);
   b.op("func.return", {d.results[0]}, {});
@@ -293,8 +299,9 @@ TEST(PackedWeightInt4, PackedPlaceholderBindsToMatmulsOnly) {
     auto wv = b.arg(tt(DType::kF32, {n, k}));
     b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
     auto& d = b.op("stablehlo.dot_general", {x, wv}, {tt(DType::kF32, {m, n})});
-    d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
-                                                                               {"rhs_contracting_dimensions", ints({1})}})});
+    d.attrs.push_back(
+        {"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                                {"rhs_contracting_dimensions", ints({1})}})});
     std::vector<shlo::ValueId> results{d.results[0]};
     if (extra_use) results.push_back(b.op("stablehlo.negate", {wv}, {tt(DType::kF32, {n, k})}).results[0]);
     for (auto v : results) b.fn.result_types.push_back(b.fn.type_of(v));

@@ -25,10 +25,10 @@
 namespace hlx {
 namespace {
 
-using matmul_test::rand_vec;
-using matmul_test::store;
 using kernels::PackedWeight;
 using kernels::WeightFormat;
+using matmul_test::rand_vec;
+using matmul_test::store;
 
 constexpr float kFltMin = std::numeric_limits<float>::min();
 
@@ -41,7 +41,7 @@ double round_half_even(double x) {
 }
 
 struct QuantW {
-  std::vector<int32_t> q;   // [K, N]
+  std::vector<int32_t> q;    // [K, N]
   std::vector<float> scale;  // [N]
 };
 
@@ -406,8 +406,9 @@ TEST(PackedWeightInt8, ProgramOptionQuantizesBoundWeights) {
   auto wv = b.arg(tt(DType::kF32, {n, k}));
   b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
   auto& d = b.op("stablehlo.dot_general", {x, wv}, {tt(DType::kF32, {m, n})});
-  d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
-                                                                             {"rhs_contracting_dimensions", ints({1})}})});
+  d.attrs.push_back(
+      {"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                              {"rhs_contracting_dimensions", ints({1})}})});
   for (auto v : {d.results[0]}) b.fn.result_types.push_back(b.fn.type_of(v));
   b.fn.result_attrs.resize(1);
   b.op("func.return", {d.results[0]}, {});
@@ -439,8 +440,10 @@ TEST(PackedWeightInt8, ProgramOptionQuantizesBoundWeights) {
         }
         const float q = contract_dot(qa, qw, k, n, j);
         const float got = (*out)[0].data<float>()[i * n + j];
-        if (f == WeightFormat::kInt8) EXPECT_EQ(got, q) << "(" << i << "," << j << ")";
-        else EXPECT_NEAR(got, exact, 1e-5 * mag + 1e-30);
+        if (f == WeightFormat::kInt8)
+          EXPECT_EQ(got, q) << "(" << i << "," << j << ")";
+        else
+          EXPECT_NEAR(got, exact, 1e-5 * mag + 1e-30);
         max_quant_effect = std::max(max_quant_effect, std::fabs(q - exact));
       }
     }

@@ -17,11 +17,11 @@
 namespace hlx {
 namespace {
 
+using kernels::MatmulDesc;
+using kernels::PackedWeight;
 using matmul_test::load;
 using matmul_test::rand_vec;
 using matmul_test::store;
-using kernels::MatmulDesc;
-using kernels::PackedWeight;
 
 // Reference: C[b,m,n] = sum_k A[b,m,k] * B[b,k,n] (B given as [N,K] when bt), in double.
 // Returns (value, sum |a b|) pairs.
@@ -225,8 +225,8 @@ TEST(PackedWeight, RowBitsIndependentOfBatchAndThreads) {
             ASSERT_TRUE((*packed)->multiply(m, DType::kBF16, ab.data() + first * k * 2, ct, c.data()).ok());
             for (int64_t i = 0; i < m; ++i)
               EXPECT_EQ(0, std::memcmp(c.data() + size_t(i) * row_bytes, alone[size_t(first + i)].data(), row_bytes))
-                  << "n" << n << " k" << k << " c " << dtype_name(ct) << " threads " << threads << " m" << m
-                  << ": row " << first + i << " differs from the row alone";
+                  << "n" << n << " k" << k << " c " << dtype_name(ct) << " threads " << threads << " m" << m << ": row "
+                  << first + i << " differs from the row alone";
           }
     }
   }
@@ -263,8 +263,8 @@ TEST(NativeDotGeneral, WeightTimesActivationsPackedAndUnpacked) {
   for (bool bt : {true, false}) {
     shlo::Function fn;
     Shape wshape = bt ? Shape{n, k} : Shape{k, n};
-    shlo::Op op = dot_op(fn, {DType::kBF16, {2, 3, k}}, {DType::kBF16, wshape}, {DType::kF32, {2, 3, n}}, {}, {},
-                         {2}, {bt ? 1 : 0});
+    shlo::Op op = dot_op(fn, {DType::kBF16, {2, 3, k}}, {DType::kBF16, wshape}, {DType::kF32, {2, 3, n}}, {}, {}, {2},
+                         {bt ? 1 : 0});
     auto kernel = reg.compile("stablehlo.dot_general", op, fn);
     ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
     auto a = rand_vec(6 * k, 3), w = rand_vec(k * n, 4);
@@ -272,7 +272,9 @@ TEST(NativeDotGeneral, WeightTimesActivationsPackedAndUnpacked) {
     std::vector<double> want, mag;
     reference(1, 6, n, k, bt, a, w, want, mag);
     for (bool pack : {false, true}) {
-      if (pack) { ASSERT_TRUE((*kernel)->set_constant_input(1, wt).ok()); }
+      if (pack) {
+        ASSERT_TRUE((*kernel)->set_constant_input(1, wt).ok());
+      }
       Tensor out = Tensor::zeros(DType::kF32, {2, 3, n});
       ASSERT_TRUE((*kernel)->run({&at, &wt}, {&out}).ok());
       std::vector<uint8_t> c(out.nbytes());
@@ -311,8 +313,8 @@ TEST(NativeDotGeneral, DeclinesWhatNeedsATranspose) {
   EXPECT_EQ(reg.compile("stablehlo.dot_general", op, fn).status().kind(), ErrorKind::kUnsupported);
   // Batch dims not leading.
   shlo::Function fn2;
-  shlo::Op op2 = dot_op(fn2, {DType::kF32, {4, 2, 8}}, {DType::kF32, {2, 8, 6}}, {DType::kF32, {2, 4, 6}}, {1}, {0},
-                        {2}, {1});
+  shlo::Op op2 =
+      dot_op(fn2, {DType::kF32, {4, 2, 8}}, {DType::kF32, {2, 8, 6}}, {DType::kF32, {2, 4, 6}}, {1}, {0}, {2}, {1});
   EXPECT_EQ(reg.compile("stablehlo.dot_general", op2, fn2).status().kind(), ErrorKind::kUnsupported);
   // Integer operands.
   shlo::Function fn3;

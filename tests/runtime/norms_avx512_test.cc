@@ -26,16 +26,26 @@ TEST(NormsAvx512, RmsNormBitsEqualPortable) {
           std::vector<uint8_t> x(n * es), w(size_t(dim) * dtype_size(wt));
           for (size_t i = 0; i < n; ++i) {
             float v = u(rng) * (i % 97 == 0 ? 1e-20f : 1.f);  // some tiny values too
-            if (xt == DType::kF32) std::memcpy(&x[i * 4], &v, 4);
-            else { bf16 h = f32_to_bf16(v); std::memcpy(&x[i * 2], &h, 2); }
+            if (xt == DType::kF32)
+              std::memcpy(&x[i * 4], &v, 4);
+            else {
+              bf16 h = f32_to_bf16(v);
+              std::memcpy(&x[i * 2], &h, 2);
+            }
           }
           for (int64_t i = 0; i < dim; ++i) {
             float v = u(rng);
-            if (wt == DType::kF32) std::memcpy(&w[size_t(i) * 4], &v, 4);
-            else { bf16 h = f32_to_bf16(v); std::memcpy(&w[size_t(i) * 2], &h, 2); }
+            if (wt == DType::kF32)
+              std::memcpy(&w[size_t(i) * 4], &v, 4);
+            else {
+              bf16 h = f32_to_bf16(v);
+              std::memcpy(&w[size_t(i) * 2], &h, 2);
+            }
           }
           std::vector<uint8_t> want(x.size()), got(x.size()), inplace = x;
-          ASSERT_TRUE(kernels::internal::rms_norm_portable(rows, dim, xt, x.data(), wt, w.data(), 1e-6f, 1.f, want.data()).ok());
+          ASSERT_TRUE(
+              kernels::internal::rms_norm_portable(rows, dim, xt, x.data(), wt, w.data(), 1e-6f, 1.f, want.data())
+                  .ok());
           ASSERT_TRUE(kernels::rms_norm(rows, dim, xt, x.data(), wt, w.data(), 1e-6f, 1.f, got.data()).ok());
           ASSERT_TRUE(kernels::rms_norm(rows, dim, xt, inplace.data(), wt, w.data(), 1e-6f, 1.f, inplace.data()).ok());
           EXPECT_EQ(got, want) << "rows " << rows << " dim " << dim << " " << dtype_name(xt) << "/" << dtype_name(wt);

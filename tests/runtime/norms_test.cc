@@ -52,8 +52,9 @@ TEST(Norms, RmsNormMatchesReference) {
               for (int64_t i = 0; i < dim; ++i)
                 want[size_t(r * dim + i)] = x[size_t(r * dim + i)] * inv * (double(w[size_t(i)]) + offset);
             }
-            expect_close(xt, out, want,
-                         str_cat("rms rows ", rows, " dim ", dim, " ", dtype_name(xt), "/", dtype_name(wt), " off ", offset));
+            expect_close(
+                xt, out, want,
+                str_cat("rms rows ", rows, " dim ", dim, " ", dtype_name(xt), "/", dtype_name(wt), " off ", offset));
           }
 }
 
@@ -92,8 +93,8 @@ TEST(Norms, LayerNormMatchesReferenceIncludingLargeMean) {
             double tol = 2e-5 * 20 / std::sqrt(1.0 / 3) * 1.5 + 1e-6 +
                          (xt == DType::kBF16 ? std::ldexp(std::fabs(want[i]), -8) : 0.0);
             if (!(std::fabs(load(xt, got, i) - want[i]) <= tol) && bad++ < 5)
-              ADD_FAILURE() << "layer_norm rows " << rows << " dim " << dim << " " << i << ": got "
-                            << load(xt, got, i) << " want " << want[i];
+              ADD_FAILURE() << "layer_norm rows " << rows << " dim " << dim << " " << i << ": got " << load(xt, got, i)
+                            << " want " << want[i];
           }
         }
 }

@@ -60,8 +60,7 @@ TEST(ParallelFor, NestedCallsRunInline) {
   ThreadLimit limit(2);
   std::atomic<int64_t> total{0};
   parallel_for(8, 1, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i)
-      parallel_for(100, 7, [&](int64_t b2, int64_t e2) { total.fetch_add(e2 - b2); });
+    for (int64_t i = b; i < e; ++i) parallel_for(100, 7, [&](int64_t b2, int64_t e2) { total.fetch_add(e2 - b2); });
   });
   EXPECT_EQ(total.load(), 800);
 }
@@ -122,7 +121,8 @@ TEST(ParallelFor, StressEveryItemOfEveryJobOnceAndNoneAfterReturn) {
             job.wrong_job.fetch_add(1);
             continue;
           }
-          for (std::atomic<int> s{0}; s.load(std::memory_order_relaxed) < spin;) s.fetch_add(1, std::memory_order_relaxed);
+          for (std::atomic<int> s{0}; s.load(std::memory_order_relaxed) < spin;)
+            s.fetch_add(1, std::memory_order_relaxed);
           job.hits[size_t(i)].fetch_add(1);
           if (job.returned.load()) job.late.fetch_add(1);
         }
@@ -137,7 +137,8 @@ TEST(ParallelFor, StressEveryItemOfEveryJobOnceAndNoneAfterReturn) {
     }
     EXPECT_EQ(bad_counts, 0) << "items not run exactly once; delays " << worker_ns << "/" << caller_ns << " ns";
     EXPECT_EQ(late, 0) << "items run after their parallel_for returned; delays " << worker_ns << "/" << caller_ns;
-    EXPECT_EQ(wrong, 0) << "chunks of a job that was not current, or out of range; delays " << worker_ns << "/" << caller_ns;
+    EXPECT_EQ(wrong, 0) << "chunks of a job that was not current, or out of range; delays " << worker_ns << "/"
+                        << caller_ns;
   }
   kernels::set_pool_handoff_delays_for_testing(0, 0);
 }

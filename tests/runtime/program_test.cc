@@ -52,7 +52,9 @@ class DusKernel : public OpKernel {
   }
 };
 template <class K>
-Result<std::unique_ptr<OpKernel>> make(const shlo::Op&, const shlo::Function&) { return std::unique_ptr<OpKernel>(new K); }
+Result<std::unique_ptr<OpKernel>> make(const shlo::Op&, const shlo::Function&) {
+  return std::unique_ptr<OpKernel>(new K);
+}
 
 const rt::KernelRegistry& test_registry() {
   static const rt::KernelRegistry r = [] {
@@ -101,7 +103,7 @@ TEST(Program, ArenaIsSmallerThanTheSumOfIntermediatesOnAChain) {
   auto stats = (*p)->plan_stats("main");
   ASSERT_TRUE(stats.ok());
   EXPECT_EQ(stats->intermediate_bytes, 4u * 256u);  // the four non-output values
-  EXPECT_EQ(stats->arena_bytes, 2u * 256u);        // two buffers ping-pong
+  EXPECT_EQ(stats->arena_bytes, 2u * 256u);         // two buffers ping-pong
   Tensor x = random_tensor(DType::kF32, {64}, 1);
   for (int rep = 0; rep < 2; ++rep) {  // the arena is reused across runs
     auto out = (*p)->run("main", {x});
@@ -151,8 +153,8 @@ TEST(Program, InPlaceReuseWhenTheInputDies) {
   b.fn.name = "main";
   auto x = b.arg(tt(DType::kF32, {16}));
   auto n = b.op("stablehlo.negate", {x}, {tt(DType::kF32, {16})}).results[0];
-  auto a = b.op("stablehlo.add", {n, x}, {tt(DType::kF32, {16})}).results[0];    // n dies here: in place
-  auto c = b.op("stablehlo.add", {a, a}, {tt(DType::kF32, {16})}).results[0];    // same value twice: not in place
+  auto a = b.op("stablehlo.add", {n, x}, {tt(DType::kF32, {16})}).results[0];  // n dies here: in place
+  auto c = b.op("stablehlo.add", {a, a}, {tt(DType::kF32, {16})}).results[0];  // same value twice: not in place
   ret(b, {c});
   auto p = compile({b.fn});
   ASSERT_TRUE(p.ok()) << p.status().to_string();
@@ -193,7 +195,7 @@ TEST(Program, DonatedCacheIsUpdatedInPlaceByADynamicUpdateSliceChain) {
   Tensor before = ct.clone();
   auto out = (*p)->run("decode", {ct, ut, from_vector<int>(DType::kI32, {}, {2})});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_EQ((*out)[0].raw(), ct.raw());          // no copy of the cache
+  EXPECT_EQ((*out)[0].raw(), ct.raw());  // no copy of the cache
   EXPECT_EQ((*out)[0].storage(), ct.storage());
   for (int r = 0; r < 8; ++r)
     for (int c = 0; c < 4; ++c) {
@@ -228,8 +230,9 @@ TEST(Program, FuncCallIsInlined) {
   mm.fn.is_public = false;
   auto a = mm.arg(tt(DType::kF32, {3, 4})), w = mm.arg(tt(DType::kF32, {4, 2}));
   auto& d = mm.op("stablehlo.dot_general", {a, w}, {tt(DType::kF32, {3, 2})});
-  d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
-                                                                              {"rhs_contracting_dimensions", ints({0})}})});
+  d.attrs.push_back(
+      {"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                              {"rhs_contracting_dimensions", ints({0})}})});
   ret(mm, {d.results[0]});
   IrBuilder b;
   b.fn.name = "main";
@@ -238,7 +241,8 @@ TEST(Program, FuncCallIsInlined) {
   call.attrs.push_back({"callee", shlo::Attr::symbol("mm")});
   auto& twice = b.op("func.call", {x, y}, {tt(DType::kF32, {3, 2})});
   twice.attrs.push_back({"callee", shlo::Attr::symbol("mm")});
-  auto r = b.op("stablehlo.add", {b.fn.body[0].results[0], b.fn.body[1].results[0]}, {tt(DType::kF32, {3, 2})}).results[0];
+  auto r =
+      b.op("stablehlo.add", {b.fn.body[0].results[0], b.fn.body[1].results[0]}, {tt(DType::kF32, {3, 2})}).results[0];
   ret(b, {r});
   auto p = compile({b.fn, mm.fn});
   ASSERT_TRUE(p.ok()) << p.status().to_string();
@@ -312,11 +316,13 @@ TEST(Program, CustomCallHandlers) {
   int calls = 0;
   auto o = opts();
   o.custom_calls.push_back({"check.eq", [&](const std::vector<Tensor>& ops) {
-    ++calls;
-    if (ops.size() != 2 || ops[0].data<float>()[0] != ops[1].data<float>()[0]) return make_error(ErrorKind::kInternal, "bad");
-    if (ops[0].data<float>()[0] < 0) return make_error(ErrorKind::kOutOfRange, "negative input");
-    return ok_status();
-  }});
+                              ++calls;
+                              if (ops.size() != 2 || ops[0].data<float>()[0] != ops[1].data<float>()[0])
+                                return make_error(ErrorKind::kInternal, "bad");
+                              if (ops[0].data<float>()[0] < 0)
+                                return make_error(ErrorKind::kOutOfRange, "negative input");
+                              return ok_status();
+                            }});
   auto p = compile(custom_call_module(), o);
   ASSERT_TRUE(p.ok()) << p.status().to_string();
   EXPECT_TRUE((*p)->run("main", {from_vector<float>(DType::kF32, {2}, {1, 2})}).ok());
@@ -364,8 +370,9 @@ TEST(Program, WeightsAreBoundByNameAndChecked) {
   auto w = b.arg(tt(DType::kBF16, {3, 4}));
   b.fn.arg_attrs[1].push_back({shlo::kWeightAttr, shlo::Attr::string("proj.weight")});
   auto& d = b.op("stablehlo.dot_general", {x, w}, {tt(DType::kF32, {2, 4})});
-  d.attrs.push_back({"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
-                                                                             {"rhs_contracting_dimensions", ints({0})}})});
+  d.attrs.push_back(
+      {"dot_dimension_numbers", shlo::Attr::structure("dot", {{"lhs_contracting_dimensions", ints({1})},
+                                                              {"rhs_contracting_dimensions", ints({0})}})});
   ret(b, {d.results[0]});
   auto p = compile({b.fn});
   ASSERT_TRUE(p.ok()) << p.status().to_string();
@@ -467,8 +474,12 @@ TEST(Program, SplatBroadcastsAreFilledInsideFusedChains) {
       auto scalar = [&](float v) {
         auto& c = b.op("stablehlo.constant", {}, {tt(d, {})});
         std::vector<uint8_t> bytes(dtype_size(d));
-        if (d == DType::kF32) std::memcpy(bytes.data(), &v, 4);
-        else { const bf16 h = f32_to_bf16(v); std::memcpy(bytes.data(), &h, 2); }
+        if (d == DType::kF32)
+          std::memcpy(bytes.data(), &v, 4);
+        else {
+          const bf16 h = f32_to_bf16(v);
+          std::memcpy(bytes.data(), &h, 2);
+        }
         c.attrs.push_back({"value", shlo::Attr::dense_elements({tt(d, {}), bytes})});
         auto& bc = b.op("stablehlo.broadcast_in_dim", {c.results[0]}, {tt(d, {1000})});
         bc.attrs.push_back({"broadcast_dimensions", shlo::Attr::i64_array({})});

@@ -46,14 +46,19 @@ TEST(Reduce, Bf16SumAccumulatesInF32ThenRoundsOnce) {
 }
 
 TEST(Reduce, MaxMinMulAndLogicalForIntegers) {
-  struct K { DType d; std::string body; };
+  struct K {
+    DType d;
+    std::string body;
+  };
   for (K k : {K{DType::kI32, "stablehlo.maximum"}, K{DType::kU8, "stablehlo.minimum"},
               K{DType::kI64, "stablehlo.multiply"}, K{DType::kI1, "stablehlo.and"}, K{DType::kI1, "stablehlo.or"},
               K{DType::kI16, "stablehlo.add"}, K{DType::kI8, "stablehlo.maximum"}}) {
     ReduceCase c(k.d, {4, 6}, {1}, k.body, {4});
     Tensor x = random_tensor(k.d, {4, 6}, 3, k.d == DType::kU8 ? 0 : -9, 9);
     int64_t init_v = k.body == "stablehlo.multiply" || k.body == "stablehlo.and" ? 1
-                     : k.body == "stablehlo.minimum" ? 255 : k.body == "stablehlo.maximum" ? -100 : 0;
+                     : k.body == "stablehlo.minimum"                             ? 255
+                     : k.body == "stablehlo.maximum"                             ? -100
+                                                                                 : 0;
     Tensor init = from_vector<int64_t>(k.d, {}, {init_v});
     auto out = run_op(*c.op, c.b.fn, {x, init});
     ASSERT_TRUE(out.ok()) << out.status().to_string();
@@ -139,10 +144,12 @@ TEST(Reduce, VariadicArgmaxThroughRegion) {
   op.attrs.push_back({"dimensions", ints({1})});
   op.regions.push_back(std::move(r));
   // Row 1 has a tie (first index wins), row 2 has a NaN (NaN wins).
-  Tensor xv = from_vector<float>(DType::kBF16, {3, 7}, {1, 5, 2, 9, 3, 0, -1,  4, 8, 8, 1, 0, 2, 8,  1, 2, NAN, 3, 9, 0, 0});
+  Tensor xv =
+      from_vector<float>(DType::kBF16, {3, 7}, {1, 5, 2, 9, 3, 0, -1, 4, 8, 8, 1, 0, 2, 8, 1, 2, NAN, 3, 9, 0, 0});
   Tensor iv = Tensor::empty(DType::kI32, {3, 7});
   for (int i = 0; i < 21; ++i) iv.data<int32_t>()[i] = i % 7;
-  auto out = run_op(op, b.fn, {xv, iv, from_vector<float>(DType::kBF16, {}, {-INFINITY}), from_vector<int>(DType::kI32, {}, {0})});
+  auto out = run_op(
+      op, b.fn, {xv, iv, from_vector<float>(DType::kBF16, {}, {-INFINITY}), from_vector<int>(DType::kI32, {}, {0})});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ((*out)[1].data<int32_t>()[0], 3);
   EXPECT_EQ((*out)[1].data<int32_t>()[1], 1);

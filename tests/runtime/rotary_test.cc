@@ -63,8 +63,15 @@ TEST(Rotary, MatchesReferenceF32AndBf16PartialRotary) {
           int bad = 0;
           for (size_t i = 0; i < want.size(); ++i) {
             double got;
-            if (t == DType::kF32) { float f; std::memcpy(&f, &out[i * 4], 4); got = f; }
-            else { bf16 h; std::memcpy(&h, &out[i * 2], 2); got = bf16_to_f32(h); }
+            if (t == DType::kF32) {
+              float f;
+              std::memcpy(&f, &out[i * 4], 4);
+              got = f;
+            } else {
+              bf16 h;
+              std::memcpy(&h, &out[i * 2], 2);
+              got = bf16_to_f32(h);
+            }
             // |y| <= |a| + |b| <= 4; f32 cos/sin ~1 ulp each.
             double tol = 4e-6 * 4 + (t == DType::kBF16 ? std::ldexp(std::fabs(want[i]), -8) : 0.0);
             if (!(std::fabs(got - want[i]) <= tol) && bad++ < 5)

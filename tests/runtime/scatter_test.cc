@@ -7,15 +7,19 @@ namespace {
 
 using namespace hlx::testing;
 
-shlo::Op& add_scatter(IrBuilder& b, DType d, shlo::ValueId x, shlo::ValueId idx, shlo::ValueId upd, const std::string& body,
-                      std::vector<int64_t> uwd, std::vector<int64_t> iwd, std::vector<int64_t> sd2od, int64_t ivd,
-                      std::vector<int64_t> ibd = {}, std::vector<int64_t> sibd = {}) {
+shlo::Op& add_scatter(IrBuilder& b, DType d, shlo::ValueId x, shlo::ValueId idx, shlo::ValueId upd,
+                      const std::string& body, std::vector<int64_t> uwd, std::vector<int64_t> iwd,
+                      std::vector<int64_t> sd2od, int64_t ivd, std::vector<int64_t> ibd = {},
+                      std::vector<int64_t> sibd = {}) {
   shlo::Block region = b.binary_region(body, d);
   auto& op = b.op("stablehlo.scatter", {x, idx, upd}, {b.fn.type_of(x)});
-  op.attrs.push_back({"scatter_dimension_numbers", shlo::Attr::structure("scatter", {
-      {"update_window_dims", ints(uwd)}, {"inserted_window_dims", ints(iwd)},
-      {"input_batching_dims", ints(ibd)}, {"scatter_indices_batching_dims", ints(sibd)},
-      {"scatter_dims_to_operand_dims", ints(sd2od)}, {"index_vector_dim", shlo::Attr::integer(ivd)}})});
+  op.attrs.push_back({"scatter_dimension_numbers",
+                      shlo::Attr::structure("scatter", {{"update_window_dims", ints(uwd)},
+                                                        {"inserted_window_dims", ints(iwd)},
+                                                        {"input_batching_dims", ints(ibd)},
+                                                        {"scatter_indices_batching_dims", ints(sibd)},
+                                                        {"scatter_dims_to_operand_dims", ints(sd2od)},
+                                                        {"index_vector_dim", shlo::Attr::integer(ivd)}})});
   op.regions.push_back(std::move(region));
   return op;
 }
@@ -74,7 +78,8 @@ TEST(Scatter, MaxIntoI8AndMinIntoU8) {
 TEST(Scatter, BatchingDimsWriteKvRows) {
   IrBuilder b;
   // cache [B=2, S=5, H=2]; positions [B=2, T=2]; updates [2, 2, 2] -> cache[b, pos[b,t], :] = upd[b, t, :]
-  auto x = b.arg(tt(DType::kF32, {2, 5, 2})), idx = b.arg(tt(DType::kI32, {2, 2})), u = b.arg(tt(DType::kF32, {2, 2, 2}));
+  auto x = b.arg(tt(DType::kF32, {2, 5, 2})), idx = b.arg(tt(DType::kI32, {2, 2})),
+       u = b.arg(tt(DType::kF32, {2, 2, 2}));
   auto& op = add_scatter(b, DType::kF32, x, idx, u, "", {2}, {1}, {1}, 2, {0}, {0});
   Tensor xt = random_tensor(DType::kF32, {2, 5, 2}, 7), ut = random_tensor(DType::kF32, {2, 2, 2}, 8);
   Tensor it = from_vector<int>(DType::kI32, {2, 2}, {0, 3, 4, 1});
@@ -111,7 +116,8 @@ TEST(Scatter, GenericRegionSubtract) {
   auto x = b.arg(tt(DType::kF32, {3})), idx = b.arg(tt(DType::kI32, {2, 1})), u = b.arg(tt(DType::kF32, {2}));
   auto& op = add_scatter(b, DType::kF32, x, idx, u, "stablehlo.subtract", {}, {0}, {0}, 1);
   Tensor xt = from_vector<float>(DType::kF32, {3}, {10, 20, 30});
-  auto out = run_op(op, b.fn, {xt, from_vector<int>(DType::kI32, {2, 1}, {1, 1}), from_vector<float>(DType::kF32, {2}, {1, 2})});
+  auto out = run_op(op, b.fn,
+                    {xt, from_vector<int>(DType::kI32, {2, 1}, {1, 1}), from_vector<float>(DType::kF32, {2}, {1, 2})});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
   EXPECT_EQ((*out)[0].data<float>()[1], 17.f);  // (20 - 1) - 2, current value on the left
   EXPECT_EQ((*out)[0].data<float>()[0], 10.f);

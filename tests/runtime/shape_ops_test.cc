@@ -31,11 +31,21 @@ Tensor random_tensor(DType t, Shape s, std::mt19937& rng) {
 Tensor scalar_index(DType t, int64_t v) {
   Tensor x = Tensor::empty(t, {});
   switch (t) {
-    case DType::kI64: *x.data<int64_t>() = v; break;
-    case DType::kI32: *x.data<int32_t>() = int32_t(v); break;
-    case DType::kI16: *x.data<int16_t>() = int16_t(v); break;
-    case DType::kI8: *x.data<int8_t>() = int8_t(v); break;
-    default: *x.data<uint8_t>() = uint8_t(v); break;
+    case DType::kI64:
+      *x.data<int64_t>() = v;
+      break;
+    case DType::kI32:
+      *x.data<int32_t>() = int32_t(v);
+      break;
+    case DType::kI16:
+      *x.data<int16_t>() = int16_t(v);
+      break;
+    case DType::kI8:
+      *x.data<int8_t>() = int8_t(v);
+      break;
+    default:
+      *x.data<uint8_t>() = uint8_t(v);
+      break;
   }
   return x;
 }
@@ -84,7 +94,9 @@ int64_t ravel(const std::vector<int64_t>& idx, const Shape& s) {
   for (size_t k = 0; k < s.size(); ++k) i = i * s[k] + idx[k];
   return i;
 }
-const uint8_t* elem(const Tensor& t, int64_t i) { return static_cast<const uint8_t*>(t.raw()) + i * int64_t(dtype_size(t.dtype())); }
+const uint8_t* elem(const Tensor& t, int64_t i) {
+  return static_cast<const uint8_t*>(t.raw()) + i * int64_t(dtype_size(t.dtype()));
+}
 
 // Builds the expected tensor: source(out_index) returns the bytes each output element must hold.
 Tensor reference(DType t, const Shape& s, const std::function<const uint8_t*(const std::vector<int64_t>&)>& source) {
@@ -126,21 +138,41 @@ TEST(ShapeOps, IotaEveryTypeAndDimension) {
         int64_t want = unravel(i, s)[size_t(d)];
         double got = 0;
         switch (t) {
-          case DType::kF32: got = y->data<float>()[i]; break;
-          case DType::kF16: got = f16_to_f32(y->data<f16>()[i]); break;
-          case DType::kBF16: got = bf16_to_f32(y->data<bf16>()[i]); break;
-          case DType::kI64: got = double(y->data<int64_t>()[i]); break;
-          case DType::kI32: got = y->data<int32_t>()[i]; break;
-          case DType::kI16: got = y->data<int16_t>()[i]; break;
-          case DType::kI8: got = y->data<int8_t>()[i]; break;
-          case DType::kU8: got = y->data<uint8_t>()[i]; break;
-          case DType::kI1: got = y->data<uint8_t>()[i]; want = want != 0; break;
+          case DType::kF32:
+            got = y->data<float>()[i];
+            break;
+          case DType::kF16:
+            got = f16_to_f32(y->data<f16>()[i]);
+            break;
+          case DType::kBF16:
+            got = bf16_to_f32(y->data<bf16>()[i]);
+            break;
+          case DType::kI64:
+            got = double(y->data<int64_t>()[i]);
+            break;
+          case DType::kI32:
+            got = y->data<int32_t>()[i];
+            break;
+          case DType::kI16:
+            got = y->data<int16_t>()[i];
+            break;
+          case DType::kI8:
+            got = y->data<int8_t>()[i];
+            break;
+          case DType::kU8:
+            got = y->data<uint8_t>()[i];
+            break;
+          case DType::kI1:
+            got = y->data<uint8_t>()[i];
+            want = want != 0;
+            break;
         }
         ASSERT_EQ(got, double(want)) << dtype_name(t) << " dim " << d << " element " << i;
       }
     }
-  EXPECT_EQ(compile("stablehlo.iota", {}, {DType::kF32, {3}}, {{"iota_dimension", Attr::integer(1)}})->kernel.status().kind(),
-            ErrorKind::kInvalidArgument);
+  EXPECT_EQ(
+      compile("stablehlo.iota", {}, {DType::kF32, {3}}, {{"iota_dimension", Attr::integer(1)}})->kernel.status().kind(),
+      ErrorKind::kInvalidArgument);
   // bf16 iota rounds large indices once (257 -> 256, ties to even).
   auto big = run("stablehlo.iota", {}, {DType::kBF16, {300}}, {{"iota_dimension", Attr::integer(0)}});
   ASSERT_TRUE(big.ok());
@@ -166,15 +198,18 @@ TEST(ShapeOps, ReshapeAndInPlace) {
 }
 
 TEST(ShapeOps, BroadcastInDim) {
-  struct C { Shape in, out; std::vector<int64_t> dims; };
+  struct C {
+    Shape in, out;
+    std::vector<int64_t> dims;
+  };
   std::vector<C> cases = {
-      {{}, {2, 3}, {}},                 // scalar
-      {{3}, {2, 3}, {1}},               // row
-      {{2}, {2, 3}, {0}},               // column
-      {{1, 3}, {4, 3}, {0, 1}},         // size-1 dim expands
-      {{3, 2}, {2, 5, 3}, {2, 0}},      // transposing broadcast
+      {{}, {2, 3}, {}},             // scalar
+      {{3}, {2, 3}, {1}},           // row
+      {{2}, {2, 3}, {0}},           // column
+      {{1, 3}, {4, 3}, {0, 1}},     // size-1 dim expands
+      {{3, 2}, {2, 5, 3}, {2, 0}},  // transposing broadcast
       {{2, 1, 4}, {2, 3, 4}, {0, 1, 2}},
-      {{0, 4}, {3, 0, 4}, {1, 2}},      // zero-size
+      {{0, 4}, {3, 0, 4}, {1, 2}},  // zero-size
       {{1}, {1, 1, 1}, {1}},
   };
   std::mt19937 rng(3);
@@ -186,25 +221,37 @@ TEST(ShapeOps, BroadcastInDim) {
         for (size_t k = 0; k < c.in.size(); ++k) i[k] = c.in[k] == 1 ? 0 : o[size_t(c.dims[k])];
         return elem(x, ravel(i, c.in));
       });
-      expect_same(run("stablehlo.broadcast_in_dim", {x}, {t, c.out}, {{"broadcast_dimensions", Attr::i64_array(c.dims)}}),
-                  want, "broadcast_in_dim " + shape_to_string(c.in) + " -> " + shape_to_string(c.out));
+      expect_same(
+          run("stablehlo.broadcast_in_dim", {x}, {t, c.out}, {{"broadcast_dimensions", Attr::i64_array(c.dims)}}), want,
+          "broadcast_in_dim " + shape_to_string(c.in) + " -> " + shape_to_string(c.out));
     }
   auto bad = [](Shape in, Shape out, std::vector<int64_t> dims) {
     return compile("stablehlo.broadcast_in_dim", {{DType::kF32, in}}, {DType::kF32, out},
-                   {{"broadcast_dimensions", Attr::i64_array(dims)}})->kernel.status().kind();
+                   {{"broadcast_dimensions", Attr::i64_array(dims)}})
+        ->kernel.status()
+        .kind();
   };
   EXPECT_EQ(bad({3}, {2, 3}, {0}), ErrorKind::kInvalidArgument);        // 3 vs 2
   EXPECT_EQ(bad({3}, {2, 3}, {2}), ErrorKind::kInvalidArgument);        // out of range
   EXPECT_EQ(bad({3, 3}, {3, 3}, {1, 1}), ErrorKind::kInvalidArgument);  // repeated
   EXPECT_EQ(bad({3}, {2, 3}, {}), ErrorKind::kInvalidArgument);         // wrong size
-  EXPECT_EQ(compile("stablehlo.broadcast_in_dim", {{DType::kF32, {3}}}, {DType::kF32, {2, 3}}, {})->kernel.status().kind(),
-            ErrorKind::kInvalidArgument);  // missing attribute
+  EXPECT_EQ(
+      compile("stablehlo.broadcast_in_dim", {{DType::kF32, {3}}}, {DType::kF32, {2, 3}}, {})->kernel.status().kind(),
+      ErrorKind::kInvalidArgument);  // missing attribute
 }
 
 TEST(ShapeOps, Transpose) {
-  struct C { Shape in; std::vector<int64_t> perm; };
-  std::vector<C> cases = {{{}, {}}, {{2, 3}, {1, 0}}, {{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4}, {0, 2, 1}},
-                          {{1, 5, 1, 3}, {3, 1, 0, 2}}, {{0, 3}, {1, 0}}, {{67, 129}, {1, 0}}};
+  struct C {
+    Shape in;
+    std::vector<int64_t> perm;
+  };
+  std::vector<C> cases = {{{}, {}},
+                          {{2, 3}, {1, 0}},
+                          {{2, 3, 4}, {2, 0, 1}},
+                          {{2, 3, 4}, {0, 2, 1}},
+                          {{1, 5, 1, 3}, {3, 1, 0, 2}},
+                          {{0, 3}, {1, 0}},
+                          {{67, 129}, {1, 0}}};
   std::mt19937 rng(4);
   for (DType t : kTypes)
     for (const auto& c : cases) {
@@ -220,12 +267,17 @@ TEST(ShapeOps, Transpose) {
                   "transpose " + shape_to_string(c.in));
     }
   EXPECT_EQ(compile("stablehlo.transpose", {{DType::kF32, {2, 3}}}, {DType::kF32, {3, 2}},
-                    {{"permutation", Attr::i64_array({0, 0})}})->kernel.status().kind(),
+                    {{"permutation", Attr::i64_array({0, 0})}})
+                ->kernel.status()
+                .kind(),
             ErrorKind::kInvalidArgument);
 }
 
 TEST(ShapeOps, Slice) {
-  struct C { Shape in; std::vector<int64_t> start, limit, step; };
+  struct C {
+    Shape in;
+    std::vector<int64_t> start, limit, step;
+  };
   std::vector<C> cases = {{{}, {}, {}, {}},
                           {{10}, {2}, {9}, {3}},
                           {{5, 6}, {1, 0}, {4, 6}, {1, 2}},
@@ -244,16 +296,19 @@ TEST(ShapeOps, Slice) {
         return elem(x, ravel(i, c.in));
       });
       expect_same(run("stablehlo.slice", {x}, {t, out},
-                      {{"start_indices", Attr::i64_array(c.start)}, {"limit_indices", Attr::i64_array(c.limit)},
+                      {{"start_indices", Attr::i64_array(c.start)},
+                       {"limit_indices", Attr::i64_array(c.limit)},
                        {"strides", Attr::i64_array(c.step)}}),
                   want, "slice " + shape_to_string(c.in));
     }
   auto bad = compile("stablehlo.slice", {{DType::kF32, {4}}}, {DType::kF32, {2}},
-                     {{"start_indices", Attr::i64_array({3})}, {"limit_indices", Attr::i64_array({5})},
+                     {{"start_indices", Attr::i64_array({3})},
+                      {"limit_indices", Attr::i64_array({5})},
                       {"strides", Attr::i64_array({1})}});
   EXPECT_EQ(bad->kernel.status().kind(), ErrorKind::kInvalidArgument);
   auto zero_stride = compile("stablehlo.slice", {{DType::kF32, {4}}}, {DType::kF32, {2}},
-                             {{"start_indices", Attr::i64_array({0})}, {"limit_indices", Attr::i64_array({2})},
+                             {{"start_indices", Attr::i64_array({0})},
+                              {"limit_indices", Attr::i64_array({2})},
                               {"strides", Attr::i64_array({0})}});
   EXPECT_EQ(zero_stride->kernel.status().kind(), ErrorKind::kInvalidArgument);
 }
@@ -278,17 +333,27 @@ TEST(ShapeOps, DynamicSliceClampsStarts) {
       }
   // Rank 0 and zero-size slices.
   Tensor s0 = random_tensor(DType::kF32, {}, rng);
-  expect_same(run("stablehlo.dynamic_slice", {s0}, {DType::kF32, {}}, {{"slice_sizes", Attr::i64_array({})}}), s0, "rank 0");
+  expect_same(run("stablehlo.dynamic_slice", {s0}, {DType::kF32, {}}, {{"slice_sizes", Attr::i64_array({})}}), s0,
+              "rank 0");
   auto empty = run("stablehlo.dynamic_slice", {random_tensor(DType::kF32, {3}, rng), scalar_index(DType::kI32, 5)},
                    {DType::kF32, {0}}, {{"slice_sizes", Attr::i64_array({0})}});
   EXPECT_TRUE(empty.ok());
   // Errors: too large a slice, missing index, float index.
   EXPECT_EQ(compile("stablehlo.dynamic_slice", {{DType::kF32, {3}}, {DType::kI32, {}}}, {DType::kF32, {4}},
-                    {{"slice_sizes", Attr::i64_array({4})}})->kernel.status().kind(), ErrorKind::kInvalidArgument);
+                    {{"slice_sizes", Attr::i64_array({4})}})
+                ->kernel.status()
+                .kind(),
+            ErrorKind::kInvalidArgument);
   EXPECT_EQ(compile("stablehlo.dynamic_slice", {{DType::kF32, {3, 3}}, {DType::kI32, {}}}, {DType::kF32, {1, 1}},
-                    {{"slice_sizes", Attr::i64_array({1, 1})}})->kernel.status().kind(), ErrorKind::kInvalidArgument);
+                    {{"slice_sizes", Attr::i64_array({1, 1})}})
+                ->kernel.status()
+                .kind(),
+            ErrorKind::kInvalidArgument);
   EXPECT_EQ(compile("stablehlo.dynamic_slice", {{DType::kF32, {3}}, {DType::kF32, {}}}, {DType::kF32, {1}},
-                    {{"slice_sizes", Attr::i64_array({1})}})->kernel.status().kind(), ErrorKind::kInvalidArgument);
+                    {{"slice_sizes", Attr::i64_array({1})}})
+                ->kernel.status()
+                .kind(),
+            ErrorKind::kInvalidArgument);
 }
 
 TEST(ShapeOps, DynamicUpdateSliceCopyAndInPlace) {
@@ -328,7 +393,10 @@ TEST(ShapeOps, DynamicUpdateSliceCopyAndInPlace) {
       EXPECT_EQ(std::memcmp(buf.raw(), want.raw(), want.nbytes()), 0);
     }
   EXPECT_EQ(compile("stablehlo.dynamic_update_slice", {{DType::kF32, {2}}, {DType::kF32, {3}}, {DType::kI32, {}}},
-                    {DType::kF32, {2}}, {})->kernel.status().kind(), ErrorKind::kInvalidArgument);
+                    {DType::kF32, {2}}, {})
+                ->kernel.status()
+                .kind(),
+            ErrorKind::kInvalidArgument);
 }
 
 TEST(ShapeOps, Concatenate) {
@@ -353,24 +421,33 @@ TEST(ShapeOps, Concatenate) {
                   str_cat("concatenate dim ", dim));
     }
   EXPECT_EQ(compile("stablehlo.concatenate", {{DType::kF32, {2}}, {DType::kF32, {3}}}, {DType::kF32, {6}},
-                    {{"dimension", Attr::integer(0)}})->kernel.status().kind(), ErrorKind::kInvalidArgument);
+                    {{"dimension", Attr::integer(0)}})
+                ->kernel.status()
+                .kind(),
+            ErrorKind::kInvalidArgument);
   EXPECT_EQ(compile("stablehlo.concatenate", {{DType::kF32, {2}}, {DType::kI32, {3}}}, {DType::kF32, {5}},
-                    {{"dimension", Attr::integer(0)}})->kernel.status().kind(), ErrorKind::kInvalidArgument);
+                    {{"dimension", Attr::integer(0)}})
+                ->kernel.status()
+                .kind(),
+            ErrorKind::kInvalidArgument);
 }
 
 TEST(ShapeOps, PadWithNegativeAndInteriorPadding) {
-  struct C { Shape in; std::vector<int64_t> lo, hi, interior; };
+  struct C {
+    Shape in;
+    std::vector<int64_t> lo, hi, interior;
+  };
   std::vector<C> cases = {
       {{}, {}, {}, {}},
       {{3}, {2}, {1}, {0}},
       {{3}, {0}, {0}, {2}},
       {{4, 3}, {1, -1}, {-2, 2}, {1, 0}},
-      {{5}, {-3}, {-1}, {1}},        // negative low crops into interior padding
+      {{5}, {-3}, {-1}, {1}},  // negative low crops into interior padding
       {{2, 3, 2}, {0, 1, -1}, {1, -2, 0}, {0, 2, 1}},
-      {{3}, {-4}, {0}, {1}},          // crop everything before the last element
+      {{3}, {-4}, {0}, {1}},  // crop everything before the last element
       {{0, 2}, {1, 0}, {1, 0}, {3, 0}},
-      {{2}, {-2}, {0}, {0}},          // nothing left at all
-      {{2}, {-2}, {3}, {0}},          // only padding left
+      {{2}, {-2}, {0}, {0}},  // nothing left at all
+      {{2}, {-2}, {3}, {0}},  // only padding left
   };
   std::mt19937 rng(9);
   for (DType t : kTypes)
@@ -390,17 +467,24 @@ TEST(ShapeOps, PadWithNegativeAndInteriorPadding) {
         return elem(x, ravel(i, c.in));
       });
       expect_same(run("stablehlo.pad", {x, pv}, {t, out},
-                      {{"edge_padding_low", Attr::i64_array(c.lo)}, {"edge_padding_high", Attr::i64_array(c.hi)},
+                      {{"edge_padding_low", Attr::i64_array(c.lo)},
+                       {"edge_padding_high", Attr::i64_array(c.hi)},
                        {"interior_padding", Attr::i64_array(c.interior)}}),
                   want, "pad " + shape_to_string(c.in) + " -> " + shape_to_string(out));
     }
   EXPECT_EQ(compile("stablehlo.pad", {{DType::kF32, {3}}, {DType::kF32, {}}}, {DType::kF32, {3}},
-                    {{"edge_padding_low", Attr::i64_array({0})}, {"edge_padding_high", Attr::i64_array({0})},
-                     {"interior_padding", Attr::i64_array({-1})}})->kernel.status().kind(),
+                    {{"edge_padding_low", Attr::i64_array({0})},
+                     {"edge_padding_high", Attr::i64_array({0})},
+                     {"interior_padding", Attr::i64_array({-1})}})
+                ->kernel.status()
+                .kind(),
             ErrorKind::kInvalidArgument);
   EXPECT_EQ(compile("stablehlo.pad", {{DType::kF32, {3}}, {DType::kF32, {}}}, {DType::kF32, {9}},
-                    {{"edge_padding_low", Attr::i64_array({1})}, {"edge_padding_high", Attr::i64_array({1})},
-                     {"interior_padding", Attr::i64_array({0})}})->kernel.status().kind(),
+                    {{"edge_padding_low", Attr::i64_array({1})},
+                     {"edge_padding_high", Attr::i64_array({1})},
+                     {"interior_padding", Attr::i64_array({0})}})
+                ->kernel.status()
+                .kind(),
             ErrorKind::kInvalidArgument);
 }
 
@@ -409,12 +493,15 @@ TEST(ShapeOps, LargeCopiesUseThreadsCorrectly) {
   std::mt19937 rng(10);
   Shape in{513, 1031};
   Tensor x = random_tensor(DType::kBF16, in, rng);
-  Tensor want = reference(DType::kBF16, {1031, 513}, [&](const std::vector<int64_t>& o) { return elem(x, ravel({o[1], o[0]}, in)); });
-  expect_same(run("stablehlo.transpose", {x}, {DType::kBF16, {1031, 513}}, {{"permutation", Attr::i64_array({1, 0})}}), want,
-              "big transpose");
+  Tensor want = reference(DType::kBF16, {1031, 513}, [&](const std::vector<int64_t>& o) {
+    return elem(x, ravel({o[1], o[0]}, in));
+  });
+  expect_same(run("stablehlo.transpose", {x}, {DType::kBF16, {1031, 513}}, {{"permutation", Attr::i64_array({1, 0})}}),
+              want, "big transpose");
   Tensor row = random_tensor(DType::kF32, {1031}, rng);
   Tensor want_b = reference(DType::kF32, {600, 1031}, [&](const std::vector<int64_t>& o) { return elem(row, o[1]); });
-  expect_same(run("stablehlo.broadcast_in_dim", {row}, {DType::kF32, {600, 1031}}, {{"broadcast_dimensions", Attr::i64_array({1})}}),
+  expect_same(run("stablehlo.broadcast_in_dim", {row}, {DType::kF32, {600, 1031}},
+                  {{"broadcast_dimensions", Attr::i64_array({1})}}),
               want_b, "big broadcast");
 }
 

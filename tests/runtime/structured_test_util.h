@@ -25,39 +25,71 @@ inline shlo::TensorType tt(DType d, Shape s) { return shlo::TensorType{d, std::m
 
 inline float get_f(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kF32: return t.data<float>()[i];
-    case DType::kBF16: return bf16_to_f32(t.data<bf16>()[i]);
-    case DType::kF16: return f16_to_f32(t.data<f16>()[i]);
-    default: return 0.f;
+    case DType::kF32:
+      return t.data<float>()[i];
+    case DType::kBF16:
+      return bf16_to_f32(t.data<bf16>()[i]);
+    case DType::kF16:
+      return f16_to_f32(t.data<f16>()[i]);
+    default:
+      return 0.f;
   }
 }
 inline int64_t get_i(const Tensor& t, int64_t i) {
   switch (t.dtype()) {
-    case DType::kI64: return t.data<int64_t>()[i];
-    case DType::kI32: return t.data<int32_t>()[i];
-    case DType::kI16: return t.data<int16_t>()[i];
-    case DType::kI8: return t.data<int8_t>()[i];
-    case DType::kU8: case DType::kI1: return t.data<uint8_t>()[i];
-    default: return int64_t(get_f(t, i));
+    case DType::kI64:
+      return t.data<int64_t>()[i];
+    case DType::kI32:
+      return t.data<int32_t>()[i];
+    case DType::kI16:
+      return t.data<int16_t>()[i];
+    case DType::kI8:
+      return t.data<int8_t>()[i];
+    case DType::kU8:
+    case DType::kI1:
+      return t.data<uint8_t>()[i];
+    default:
+      return int64_t(get_f(t, i));
   }
 }
 inline void set_f(Tensor& t, int64_t i, float v) {
   switch (t.dtype()) {
-    case DType::kF32: t.data<float>()[i] = v; break;
-    case DType::kBF16: t.data<bf16>()[i] = f32_to_bf16(v); break;
-    case DType::kF16: t.data<f16>()[i] = f32_to_f16(v); break;
-    default: break;
+    case DType::kF32:
+      t.data<float>()[i] = v;
+      break;
+    case DType::kBF16:
+      t.data<bf16>()[i] = f32_to_bf16(v);
+      break;
+    case DType::kF16:
+      t.data<f16>()[i] = f32_to_f16(v);
+      break;
+    default:
+      break;
   }
 }
 inline void set_i(Tensor& t, int64_t i, int64_t v) {
   switch (t.dtype()) {
-    case DType::kI64: t.data<int64_t>()[i] = v; break;
-    case DType::kI32: t.data<int32_t>()[i] = int32_t(v); break;
-    case DType::kI16: t.data<int16_t>()[i] = int16_t(v); break;
-    case DType::kI8: t.data<int8_t>()[i] = int8_t(v); break;
-    case DType::kU8: t.data<uint8_t>()[i] = uint8_t(v); break;
-    case DType::kI1: t.data<uint8_t>()[i] = v != 0; break;
-    default: set_f(t, i, float(v)); break;
+    case DType::kI64:
+      t.data<int64_t>()[i] = v;
+      break;
+    case DType::kI32:
+      t.data<int32_t>()[i] = int32_t(v);
+      break;
+    case DType::kI16:
+      t.data<int16_t>()[i] = int16_t(v);
+      break;
+    case DType::kI8:
+      t.data<int8_t>()[i] = int8_t(v);
+      break;
+    case DType::kU8:
+      t.data<uint8_t>()[i] = uint8_t(v);
+      break;
+    case DType::kI1:
+      t.data<uint8_t>()[i] = v != 0;
+      break;
+    default:
+      set_f(t, i, float(v));
+      break;
   }
 }
 
@@ -68,8 +100,10 @@ inline Tensor random_tensor(DType d, Shape s, uint32_t seed, int64_t lo = -5, in
   std::uniform_real_distribution<float> uf(-2.f, 2.f);
   std::uniform_int_distribution<int64_t> ui(lo, hi);
   for (int64_t i = 0; i < t.num_elements(); ++i) {
-    if (is_float(d)) set_f(t, i, uf(rng));
-    else set_i(t, i, d == DType::kI1 ? ui(rng) & 1 : ui(rng));
+    if (is_float(d))
+      set_f(t, i, uf(rng));
+    else
+      set_i(t, i, d == DType::kI1 ? ui(rng) & 1 : ui(rng));
   }
   return t;
 }
@@ -78,8 +112,10 @@ template <class T>
 Tensor from_vector(DType d, Shape s, const std::vector<T>& v) {
   Tensor t = Tensor::empty(d, std::move(s));
   for (size_t i = 0; i < v.size(); ++i) {
-    if (is_float(d)) set_f(t, int64_t(i), float(v[i]));
-    else set_i(t, int64_t(i), int64_t(v[i]));
+    if (is_float(d))
+      set_f(t, int64_t(i), float(v[i]));
+    else
+      set_i(t, int64_t(i), int64_t(v[i]));
   }
   return t;
 }

@@ -28,9 +28,15 @@ namespace {
 namespace fs = std::filesystem;
 
 TEST(Base64, Rfc4648Vectors) {
-  const std::pair<const char*, const char*> vectors[] = {{"", ""},         {"Zg==", "f"},         {"Zm8=", "fo"},
-                                                         {"Zm9v", "foo"},  {"Zm9vYg==", "foob"},  {"Zm9vYmE=", "fooba"},
-                                                         {"Zm9vYmFy", "foobar"}, {"Zg", "f"},     {"Zm8", "fo"}};
+  const std::pair<const char*, const char*> vectors[] = {{"", ""},
+                                                         {"Zg==", "f"},
+                                                         {"Zm8=", "fo"},
+                                                         {"Zm9v", "foo"},
+                                                         {"Zm9vYg==", "foob"},
+                                                         {"Zm9vYmE=", "fooba"},
+                                                         {"Zm9vYmFy", "foobar"},
+                                                         {"Zg", "f"},
+                                                         {"Zm8", "fo"}};
   for (auto [in, out] : vectors) {
     auto d = base64_decode(in);
     ASSERT_TRUE(d.has_value()) << in;
@@ -42,8 +48,8 @@ TEST(Base64, Rfc4648Vectors) {
 }
 
 TEST(Base64, RejectsInvalid) {
-  for (const char* bad : {"Z", "Zg=", "Zm9v!", "Zh==", "Zm9=", "Zm 9v", "=Zm9", "Zm9v\n", "Zg===", "Zm-_", "Z===",
-                          "Zm9vY"})
+  for (const char* bad :
+       {"Z", "Zg=", "Zm9v!", "Zh==", "Zm9=", "Zm 9v", "=Zm9", "Zm9v\n", "Zg===", "Zm-_", "Z===", "Zm9vY"})
     EXPECT_FALSE(base64_decode(bad).has_value()) << bad;
 }
 
@@ -111,9 +117,9 @@ TEST_F(ImageUrlTest, AllowedDirectory) {
   EXPECT_TRUE(read("file://" + encoded, bytes).ok()) << encoded;
   EXPECT_TRUE(read((root_ / "allowed" / "sub" / ".." / "sub" / "a.png").string(), bytes).ok());
 
-  for (const fs::path& p : {root_ / "outside.png", root_ / "allowed" / ".." / "outside.png", root_ / "allowed" / "link.png",
-                            root_ / "allowed" / "missing.png", root_ / "allowed" / "sub",
-                            root_ / "allowed-sibling" / "s.png"}) {
+  for (const fs::path& p :
+       {root_ / "outside.png", root_ / "allowed" / ".." / "outside.png", root_ / "allowed" / "link.png",
+        root_ / "allowed" / "missing.png", root_ / "allowed" / "sub", root_ / "allowed-sibling" / "s.png"}) {
     ApiError e = read(p.string(), bytes);
     EXPECT_EQ(e.status, 400) << p;
     EXPECT_EQ(e.code, "image_path_not_allowed") << p;
@@ -179,10 +185,10 @@ TEST(JsonBody, DepthAndShape) {
 // Issue 24: a number that overflows a double made nlohmann throw out_of_range (406), which no
 // one caught: the process aborted. Now a typed 400 on either endpoint, known field or not.
 TEST(JsonBody, NumbersOverflowingADoubleAreA400) {
-  for (const std::string& body : {std::string(R"({"x":1e999})"), std::string(R"({"x":-1e999})"),
-                                  "{\"max_tokens\":1" + std::string(400, '0') + "}",
-                                  std::string(R"({"prompt":"hi","temperature":1e999})"),
-                                  std::string(R"({"messages":[{"role":"user","content":"hi"}],"seed":-1e400})")}) {
+  for (const std::string& body :
+       {std::string(R"({"x":1e999})"), std::string(R"({"x":-1e999})"),
+        "{\"max_tokens\":1" + std::string(400, '0') + "}", std::string(R"({"prompt":"hi","temperature":1e999})"),
+        std::string(R"({"messages":[{"role":"user","content":"hi"}],"seed":-1e400})")}) {
     json v;
     ApiError e;
     ASSERT_NO_THROW(e = parse_json_body(body, v)) << body;
@@ -241,7 +247,8 @@ TEST(ChatRequest, TemplateKwargsCannotReplaceReservedVariables) {
 
 TEST(PromptLimits, RefusedWhileParsing) {
   PromptLimits lim{100, 10};
-  json chat = json::parse(R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"y"}]}]})");
+  json chat = json::parse(
+      R"({"messages":[{"role":"system","content":"x"},{"role":"user","content":[{"type":"text","text":"y"}]}]})");
   chat["messages"][0]["content"] = std::string(60, 'a');
   chat["messages"][1]["content"][0]["text"] = std::string(40, 'b');
   ChatRequest cr;
@@ -253,16 +260,20 @@ TEST(PromptLimits, RefusedWhileParsing) {
   EXPECT_NE(e.message.find("101 bytes"), std::string::npos) << e.message;
   CompletionRequest comp;
   EXPECT_EQ(parse_completion_request(json{{"prompt", std::string(101, 'a')}}, comp, lim).code, "prompt_too_large");
-  EXPECT_EQ(parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})}}, comp, lim).code,
-            "context_length_exceeded");
+  EXPECT_EQ(
+      parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11})}}, comp, lim).code,
+      "context_length_exceeded");
   CompletionRequest comp2;
-  EXPECT_TRUE(parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}, comp2, lim).ok());
+  EXPECT_TRUE(
+      parse_completion_request(json{{"prompt", json::array({1, 2, 3, 4, 5, 6, 7, 8, 9, 10})}}, comp2, lim).ok());
 }
 
 TEST(Logprobs, RequestFieldsPerEndpoint) {
   ChatRequest c;
   ASSERT_TRUE(parse_chat_request(json::parse(R"({"messages": [{"role": "user", "content": "x"}],
-      "logprobs": true, "top_logprobs": 20})"), c).ok());
+      "logprobs": true, "top_logprobs": 20})"),
+                                 c)
+                  .ok());
   EXPECT_TRUE(c.params.sampling.logprobs);
   EXPECT_EQ(c.params.sampling.top_logprobs, 20);
   CompletionRequest k;
@@ -413,8 +424,8 @@ int read_status(const std::string& request, HttpRequest* out = nullptr) {
 
 TEST(HttpReader, ParsesARequest) {
   HttpRequest req;
-  EXPECT_EQ(read_status("POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nX-Y:  v \r\n\r\nbodyEXTRA",
-                        &req),
+  EXPECT_EQ(read_status(
+                "POST /v1/completions?x=1 HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\nX-Y:  v \r\n\r\nbodyEXTRA", &req),
             0);
   EXPECT_EQ(req.method, "POST");
   EXPECT_EQ(req.path, "/v1/completions");
@@ -441,7 +452,7 @@ TEST(HttpReader, RejectsWithTheRightStatus) {
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nBad Name: 1\r\n\r\n"), 400);
   EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nA: b\x01\r\n\r\n"), 400);
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nExpect: magic\r\nContent-Length: 1\r\n\r\na"), 417);
-  EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nHost: a\r\n"), 408);              // headers never end
+  EXPECT_EQ(read_status("GET /x HTTP/1.1\r\nHost: a\r\n"), 408);                               // headers never end
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nContent-Length: 9\r\n\r\nabc"), 408);  // body too short
   EXPECT_EQ(read_status(""), -1);  // nothing sent: nothing to answer
 }
@@ -501,12 +512,16 @@ TEST(HttpReader, ChunkedBodies) {
   EXPECT_EQ(req.body, "abc");
   EXPECT_EQ(read_status(head + "0\r\n\r\n", &req), 0);
   EXPECT_EQ(req.body, "");
-  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n", &req), 0);
+  EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: Chunked\r\n\r\n1\r\nz\r\n0\r\n\r\n", &req),
+            0);
   EXPECT_EQ(req.body, "z");
   // Exactly the limit (64), then one byte over it, in several chunks.
-  EXPECT_EQ(read_status(head + "20\r\n" + std::string(32, 'a') + "\r\n20\r\n" + std::string(32, 'b') + "\r\n0\r\n\r\n", &req), 0);
+  EXPECT_EQ(
+      read_status(head + "20\r\n" + std::string(32, 'a') + "\r\n20\r\n" + std::string(32, 'b') + "\r\n0\r\n\r\n", &req),
+      0);
   EXPECT_EQ(req.body.size(), 64u);
-  EXPECT_EQ(read_status(head + "20\r\n" + std::string(32, 'a') + "\r\n21\r\n" + std::string(33, 'b') + "\r\n0\r\n\r\n"), 413);
+  EXPECT_EQ(read_status(head + "20\r\n" + std::string(32, 'a') + "\r\n21\r\n" + std::string(33, 'b') + "\r\n0\r\n\r\n"),
+            413);
   EXPECT_EQ(read_status(head + "fffffffffffffff\r\n"), 413);
   EXPECT_EQ(read_status(head + "ffffffffffffffff\r\n"), 400);  // more digits than any size we take
   EXPECT_EQ(read_status(head + "zz\r\nab\r\n0\r\n\r\n"), 400);
@@ -514,9 +529,9 @@ TEST(HttpReader, ChunkedBodies) {
   EXPECT_EQ(read_status(head + "\r\n"), 400);
   EXPECT_EQ(read_status(head + "3\r\nabcd\r\n0\r\n\r\n"), 400);  // data longer than its size
   EXPECT_EQ(read_status(head + "5\r\nab\r\n0\r\n\r\n"), 400);    // shorter: its CRLF is missing further on
-  EXPECT_EQ(read_status(head + "5\r\nab"), 408);                     // the rest never comes
-  EXPECT_EQ(read_status(head + std::string(2000, '0')), 400);          // a size line without end
-  EXPECT_EQ(read_status(head + "3\r\nabc\r\n"), 408);                 // no last chunk
+  EXPECT_EQ(read_status(head + "5\r\nab"), 408);                 // the rest never comes
+  EXPECT_EQ(read_status(head + std::string(2000, '0')), 400);    // a size line without end
+  EXPECT_EQ(read_status(head + "3\r\nabc\r\n"), 408);            // no last chunk
   EXPECT_EQ(read_status("POST /x HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\nContent-Length: 3\r\n\r\n"
                         "3\r\nabc\r\n0\r\n\r\n"),
             400);  // both framings: refused (request smuggling)
@@ -527,9 +542,10 @@ TEST(HttpReader, ChunkedBodies) {
 // Issue 20: one request per connection; bytes after the first request were dropped.
 TEST(HttpReader, PipelinedRequestsAndKeepAlive) {
   Pair p;
-  p.send("POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nokGET /b HTTP/1.1\r\nHost: h\r\n\r\n"
-         "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nxy\r\n0\r\n\r\n"
-         "GET /d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
+  p.send(
+      "POST /a HTTP/1.1\r\nHost: h\r\nContent-Length: 2\r\n\r\nokGET /b HTTP/1.1\r\nHost: h\r\n\r\n"
+      "POST /c HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nxy\r\n0\r\n\r\n"
+      "GET /d HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n");
   Connection c(p.server, small_limits());
   HttpRequest req;
   HttpError err;
@@ -558,16 +574,17 @@ TEST(HttpReader, PipelinedRequestsAndKeepAlive) {
   req = HttpRequest();
   ASSERT_EQ(c.read_request(req, err), Connection::ReadResult::kOk);
   EXPECT_EQ(req.path, "/d");
-  EXPECT_FALSE(c.keep_alive());  // Connection: close
+  EXPECT_FALSE(c.keep_alive());          // Connection: close
   EXPECT_FALSE(c.wait_for_request(10));  // nothing more arrives
   ::shutdown(p.client, SHUT_WR);
   std::string out;
   char buf[1024];
   for (ssize_t n; (n = ::recv(p.client, buf, sizeof buf, MSG_DONTWAIT)) > 0;) out.append(buf, size_t(n));
-  EXPECT_EQ(out,
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\n1"
-            "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"
-            "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\nConnection: close\r\n\r\n3");
+  EXPECT_EQ(
+      out,
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\n\r\n1"
+      "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n"
+      "HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\nContent-Length: 1\r\nConnection: close\r\n\r\n3");
 }
 
 TEST(HttpReader, Http10KeepAliveOnlyWhenAsked) {

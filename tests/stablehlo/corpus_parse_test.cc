@@ -65,8 +65,10 @@ TEST(CorpusParse, EveryProgramRoundTrips) {
     ASSERT_TRUE(again.ok()) << again.status().to_string() << "\n" << first.substr(0, 2000);
     std::string second = print_module(*again);
     ASSERT_EQ(first, second) << p;
-    if (first == strip_comments(text)) ++identical_to_file;
-    else if (differ.size() < 5) differ.push_back(p.filename().string());
+    if (first == strip_comments(text))
+      ++identical_to_file;
+    else if (differ.size() < 5)
+      differ.push_back(p.filename().string());
   }
   EXPECT_EQ(parsed, int(files.size()));
   // Our printer reproduces stablehlo-opt's own output for every program.

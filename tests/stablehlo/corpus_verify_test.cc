@@ -55,7 +55,10 @@ TEST(CorpusVerify, CorruptedProgramIsRejected) {
     p.clear();
     if (fs::is_directory(HLX_TESTDATA_DIR, ec))
       for (const auto& e : fs::directory_iterator(HLX_TESTDATA_DIR))
-        if (e.path().filename().string().rfind("dot_general", 0) == 0) { p = e.path(); break; }
+        if (e.path().filename().string().rfind("dot_general", 0) == 0) {
+          p = e.path();
+          break;
+        }
   }
   if (p.empty()) GTEST_SKIP() << "no dot_general program in " << HLX_TESTDATA_DIR;
   Result<Module> m = parse_module_file(p.string());

@@ -186,8 +186,8 @@ TEST(Parser, ReduceShortFormExpandsToRegion) {
 }
 
 TEST(Parser, ReduceRegionFormOrdersBlockArguments) {
-  Result<Module> m = parse_body("%a: tensor<15xbf16>, %i: tensor<15xi32>, %z: tensor<bf16>, %c: tensor<i32>",
-                                "tensor<i32>", R"(
+  Result<Module> m =
+      parse_body("%a: tensor<15xbf16>, %i: tensor<15xi32>, %z: tensor<bf16>, %c: tensor<i32>", "tensor<i32>", R"(
     %1:2 = stablehlo.reduce(%a init: %z), (%i init: %c) across dimensions = [0] : (tensor<15xbf16>, tensor<15xi32>, tensor<bf16>, tensor<i32>) -> (tensor<bf16>, tensor<i32>)
      reducer(%arg1: tensor<bf16>, %arg3: tensor<bf16>) (%arg2: tensor<i32>, %arg4: tensor<i32>)  {
       %2 = stablehlo.compare  GT, %arg1, %arg3,  FLOAT : (tensor<bf16>, tensor<bf16>) -> tensor<i1>
@@ -212,8 +212,9 @@ TEST(Parser, ReduceRegionFormOrdersBlockArguments) {
 }
 
 TEST(Parser, DotGeneralAndConvolution) {
-  Result<Module> m = parse_body("%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %x: tensor<1x8x8x3xf32>, %k: tensor<3x3x3x16xf32>",
-                                "tensor<2x3x5xf32>", R"(
+  Result<Module> m =
+      parse_body("%a: tensor<2x3x4xf32>, %b: tensor<2x4x5xf32>, %x: tensor<1x8x8x3xf32>, %k: tensor<3x3x3x16xf32>",
+                 "tensor<2x3x5xf32>", R"(
     %0 = stablehlo.dot_general %a, %b, batching_dims = [0] x [0], contracting_dims = [2] x [1], precision = [DEFAULT, HIGHEST] : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>
     %1 = stablehlo.dot_general %a, %b, contracting_dims = [2] x [1] : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x2x5xf32>
     %2 = stablehlo.convolution(%x, %k) dim_numbers = [b, 0, 1, f]x[0, 1, i, o]->[b, 0, 1, f], window = {stride = [2, 1], pad = [[1, 1], [0, 2]], lhs_dilate = [1, 1], rhs_dilate = [2, 1], reverse = [false, true]} {batch_group_count = 1 : i64, feature_group_count = 1 : i64} : (tensor<1x8x8x3xf32>, tensor<3x3x3x16xf32>) -> tensor<1x4x6x16xf32>
@@ -259,7 +260,8 @@ TEST(Parser, DotGeneralAndConvolution) {
 }
 
 TEST(Parser, GenericGatherScatterCustomCallComposite) {
-  Result<Module> m = parse_body("%a: tensor<5x3xbf16>, %i: tensor<2x1xi64>, %u: tensor<2x3xbf16>", "tensor<2x3xbf16>", R"(
+  Result<Module> m =
+      parse_body("%a: tensor<5x3xbf16>, %i: tensor<2x1xi64>, %u: tensor<2x3xbf16>", "tensor<2x3xbf16>", R"(
     %0 = "stablehlo.gather"(%a, %i) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, indices_are_sorted = true, slice_sizes = array<i64: 1, 3>}> : (tensor<5x3xbf16>, tensor<2x1xi64>) -> tensor<2x3xbf16>
     %1 = "stablehlo.scatter"(%a, %i, %u) <{scatter_dimension_numbers = #stablehlo.scatter<update_window_dims = [1], inserted_window_dims = [0], scatter_dims_to_operand_dims = [0], index_vector_dim = 1>, indices_are_sorted = true, unique_indices = true}> ({
     ^bb0(%arg0: tensor<bf16>, %arg1: tensor<bf16>):
@@ -361,21 +363,28 @@ TEST(ParserErrors, LocatedMessages) {
                     "redefinition of value %a");
   expect_body_error("%a: tensor<f32>", "tensor<f32>", "%0:2 = stablehlo.abs %a : tensor<f32>\nreturn %a : tensor<f32>",
                     "produces 1 results but 2 are named");
-  expect_body_error("%a: tensor<f32>", "tensor<f32>", "%0 = stablehlo.abs %a : tensor<2xf32>\nreturn %0 : tensor<2xf32>",
+  expect_body_error("%a: tensor<f32>", "tensor<f32>",
+                    "%0 = stablehlo.abs %a : tensor<2xf32>\nreturn %0 : tensor<2xf32>",
                     "operand #0 of 'stablehlo.abs' has type tensor<f32> but the op's type says tensor<2xf32>");
-  expect_body_error("", "tensor<2xf32>", "%0 = stablehlo.constant dense<[1.0, 2.0, 3.0]> : tensor<2xf32>\nreturn %0 : tensor<2xf32>",
+  expect_body_error("", "tensor<2xf32>",
+                    "%0 = stablehlo.constant dense<[1.0, 2.0, 3.0]> : tensor<2xf32>\nreturn %0 : tensor<2xf32>",
                     "more than 2 elements in dimension 0");
-  expect_body_error("", "tensor<3xf32>", "%0 = stablehlo.constant dense<[1.0, 2.0]> : tensor<3xf32>\nreturn %0 : tensor<3xf32>",
+  expect_body_error("", "tensor<3xf32>",
+                    "%0 = stablehlo.constant dense<[1.0, 2.0]> : tensor<3xf32>\nreturn %0 : tensor<3xf32>",
                     "has 2 elements in dimension 0, expected 3");
-  expect_body_error("", "tensor<2xf32>", "%0 = stablehlo.constant dense<\"0x0000\"> : tensor<2xf32>\nreturn %0 : tensor<2xf32>",
+  expect_body_error("", "tensor<2xf32>",
+                    "%0 = stablehlo.constant dense<\"0x0000\"> : tensor<2xf32>\nreturn %0 : tensor<2xf32>",
                     "dense hex literal has 2 bytes, expected 8");
-  expect_body_error("", "tensor<2xi8>", "%0 = stablehlo.constant dense<[1, 300]> : tensor<2xi8>\nreturn %0 : tensor<2xi8>",
+  expect_body_error("", "tensor<2xi8>",
+                    "%0 = stablehlo.constant dense<[1, 300]> : tensor<2xi8>\nreturn %0 : tensor<2xi8>",
                     "value 300 does not fit i8");
-  expect_body_error("", "tensor<2xui8>", "%0 = stablehlo.constant dense<[1, -1]> : tensor<2xui8>\nreturn %0 : tensor<2xui8>",
+  expect_body_error("", "tensor<2xui8>",
+                    "%0 = stablehlo.constant dense<[1, -1]> : tensor<2xui8>\nreturn %0 : tensor<2xui8>",
                     "value -1 does not fit ui8");
-  expect_body_error("", "tensor<1000000000000xf32>",
-                    "%0 = stablehlo.constant dense<0.0> : tensor<1000000000000xf32>\nreturn %0 : tensor<1000000000000xf32>",
-                    "byte limit");
+  expect_body_error(
+      "", "tensor<1000000000000xf32>",
+      "%0 = stablehlo.constant dense<0.0> : tensor<1000000000000xf32>\nreturn %0 : tensor<1000000000000xf32>",
+      "byte limit");
   expect_body_error("%a: tensor<99999999999x99999999999x99999999999xf32>", "tensor<f32>", "return",
                     "invalid tensor type");
   // Valid StableHLO that hlx does not implement is kUnsupported (conformance counts it as such);
@@ -389,22 +398,27 @@ TEST(ParserErrors, LocatedMessages) {
   expect_body_error("%a: tensor<2xfoo>", "tensor<f32>", "return", "unsupported element type 'foo'");
   expect_body_error("%a: tensor<f32>", "tensor<f32>", "%0 = stablehlo.frobnicate %a : tensor<f32>",
                     "op 'stablehlo.frobnicate' has no pretty syntax");
-  expect_body_error("%a: tensor<f32>", "(tensor<f32>, tensor<f32>)", "%0:2 = call @g() : () -> (tensor<f32>, tensor<f32>)\nreturn %0 : tensor<f32>",
+  expect_body_error("%a: tensor<f32>", "(tensor<f32>, tensor<f32>)",
+                    "%0:2 = call @g() : () -> (tensor<f32>, tensor<f32>)\nreturn %0 : tensor<f32>",
                     "names 2 results; use %0#N");
-  expect_body_error("%a: tensor<f32>", "tensor<f32>", "%0:2 = call @g() : () -> (tensor<f32>, tensor<f32>)\nreturn %0#2 : tensor<f32>",
+  expect_body_error("%a: tensor<f32>", "tensor<f32>",
+                    "%0:2 = call @g() : () -> (tensor<f32>, tensor<f32>)\nreturn %0#2 : tensor<f32>",
                     "result number 2 out of range");
-  expect_body_error("%a: tensor<f32>", "tensor<f32>", "%0 = stablehlo.compare %a, %a : (tensor<f32>, tensor<f32>) -> tensor<i1>",
+  expect_body_error("%a: tensor<f32>", "tensor<f32>",
+                    "%0 = stablehlo.compare %a, %a : (tensor<f32>, tensor<f32>) -> tensor<i1>",
                     "expected comparison direction");
   expect_body_error("%a: tensor<f32>", "tensor<f32>", "%0 = \"x.y\"(%a) {k = 1, k = 2} : (tensor<f32>) -> tensor<f32>",
                     "duplicate attribute 'k'");
   expect_body_error("%a: tensor<f32>", "tensor<f32>",
-                    "%0 = \"stablehlo.gather\"(%a, %a) <{dimension_numbers = #stablehlo.gather<bogus = [1]>}> : (tensor<f32>, tensor<f32>) -> tensor<f32>",
+                    "%0 = \"stablehlo.gather\"(%a, %a) <{dimension_numbers = #stablehlo.gather<bogus = [1]>}> : "
+                    "(tensor<f32>, tensor<f32>) -> tensor<f32>",
                     "unknown field 'bogus'");
   expect_error("func.func @f(%a: tensor<f32>) -> tensor<f32> {\n  %0 = stablehlo.abs %a : tensor<f32>\n",
                "expected '}' to close a region");
   expect_error("module { func.func @main() { return } } trailing", "expected end of input");
   expect_error("module { func.func @f() { return }\n func.func @f() { return } }", "redefinition of function @f");
-  expect_error("module { func.func @f() { %c = stablehlo.constant dense<1> : tensor<i32> } }", "must end with 'return'");
+  expect_error("module { func.func @f() { %c = stablehlo.constant dense<1> : tensor<i32> } }",
+               "must end with 'return'");
   expect_error("module {}", "module has no functions");
   expect_error("module @m attributes {a = \"unterminated} {", "unterminated string literal");
 }

@@ -107,15 +107,14 @@ TEST(Printer, PrettyForms) {
                           {"comparison_direction", Attr::enumeration("comparison_direction", "GE")}});
   EXPECT_EQ(body_line(print_module(cmp), 2),
             "    %0 = stablehlo.compare  GE, %arg0, %arg1,  FLOAT : (tensor<2xf32>, tensor<2xf32>) -> tensor<2xi1>");
-  Module dot = single_op("stablehlo.dot_general", {T(DType::kF32, {2, 3, 4}), T(DType::kF32, {2, 4, 5})},
-                         T(DType::kF32, {2, 3, 5}),
-                         {{"dot_dimension_numbers",
-                           Attr::structure("dot", {{"lhs_batching_dimensions", Attr::i64_array({0})},
-                                                   {"rhs_batching_dimensions", Attr::i64_array({0})},
-                                                   {"lhs_contracting_dimensions", Attr::i64_array({2})},
-                                                   {"rhs_contracting_dimensions", Attr::i64_array({1})}})},
-                          {"precision_config", Attr::array({Attr::enumeration("precision", "DEFAULT"),
-                                                            Attr::enumeration("precision", "DEFAULT")})}});
+  Module dot = single_op(
+      "stablehlo.dot_general", {T(DType::kF32, {2, 3, 4}), T(DType::kF32, {2, 4, 5})}, T(DType::kF32, {2, 3, 5}),
+      {{"dot_dimension_numbers", Attr::structure("dot", {{"lhs_batching_dimensions", Attr::i64_array({0})},
+                                                         {"rhs_batching_dimensions", Attr::i64_array({0})},
+                                                         {"lhs_contracting_dimensions", Attr::i64_array({2})},
+                                                         {"rhs_contracting_dimensions", Attr::i64_array({1})}})},
+       {"precision_config",
+        Attr::array({Attr::enumeration("precision", "DEFAULT"), Attr::enumeration("precision", "DEFAULT")})}});
   EXPECT_EQ(body_line(print_module(dot), 2),
             "    %0 = stablehlo.dot_general %arg0, %arg1, batching_dims = [0] x [0], contracting_dims = [2] x [1], "
             "precision = [DEFAULT, DEFAULT] : (tensor<2x3x4xf32>, tensor<2x4x5xf32>) -> tensor<2x3x5xf32>");
@@ -149,8 +148,9 @@ TEST(Printer, ConstantsNamesAndFloatSpellings) {
   Module m = single_op("stablehlo.constant", {}, T(DType::kF32, {4}),
                        {{"value", dense_f32({4}, {1.0f, 0.1f, -0.0f, 3.14159265f})}});
   std::string s = print_module(m);
-  EXPECT_EQ(body_line(s, 2),
-            "    %cst = stablehlo.constant dense<[1.000000e+00, 1.000000e-01, -0.000000e+00, 3.14159274]> : tensor<4xf32>");
+  EXPECT_EQ(
+      body_line(s, 2),
+      "    %cst = stablehlo.constant dense<[1.000000e+00, 1.000000e-01, -0.000000e+00, 3.14159274]> : tensor<4xf32>");
   float nan_payload;
   uint32_t bits = 0x7FC00001u;
   std::memcpy(&nan_payload, &bits, 4);
@@ -217,7 +217,8 @@ func.func @main(%x: tensor<3xf32>, %i: tensor<3xi32>) -> tensor<f32> {
   EXPECT_NE(s.find("%cst_0 = stablehlo.constant dense<2.000000e+00>"), std::string::npos) << s;
   EXPECT_NE(s.find("%0:2 = stablehlo.reduce(%arg0 init: %cst), (%arg1 init: %c)"), std::string::npos) << s;
   EXPECT_NE(s.find("     reducer(%arg2: tensor<f32>, %arg4: tensor<f32>) (%arg3: tensor<i32>, %arg5: tensor<i32>)  {"),
-            std::string::npos) << s;
+            std::string::npos)
+      << s;
   // Region values continue after the whole parent block: %1 is the add after the reduce.
   EXPECT_NE(s.find("%cst_1 = stablehlo.constant dense<1.000000e+00>"), std::string::npos) << s;
   EXPECT_NE(s.find("%2 = stablehlo.add %arg2, %arg4 : tensor<f32>"), std::string::npos) << s;
@@ -226,19 +227,18 @@ func.func @main(%x: tensor<3xf32>, %i: tensor<3xi32>) -> tensor<f32> {
 }
 
 TEST(Printer, StructsWithExplicitEmptyFieldsPrintCanonically) {
-  Module m = single_op(
-      "stablehlo.gather", {T(DType::kF32, {5, 3}), T(DType::kI64, {2, 1})}, T(DType::kF32, {2, 3}),
-      {{"slice_sizes", Attr::i64_array({1, 3})},
-       {"dimension_numbers",
-        Attr::structure("gather", {{"index_vector_dim", Attr::integer(1)},
-                                   {"offset_dims", Attr::i64_array({1})},
-                                   {"operand_batching_dims", Attr::i64_array({})},
-                                   {"collapsed_slice_dims", Attr::i64_array({0})},
-                                   {"start_index_map", Attr::i64_array({0})}})}});
-  EXPECT_EQ(body_line(print_module(m), 2),
-            "    %0 = \"stablehlo.gather\"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], "
-            "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 3>}> : "
-            "(tensor<5x3xf32>, tensor<2x1xi64>) -> tensor<2x3xf32>");
+  Module m = single_op("stablehlo.gather", {T(DType::kF32, {5, 3}), T(DType::kI64, {2, 1})}, T(DType::kF32, {2, 3}),
+                       {{"slice_sizes", Attr::i64_array({1, 3})},
+                        {"dimension_numbers", Attr::structure("gather", {{"index_vector_dim", Attr::integer(1)},
+                                                                         {"offset_dims", Attr::i64_array({1})},
+                                                                         {"operand_batching_dims", Attr::i64_array({})},
+                                                                         {"collapsed_slice_dims", Attr::i64_array({0})},
+                                                                         {"start_index_map", Attr::i64_array({0})}})}});
+  EXPECT_EQ(
+      body_line(print_module(m), 2),
+      "    %0 = \"stablehlo.gather\"(%arg0, %arg1) <{dimension_numbers = #stablehlo.gather<offset_dims = [1], "
+      "collapsed_slice_dims = [0], start_index_map = [0], index_vector_dim = 1>, slice_sizes = array<i64: 1, 3>}> : "
+      "(tensor<5x3xf32>, tensor<2x1xi64>) -> tensor<2x3xf32>");
   expect_stable(m);
 }
 

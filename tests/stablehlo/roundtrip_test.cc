@@ -49,9 +49,7 @@ const char* kAllForms = R"(module @all attributes {hlx.identity = "0123abcd"} {
 }
 )";
 
-Result<Module> parse_corpus(const char* name) {
-  return parse_module_file(std::string(HLX_TESTDATA_DIR) + "/" + name);
-}
+Result<Module> parse_corpus(const char* name) { return parse_module_file(std::string(HLX_TESTDATA_DIR) + "/" + name); }
 
 const Op* find_op(const Module& m, std::string_view name) {
   for (const Function& f : m.functions)
@@ -68,8 +66,8 @@ const Op* find_constant(const Module& m, std::string_view function) {
   return nullptr;
 }
 
-#define SKIP_WITHOUT_CORPUS()                                                    \
-  if (!std::filesystem::is_directory(HLX_TESTDATA_DIR))                          \
+#define SKIP_WITHOUT_CORPUS()                           \
+  if (!std::filesystem::is_directory(HLX_TESTDATA_DIR)) \
   GTEST_SKIP() << "StableHLO corpus not found at " << HLX_TESTDATA_DIR
 
 }  // namespace

@@ -19,15 +19,13 @@ TensorType value_of(const R& r) {
 TEST(ShapeInference, DotGeneral) {
   // Batched attention scores: q [B=2, H=4, T=3, D=8] x k [2, 4, S=5, 8] over D -> [2, 4, 3, 5].
   DotDims d{{0, 1}, {0, 1}, {3}, {3}};
-  EXPECT_EQ(value_of(infer_dot_general(T(BF16, {2, 4, 3, 8}), T(BF16, {2, 4, 5, 8}), d, F32)),
-            T(F32, {2, 4, 3, 5}));
+  EXPECT_EQ(value_of(infer_dot_general(T(BF16, {2, 4, 3, 8}), T(BF16, {2, 4, 5, 8}), d, F32)), T(F32, {2, 4, 3, 5}));
   // Free dims of lhs come before those of rhs, after the batch dims.
   EXPECT_EQ(value_of(infer_dot_general(T(F32, {7, 3}), T(F32, {3, 6, 2}), DotDims{{}, {}, {1}, {0}})),
             T(F32, {7, 6, 2}));
   EXPECT_EQ(value_of(infer_dot_general(T(F32, {2, 5, 3}), T(F32, {2, 3, 4}), DotDims::matmul(3, 3, 1))),
             T(F32, {2, 5, 4}));
-  EXPECT_TRUE(FailsWith(infer_dot_general(T(F32, {7, 3}), T(F32, {4, 6}), DotDims::matmul(2, 2)),
-                        "dot_general_c10"));
+  EXPECT_TRUE(FailsWith(infer_dot_general(T(F32, {7, 3}), T(F32, {4, 6}), DotDims::matmul(2, 2)), "dot_general_c10"));
 }
 
 TEST(ShapeInference, GatherCorpusExample) {
@@ -37,12 +35,10 @@ TEST(ShapeInference, GatherCorpusExample) {
             T(F32, {1, 10, 2, 2, 2, 1, 4}));
   // From the corpus with index_vector_dim omitted (0): indices [1] is one index vector.
   GatherDims d2{{0, 1}, {2}, {}, {}, {2}, 0};
-  EXPECT_EQ(value_of(infer_gather(T(F32, {10, 10, 10}), T(I64, {1}), d2, {10, 10, 1})),
-            T(F32, {10, 10}));
+  EXPECT_EQ(value_of(infer_gather(T(F32, {10, 10, 10}), T(I64, {1}), d2, {10, 10, 1})), T(F32, {10, 10}));
   // Implicit trailing index vector (index_vector_dim = rank(indices)): indices [3] are 3 scalars.
   GatherDims d2b{{0, 1}, {2}, {}, {}, {2}, 1};
-  EXPECT_EQ(value_of(infer_gather(T(F32, {10, 10, 10}), T(I64, {3}), d2b, {10, 10, 1})),
-            T(F32, {10, 10, 3}));
+  EXPECT_EQ(value_of(infer_gather(T(F32, {10, 10, 10}), T(I64, {3}), d2b, {10, 10, 1})), T(F32, {10, 10, 3}));
   GatherDims d3{{}, {0}, {}, {}, {0}, 1};
   EXPECT_EQ(value_of(infer_gather(T(I64, {3}), T(I32, {1, 1}), d3, {1})), T(I64, {1}));
 }
@@ -65,8 +61,7 @@ TEST(ShapeInference, ConvolutionCorpusExamples) {
   ConvWindow w;
   w.padding = {{1, 1}, {2, 2}};
   w.lhs_dilation = {2, 2};
-  EXPECT_EQ(value_of(infer_convolution(T(F32, {1, 16, 16, 2}), T(F32, {2, 3, 2, 2}), nhwc, w)),
-            T(F32, {1, 32, 33, 2}));
+  EXPECT_EQ(value_of(infer_convolution(T(F32, {1, 16, 16, 2}), T(F32, {2, 3, 2, 2}), nhwc, w)), T(F32, {1, 32, 33, 2}));
   // [b, f, 0, 1]x[0, 1, i, o]->[b, f, 0, 1], rhs_dilate [1, 2].
   ConvDims nchw{0, 1, {2, 3}, 2, 3, {0, 1}, 0, 1, {2, 3}};
   ConvWindow w2;
@@ -77,11 +72,9 @@ TEST(ShapeInference, ConvolutionCorpusExamples) {
   ConvDims one{0, 3, {1, 2}, 2, 3, {0, 1}, 0, 3, {1, 2}};
   ConvWindow w3;
   w3.padding = {{0, 0}, {1, 2}};
-  EXPECT_EQ(value_of(infer_convolution(T(F32, {1, 1, 16, 1}), T(F32, {1, 4, 1, 2}), one, w3)),
-            T(F32, {1, 1, 16, 2}));
+  EXPECT_EQ(value_of(infer_convolution(T(F32, {1, 1, 16, 1}), T(F32, {1, 4, 1, 2}), one, w3)), T(F32, {1, 1, 16, 2}));
   // Window larger than the padded input: empty output dimension.
-  EXPECT_EQ(value_of(infer_convolution(T(F32, {1, 2, 2, 1}), T(F32, {3, 3, 1, 1}), nhwc, {})),
-            T(F32, {1, 0, 0, 1}));
+  EXPECT_EQ(value_of(infer_convolution(T(F32, {1, 2, 2, 1}), T(F32, {3, 3, 1, 1}), nhwc, {})), T(F32, {1, 0, 0, 1}));
 }
 
 TEST(ShapeInference, ShapeOps) {
@@ -102,16 +95,16 @@ TEST(ShapeInference, ShapeOps) {
 }
 
 TEST(ShapeInference, Reduce) {
-  auto body = check_reduction_body("reduce", {T(F32, {2, 3}), T(I32, {2, 3})},
-                                   {T(F32), T(I32), T(F32), T(I32)}, {T(F32), T(I32)});
+  auto body = check_reduction_body("reduce", {T(F32, {2, 3}), T(I32, {2, 3})}, {T(F32), T(I32), T(F32), T(I32)},
+                                   {T(F32), T(I32)});
   ASSERT_TRUE(body.ok()) << body.status().to_string();
   auto r = infer_reduce({T(F32, {2, 3}), T(I32, {2, 3})}, {T(F32), T(I32)}, {0, 1}, *body);
   ASSERT_TRUE(r.ok()) << r.status().to_string();
   EXPECT_EQ((*r)[0], T(F32));
   EXPECT_EQ((*r)[1], T(I32));
   EXPECT_TRUE(FailsWith(check_reduction_body("reduce", {T(F32, {2})}, {T(F32)}, {T(F32)}), "reduce_c6"));
-  EXPECT_TRUE(FailsWith(check_reduction_body("scatter", {T(F32, {2})}, {T(F32), T(F32)}, {T(F32, {1})}),
-                        "scatter_c23"));
+  EXPECT_TRUE(
+      FailsWith(check_reduction_body("scatter", {T(F32, {2})}, {T(F32), T(F32)}, {T(F32, {1})}), "scatter_c23"));
 }
 
 TEST(ShapeInference, Promotable) {

@@ -133,13 +133,13 @@ TEST(VerifierStructure, OperandAndResultCounts) {
   OpCase add{"stablehlo.add", {T(F32, {2}), T(F32, {2})}, {T(F32, {2})}, {}, nullptr};
   EXPECT_TRUE(IsOk(add.verify()));
   EXPECT_TRUE(FailsWith(add.with([](OpCase& c) { c.operands.pop_back(); }).verify(), "add_operands"));
-  EXPECT_TRUE(FailsWith(add.with([](OpCase& c) { c.results.push_back(T(F32, {2})); }).verify(),
-                        "add_results"));
+  EXPECT_TRUE(FailsWith(add.with([](OpCase& c) { c.results.push_back(T(F32, {2})); }).verify(), "add_results"));
 }
 
 TEST(VerifierStructure, RegionOnOpWithoutRegions) {
-  OpCase add{"stablehlo.add", {T(F32, {2}), T(F32, {2})}, {T(F32, {2})}, {},
-             [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", F32)}; }};
+  OpCase add{"stablehlo.add", {T(F32, {2}), T(F32, {2})}, {T(F32, {2})}, {}, [](Function& f) {
+               return std::vector<Block>{binary_body(f, "stablehlo.add", F32)};
+             }};
   EXPECT_TRUE(FailsWith(add.verify(), "op_regions"));
 }
 
@@ -201,8 +201,7 @@ TEST(VerifierStructure, NestedOpErrorNamesRegionPath) {
     return binary_body(f, "stablehlo.exponential", F32);  // wrong operand count
   });
   EXPECT_TRUE(FailsWith(s, "exponential_operands"));
-  EXPECT_NE(s.message().find("op #0 stablehlo.reduce, region 0 op #0 stablehlo.exponential"),
-            std::string::npos)
+  EXPECT_NE(s.message().find("op #0 stablehlo.reduce, region 0 op #0 stablehlo.exponential"), std::string::npos)
       << s.message();
 }
 
@@ -250,8 +249,8 @@ TEST(VerifierCalls, CallChecks) {
   }
 }
 
-Status composite(const std::string& name, const std::string& decomposition, TensorType in,
-                 TensorType out, bool with_name = true) {
+Status composite(const std::string& name, const std::string& decomposition, TensorType in, TensorType out,
+                 bool with_name = true) {
   Raw r = with_callee(T(F32, {2}), T(BF16, {2}));
   ValueId a = r.arg(in);
   AttrDict attrs;
@@ -273,7 +272,9 @@ TEST(VerifierCalls, CompositeChecks) {
 }
 
 TEST(VerifierCalls, CustomCallAcceptsAnything) {
-  OpCase c{"stablehlo.custom_call", {T(F32, {2}), T(F32, {2})}, {},
+  OpCase c{"stablehlo.custom_call",
+           {T(F32, {2}), T(F32, {2})},
+           {},
            {{"call_target_name", Attr::string("check.expect_close")}, {"has_side_effect", Attr::boolean(true)}},
            nullptr};
   EXPECT_TRUE(IsOk(c.verify()));
@@ -296,9 +297,9 @@ TEST(VerifierElementwise, AllOpsPassOnTheirTypes) {
       OpCase c{std::string("stablehlo.") + op, {T(d, {4}), T(d, {4})}, {T(d, {4})}, {}, nullptr};
       EXPECT_TRUE(IsOk(c.verify())) << op;
     }
-  for (const char* op : {"exponential", "exponential_minus_one", "log", "log_plus_one", "sqrt", "rsqrt",
-                         "tanh", "logistic", "sine", "cosine", "floor", "ceil", "round_nearest_afz",
-                         "round_nearest_even", "negate", "abs", "sign"})
+  for (const char* op :
+       {"exponential", "exponential_minus_one", "log", "log_plus_one", "sqrt", "rsqrt", "tanh", "logistic", "sine",
+        "cosine", "floor", "ceil", "round_nearest_afz", "round_nearest_even", "negate", "abs", "sign"})
     for (DType d : {F32, F16, BF16}) {
       OpCase c{std::string("stablehlo.") + op, {T(d, {3})}, {T(d, {3})}, {}, nullptr};
       EXPECT_TRUE(IsOk(c.verify())) << op;
@@ -314,46 +315,56 @@ TEST(VerifierElementwise, AllOpsPassOnTheirTypes) {
 TEST(VerifierElementwise, TypeRules) {
   OpCase add{"stablehlo.add", {T(F32, {2}), T(F32, {2})}, {T(F32, {2})}, {}, nullptr};
   check_mutations(add, {
-      {"add_c1", [](OpCase& c) { c.operands[1] = T(F32, {1}); }},    // no implicit broadcast
-      {"add_c1", [](OpCase& c) { c.operands[1] = T(BF16, {2}); }},
-      {"add_c1", [](OpCase& c) { c.results[0] = T(F16, {2}); }},
-  });
+                           {"add_c1", [](OpCase& c) { c.operands[1] = T(F32, {1}); }},  // no implicit broadcast
+                           {"add_c1", [](OpCase& c) { c.operands[1] = T(BF16, {2}); }},
+                           {"add_c1", [](OpCase& c) { c.results[0] = T(F16, {2}); }},
+                       });
   OpCase exp{"stablehlo.exponential", {T(F32, {2})}, {T(F32, {2})}, {}, nullptr};
   check_mutations(exp, {
-      {"exponential_i1", [](OpCase& c) { c.operands[0] = T(I32, {2}); c.results[0] = T(I32, {2}); }},
-      {"exponential_c1", [](OpCase& c) { c.results[0] = T(F32, {3}); }},
-  });
+                           {"exponential_i1",
+                            [](OpCase& c) {
+                              c.operands[0] = T(I32, {2});
+                              c.results[0] = T(I32, {2});
+                            }},
+                           {"exponential_c1", [](OpCase& c) { c.results[0] = T(F32, {3}); }},
+                       });
   EXPECT_TRUE(FailsWith(OpCase{"stablehlo.abs", {T(U8, {2})}, {T(U8, {2})}, {}, nullptr}.verify(), "abs_i1"));
   EXPECT_TRUE(FailsWith(OpCase{"stablehlo.abs", {T(F32, {2})}, {T(F16, {2})}, {}, nullptr}.verify(), "abs_c2"));
   EXPECT_TRUE(FailsWith(OpCase{"stablehlo.sign", {T(I1, {2})}, {T(I1, {2})}, {}, nullptr}.verify(), "sign_i1"));
   EXPECT_TRUE(FailsWith(OpCase{"stablehlo.floor", {T(I8, {2})}, {T(I8, {2})}, {}, nullptr}.verify(), "floor_i1"));
   EXPECT_TRUE(FailsWith(OpCase{"chlo.erf", {T(I32, {2})}, {T(I32, {2})}, {}, nullptr}.verify(), "erf_i1"));
   EXPECT_TRUE(FailsWith(OpCase{"chlo.erf", {T(F32, {2})}, {T(BF16, {2})}, {}, nullptr}.verify(), "erf_c1"));
-  EXPECT_TRUE(FailsWith(OpCase{"stablehlo.and", {T(F32, {2}), T(F32, {2})}, {T(F32, {2})}, {}, nullptr}.verify(),
-                        "and_i1"));
+  EXPECT_TRUE(
+      FailsWith(OpCase{"stablehlo.and", {T(F32, {2}), T(F32, {2})}, {T(F32, {2})}, {}, nullptr}.verify(), "and_i1"));
   EXPECT_TRUE(FailsWith(OpCase{"stablehlo.not", {T(BF16, {2})}, {T(BF16, {2})}, {}, nullptr}.verify(), "not_i1"));
-  EXPECT_TRUE(FailsWith(
-      OpCase{"stablehlo.subtract", {T(I1, {2}), T(I1, {2})}, {T(I1, {2})}, {}, nullptr}.verify(), "subtract_i1"));
-  EXPECT_TRUE(FailsWith(
-      OpCase{"stablehlo.power", {T(I32, {2}), T(I64, {2})}, {T(I32, {2})}, {}, nullptr}.verify(), "power_c1"));
+  EXPECT_TRUE(FailsWith(OpCase{"stablehlo.subtract", {T(I1, {2}), T(I1, {2})}, {T(I1, {2})}, {}, nullptr}.verify(),
+                        "subtract_i1"));
+  EXPECT_TRUE(FailsWith(OpCase{"stablehlo.power", {T(I32, {2}), T(I64, {2})}, {T(I32, {2})}, {}, nullptr}.verify(),
+                        "power_c1"));
 }
 
 TEST(VerifierElementwise, Compare) {
-  OpCase c{"stablehlo.compare", {T(F32, {2}), T(F32, {2})}, {T(I1, {2})},
-           {{"comparison_direction", E("comparison_direction", "GT")},
-            {"compare_type", E("comparison_type", "FLOAT")}}, nullptr};
-  check_mutations(c, {
-      {"compare_c1", [](OpCase& c) { c.operands[1] = T(BF16, {2}); }},
-      {"compare_c2", [](OpCase& c) { c.operands[1] = T(F32, {3}); }},
-      {"compare_c2", [](OpCase& c) { c.results[0] = T(I1, {3}); }},
-      {"compare_c2", [](OpCase& c) { c.results[0] = T(I32, {2}); }},
-      {"compare_c3", [](OpCase& c) { *c.attr("compare_type") = E("comparison_type", "SIGNED"); }},
-      {"compare_i3", [](OpCase& c) { *c.attr("comparison_direction") = E("comparison_direction", "XX"); }},
-      {"compare_attr", [](OpCase& c) { c.attrs.erase(c.attrs.begin()); }},
-  });
-  OpCase u{"stablehlo.compare", {T(U8, {2}), T(U8, {2})}, {T(I1, {2})},
-           {{"comparison_direction", E("comparison_direction", "LT")},
-            {"compare_type", E("comparison_type", "UNSIGNED")}}, nullptr};
+  OpCase c{"stablehlo.compare",
+           {T(F32, {2}), T(F32, {2})},
+           {T(I1, {2})},
+           {{"comparison_direction", E("comparison_direction", "GT")}, {"compare_type", E("comparison_type", "FLOAT")}},
+           nullptr};
+  check_mutations(
+      c, {
+             {"compare_c1", [](OpCase& c) { c.operands[1] = T(BF16, {2}); }},
+             {"compare_c2", [](OpCase& c) { c.operands[1] = T(F32, {3}); }},
+             {"compare_c2", [](OpCase& c) { c.results[0] = T(I1, {3}); }},
+             {"compare_c2", [](OpCase& c) { c.results[0] = T(I32, {2}); }},
+             {"compare_c3", [](OpCase& c) { *c.attr("compare_type") = E("comparison_type", "SIGNED"); }},
+             {"compare_i3", [](OpCase& c) { *c.attr("comparison_direction") = E("comparison_direction", "XX"); }},
+             {"compare_attr", [](OpCase& c) { c.attrs.erase(c.attrs.begin()); }},
+         });
+  OpCase u{
+      "stablehlo.compare",
+      {T(U8, {2}), T(U8, {2})},
+      {T(I1, {2})},
+      {{"comparison_direction", E("comparison_direction", "LT")}, {"compare_type", E("comparison_type", "UNSIGNED")}},
+      nullptr};
   check_mutations(u, {{"compare_c3", [](OpCase& c) { *c.attr("compare_type") = E("comparison_type", "SIGNED"); }}});
   // compare_type is optional.
   EXPECT_TRUE(IsOk(u.with([](OpCase& c) { c.attrs.pop_back(); }).verify()));
@@ -362,22 +373,31 @@ TEST(VerifierElementwise, Compare) {
 TEST(VerifierElementwise, Select) {
   OpCase c{"stablehlo.select", {T(I1, {2, 3}), T(F32, {2, 3}), T(F32, {2, 3})}, {T(F32, {2, 3})}, {}, nullptr};
   check_mutations(c, {
-      {"select_i1", [](OpCase& c) { c.operands[0] = T(I32, {2, 3}); }},
-      {"select_c1", [](OpCase& c) { c.operands[0] = T(I1, {3}); }},
-      {"select_c2", [](OpCase& c) { c.operands[2] = T(BF16, {2, 3}); }},
-      {"select_c2", [](OpCase& c) { c.results[0] = T(F32, {3, 2}); }},
-  });
+                         {"select_i1",
+                          [](OpCase& c) {
+                            c.operands[0] = T(I32, {2, 3});
+                          }},
+                         {"select_c1", [](OpCase& c) { c.operands[0] = T(I1, {3}); }},
+                         {"select_c2",
+                          [](OpCase& c) {
+                            c.operands[2] = T(BF16, {2, 3});
+                          }},
+                         {"select_c2",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {3, 2});
+                          }},
+                     });
   EXPECT_TRUE(IsOk(c.with([](OpCase& c) { c.operands[0] = T(I1); }).verify()));  // scalar pred
 }
 
 TEST(VerifierElementwise, Clamp) {
   OpCase c{"stablehlo.clamp", {T(F32), T(F32, {4}), T(F32, {4})}, {T(F32, {4})}, {}, nullptr};
   check_mutations(c, {
-      {"clamp_c1", [](OpCase& c) { c.operands[0] = T(F32, {2}); }},
-      {"clamp_c2", [](OpCase& c) { c.operands[2] = T(F32, {1}); }},
-      {"clamp_c3", [](OpCase& c) { c.operands[0] = T(BF16); }},
-      {"clamp_c4", [](OpCase& c) { c.results[0] = T(F16, {4}); }},
-  });
+                         {"clamp_c1", [](OpCase& c) { c.operands[0] = T(F32, {2}); }},
+                         {"clamp_c2", [](OpCase& c) { c.operands[2] = T(F32, {1}); }},
+                         {"clamp_c3", [](OpCase& c) { c.operands[0] = T(BF16); }},
+                         {"clamp_c4", [](OpCase& c) { c.results[0] = T(F16, {4}); }},
+                     });
 }
 
 TEST(VerifierElementwise, Convert) {
@@ -394,154 +414,274 @@ TEST(VerifierShape, Constant) {
   d.bytes.resize(8);
   OpCase c{"stablehlo.constant", {}, {T(F32, {2})}, {{"value", Attr::dense_elements(d)}}, nullptr};
   check_mutations(c, {
-      {"constant_c1", [](OpCase& c) { c.results[0] = T(F32, {3}); }},
-      {"constant_c1", [](OpCase& c) { c.results[0] = T(BF16, {2}); }},
-      {"constant_c1", [d](OpCase& c) {
-         DenseElements bad = d;
-         bad.bytes.resize(4);
-         *c.attr("value") = Attr::dense_elements(bad);
-       }},
-      {"constant_attr", [](OpCase& c) { *c.attr("value") = Attr::integer(1); }},
-  });
+                         {"constant_c1", [](OpCase& c) { c.results[0] = T(F32, {3}); }},
+                         {"constant_c1", [](OpCase& c) { c.results[0] = T(BF16, {2}); }},
+                         {"constant_c1",
+                          [d](OpCase& c) {
+                            DenseElements bad = d;
+                            bad.bytes.resize(4);
+                            *c.attr("value") = Attr::dense_elements(bad);
+                          }},
+                         {"constant_attr", [](OpCase& c) { *c.attr("value") = Attr::integer(1); }},
+                     });
 }
 
 TEST(VerifierShape, Iota) {
   OpCase c{"stablehlo.iota", {}, {T(I32, {4, 5})}, {{"iota_dimension", I(1)}}, nullptr};
   check_mutations(c, {
-      {"iota_c1", [](OpCase& c) { *c.attr("iota_dimension") = I(2); }},
-      {"iota_c1", [](OpCase& c) { *c.attr("iota_dimension") = I(-1); }},
-      {"iota_attr", [](OpCase& c) { c.attrs.clear(); }},
-  });
+                         {"iota_c1", [](OpCase& c) { *c.attr("iota_dimension") = I(2); }},
+                         {"iota_c1", [](OpCase& c) { *c.attr("iota_dimension") = I(-1); }},
+                         {"iota_attr", [](OpCase& c) { c.attrs.clear(); }},
+                     });
 }
 
 TEST(VerifierShape, BroadcastInDim) {
-  OpCase c{"stablehlo.broadcast_in_dim", {T(F32, {1, 3})}, {T(F32, {2, 4, 3})},
-           {{"broadcast_dimensions", A({0, 2})}}, nullptr};
+  OpCase c{"stablehlo.broadcast_in_dim",
+           {T(F32, {1, 3})},
+           {T(F32, {2, 4, 3})},
+           {{"broadcast_dimensions", A({0, 2})}},
+           nullptr};
   check_mutations(c, {
-      {"broadcast_in_dim_c1", [](OpCase& c) { c.results[0] = T(BF16, {2, 4, 3}); }},
-      {"broadcast_in_dim_c2", [](OpCase& c) { *c.attr("broadcast_dimensions") = A({2}); }},
-      {"broadcast_in_dim_c3", [](OpCase& c) { *c.attr("broadcast_dimensions") = A({0, 3}); }},
-      {"broadcast_in_dim_c4", [](OpCase& c) { *c.attr("broadcast_dimensions") = A({2, 2}); }},
-      {"broadcast_in_dim_c5", [](OpCase& c) { c.results[0] = T(F32, {2, 4, 5}); }},
-  });
+                         {"broadcast_in_dim_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(BF16, {2, 4, 3});
+                          }},
+                         {"broadcast_in_dim_c2", [](OpCase& c) { *c.attr("broadcast_dimensions") = A({2}); }},
+                         {"broadcast_in_dim_c3",
+                          [](OpCase& c) {
+                            *c.attr("broadcast_dimensions") = A({0, 3});
+                          }},
+                         {"broadcast_in_dim_c4",
+                          [](OpCase& c) {
+                            *c.attr("broadcast_dimensions") = A({2, 2});
+                          }},
+                         {"broadcast_in_dim_c5",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {2, 4, 5});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, Reshape) {
   OpCase c{"stablehlo.reshape", {T(F32, {2, 6})}, {T(F32, {3, 4})}, {}, nullptr};
   check_mutations(c, {
-      {"reshape_c1", [](OpCase& c) { c.results[0] = T(F16, {3, 4}); }},
-      {"reshape_c2", [](OpCase& c) { c.results[0] = T(F32, {3, 5}); }},
-  });
+                         {"reshape_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(F16, {3, 4});
+                          }},
+                         {"reshape_c2",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {3, 5});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, Transpose) {
   OpCase c{"stablehlo.transpose", {T(F32, {2, 3, 4})}, {T(F32, {4, 2, 3})}, {{"permutation", A({2, 0, 1})}}, nullptr};
   check_mutations(c, {
-      {"transpose_c1", [](OpCase& c) { c.results[0] = T(I32, {4, 2, 3}); }},
-      {"transpose_c2", [](OpCase& c) { *c.attr("permutation") = A({2, 0, 0}); }},
-      {"transpose_c2", [](OpCase& c) { *c.attr("permutation") = A({1, 0}); }},
-      {"transpose_c3", [](OpCase& c) { c.results[0] = T(F32, {2, 3, 4}); }},
-  });
+                         {"transpose_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(I32, {4, 2, 3});
+                          }},
+                         {"transpose_c2",
+                          [](OpCase& c) {
+                            *c.attr("permutation") = A({2, 0, 0});
+                          }},
+                         {"transpose_c2",
+                          [](OpCase& c) {
+                            *c.attr("permutation") = A({1, 0});
+                          }},
+                         {"transpose_c3",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {2, 3, 4});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, Slice) {
-  OpCase c{"stablehlo.slice", {T(F32, {10, 4})}, {T(F32, {4, 2})},
-           {{"start_indices", A({1, 0})}, {"limit_indices", A({8, 4})}, {"strides", A({2, 3})}}, nullptr};
+  OpCase c{"stablehlo.slice",
+           {T(F32, {10, 4})},
+           {T(F32, {4, 2})},
+           {{"start_indices", A({1, 0})}, {"limit_indices", A({8, 4})}, {"strides", A({2, 3})}},
+           nullptr};
   check_mutations(c, {
-      {"slice_c1", [](OpCase& c) { c.results[0] = T(F16, {4, 2}); }},
-      {"slice_c2", [](OpCase& c) { *c.attr("strides") = A({1}); }},
-      {"slice_c3", [](OpCase& c) { *c.attr("limit_indices") = A({11, 4}); }},
-      {"slice_c3", [](OpCase& c) { *c.attr("start_indices") = A({9, 0}); }},
-      {"slice_c4", [](OpCase& c) { *c.attr("strides") = A({0, 1}); }},
-      {"slice_c5", [](OpCase& c) { c.results[0] = T(F32, {3, 2}); }},
-  });
+                         {"slice_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(F16, {4, 2});
+                          }},
+                         {"slice_c2", [](OpCase& c) { *c.attr("strides") = A({1}); }},
+                         {"slice_c3",
+                          [](OpCase& c) {
+                            *c.attr("limit_indices") = A({11, 4});
+                          }},
+                         {"slice_c3",
+                          [](OpCase& c) {
+                            *c.attr("start_indices") = A({9, 0});
+                          }},
+                         {"slice_c4",
+                          [](OpCase& c) {
+                            *c.attr("strides") = A({0, 1});
+                          }},
+                         {"slice_c5",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {3, 2});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, DynamicSlice) {
-  OpCase c{"stablehlo.dynamic_slice", {T(F32, {8, 4}), T(I32), T(I32)}, {T(F32, {2, 4})},
-           {{"slice_sizes", A({2, 4})}}, nullptr};
+  OpCase c{"stablehlo.dynamic_slice",
+           {T(F32, {8, 4}), T(I32), T(I32)},
+           {T(F32, {2, 4})},
+           {{"slice_sizes", A({2, 4})}},
+           nullptr};
   check_mutations(c, {
-      {"dynamic_slice_c1", [](OpCase& c) { c.results[0] = T(BF16, {2, 4}); }},
-      {"dynamic_slice_c2", [](OpCase& c) { c.operands.pop_back(); }},
-      {"dynamic_slice_c2", [](OpCase& c) { *c.attr("slice_sizes") = A({2}); }},
-      {"dynamic_slice_c3", [](OpCase& c) { c.operands[2] = T(I64); }},
-      {"dynamic_slice_i2", [](OpCase& c) { c.operands[2] = T(I32, {1}); }},
-      {"dynamic_slice_i2", [](OpCase& c) { c.operands[1] = T(F32); c.operands[2] = T(F32); }},
-      {"dynamic_slice_c4", [](OpCase& c) { *c.attr("slice_sizes") = A({2, 5}); }},
-      {"dynamic_slice_c5", [](OpCase& c) { c.results[0] = T(F32, {2, 3}); }},
-  });
+                         {"dynamic_slice_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(BF16, {2, 4});
+                          }},
+                         {"dynamic_slice_c2", [](OpCase& c) { c.operands.pop_back(); }},
+                         {"dynamic_slice_c2", [](OpCase& c) { *c.attr("slice_sizes") = A({2}); }},
+                         {"dynamic_slice_c3", [](OpCase& c) { c.operands[2] = T(I64); }},
+                         {"dynamic_slice_i2", [](OpCase& c) { c.operands[2] = T(I32, {1}); }},
+                         {"dynamic_slice_i2",
+                          [](OpCase& c) {
+                            c.operands[1] = T(F32);
+                            c.operands[2] = T(F32);
+                          }},
+                         {"dynamic_slice_c4",
+                          [](OpCase& c) {
+                            *c.attr("slice_sizes") = A({2, 5});
+                          }},
+                         {"dynamic_slice_c5",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {2, 3});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, DynamicUpdateSlice) {
-  OpCase c{"stablehlo.dynamic_update_slice", {T(F32, {8, 4}), T(F32, {2, 4}), T(I64), T(I64)},
-           {T(F32, {8, 4})}, {}, nullptr};
+  OpCase c{"stablehlo.dynamic_update_slice",
+           {T(F32, {8, 4}), T(F32, {2, 4}), T(I64), T(I64)},
+           {T(F32, {8, 4})},
+           {},
+           nullptr};
   check_mutations(c, {
-      {"dynamic_update_slice_c1", [](OpCase& c) { c.results[0] = T(F32, {8, 5}); }},
-      {"dynamic_update_slice_c2", [](OpCase& c) { c.operands[1] = T(BF16, {2, 4}); }},
-      {"dynamic_update_slice_c3", [](OpCase& c) { c.operands[1] = T(F32, {4}); }},
-      {"dynamic_update_slice_c4", [](OpCase& c) { c.operands.pop_back(); }},
-      {"dynamic_update_slice_c5", [](OpCase& c) { c.operands[3] = T(I32); }},
-      {"dynamic_update_slice_c6", [](OpCase& c) { c.operands[1] = T(F32, {2, 5}); }},
-  });
+                         {"dynamic_update_slice_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {8, 5});
+                          }},
+                         {"dynamic_update_slice_c2",
+                          [](OpCase& c) {
+                            c.operands[1] = T(BF16, {2, 4});
+                          }},
+                         {"dynamic_update_slice_c3", [](OpCase& c) { c.operands[1] = T(F32, {4}); }},
+                         {"dynamic_update_slice_c4", [](OpCase& c) { c.operands.pop_back(); }},
+                         {"dynamic_update_slice_c5", [](OpCase& c) { c.operands[3] = T(I32); }},
+                         {"dynamic_update_slice_c6",
+                          [](OpCase& c) {
+                            c.operands[1] = T(F32, {2, 5});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, Concatenate) {
-  OpCase c{"stablehlo.concatenate", {T(F32, {2, 3}), T(F32, {2, 5})}, {T(F32, {2, 8})},
-           {{"dimension", I(1)}}, nullptr};
+  OpCase c{"stablehlo.concatenate", {T(F32, {2, 3}), T(F32, {2, 5})}, {T(F32, {2, 8})}, {{"dimension", I(1)}}, nullptr};
   check_mutations(c, {
-      {"concatenate_c1", [](OpCase& c) { c.operands[1] = T(F16, {2, 5}); }},
-      {"concatenate_c2", [](OpCase& c) { c.operands[1] = T(F32, {3, 5}); }},
-      {"concatenate_c2", [](OpCase& c) { c.operands[1] = T(F32, {2}); }},
-      {"concatenate_c3", [](OpCase& c) { c.operands.clear(); }},
-      {"concatenate_c4", [](OpCase& c) { *c.attr("dimension") = I(2); }},
-      {"concatenate_c5", [](OpCase& c) { c.results[0] = T(BF16, {2, 8}); }},
-      {"concatenate_c6", [](OpCase& c) { c.results[0] = T(F32, {2, 9}); }},
-  });
+                         {"concatenate_c1",
+                          [](OpCase& c) {
+                            c.operands[1] = T(F16, {2, 5});
+                          }},
+                         {"concatenate_c2",
+                          [](OpCase& c) {
+                            c.operands[1] = T(F32, {3, 5});
+                          }},
+                         {"concatenate_c2", [](OpCase& c) { c.operands[1] = T(F32, {2}); }},
+                         {"concatenate_c3", [](OpCase& c) { c.operands.clear(); }},
+                         {"concatenate_c4", [](OpCase& c) { *c.attr("dimension") = I(2); }},
+                         {"concatenate_c5",
+                          [](OpCase& c) {
+                            c.results[0] = T(BF16, {2, 8});
+                          }},
+                         {"concatenate_c6",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {2, 9});
+                          }},
+                     });
 }
 
 TEST(VerifierShape, Pad) {
-  OpCase c{"stablehlo.pad", {T(F32, {3, 4}), T(F32)}, {T(F32, {3 + 2 + 2 * 1 + 0, 4 - 1 + 0 + 1})},
+  OpCase c{"stablehlo.pad",
+           {T(F32, {3, 4}), T(F32)},
+           {T(F32, {3 + 2 + 2 * 1 + 0, 4 - 1 + 0 + 1})},
            {{"edge_padding_low", A({2, -1})}, {"edge_padding_high", A({0, 1})}, {"interior_padding", A({1, 0})}},
            nullptr};
   check_mutations(c, {
-      {"pad_c1", [](OpCase& c) { c.operands[1] = T(BF16); }},
-      {"pad_c1", [](OpCase& c) { c.results[0] = T(BF16, {9, 4}); }},
-      {"pad_i2", [](OpCase& c) { c.operands[1] = T(F32, {1}); }},
-      {"pad_c2", [](OpCase& c) { *c.attr("interior_padding") = A({1}); }},
-      {"pad_c3", [](OpCase& c) { *c.attr("interior_padding") = A({-1, 0}); }},
-      {"pad_c4", [](OpCase& c) { c.results[0] = T(F32, {7, 5}); }},
-      {"pad_c4", [](OpCase& c) { *c.attr("edge_padding_low") = A({2, -9}); }},
-  });
+                         {"pad_c1", [](OpCase& c) { c.operands[1] = T(BF16); }},
+                         {"pad_c1",
+                          [](OpCase& c) {
+                            c.results[0] = T(BF16, {9, 4});
+                          }},
+                         {"pad_i2", [](OpCase& c) { c.operands[1] = T(F32, {1}); }},
+                         {"pad_c2", [](OpCase& c) { *c.attr("interior_padding") = A({1}); }},
+                         {"pad_c3",
+                          [](OpCase& c) {
+                            *c.attr("interior_padding") = A({-1, 0});
+                          }},
+                         {"pad_c4",
+                          [](OpCase& c) {
+                            c.results[0] = T(F32, {7, 5});
+                          }},
+                         {"pad_c4",
+                          [](OpCase& c) {
+                            *c.attr("edge_padding_low") = A({2, -9});
+                          }},
+                     });
 }
 
 // ------------------------------------------------------------------ reduce
 
 OpCase reduce_case() {
-  return OpCase{"stablehlo.reduce", {T(BF16, {2, 3, 4}), T(BF16)}, {T(BF16, {2, 4})}, {{"dimensions", A({1})}},
-                [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", BF16)}; }};
+  return OpCase{
+      "stablehlo.reduce", {T(BF16, {2, 3, 4}), T(BF16)}, {T(BF16, {2, 4})}, {{"dimensions", A({1})}}, [](Function& f) {
+        return std::vector<Block>{binary_body(f, "stablehlo.add", BF16)};
+      }};
 }
 
 TEST(VerifierReduce, Rules) {
   check_mutations(reduce_case(), {
-      {"reduce_c2", [](OpCase& c) { c.operands[1] = T(F32); }},
-      {"reduce_i2", [](OpCase& c) { c.operands[1] = T(BF16, {1}); }},
-      {"reduce_c3", [](OpCase& c) { c.operands.pop_back(); }},
-      {"reduce_c4", [](OpCase& c) { *c.attr("dimensions") = A({3}); }},
-      {"reduce_c5", [](OpCase& c) { *c.attr("dimensions") = A({1, 1}); }},
-      {"reduce_c6", [](OpCase& c) {
-         c.regions = [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", I32)}; };
-       }},
-      {"reduce_c6", [](OpCase& c) { c.regions = nullptr; }},
-      {"reduce_c7", [](OpCase& c) { c.results[0] = T(BF16, {2, 3}); }},
-      {"reduce_c8", [](OpCase& c) { c.results[0] = T(F32, {2, 4}); }},
-      {"reduce_attr", [](OpCase& c) { c.attrs.clear(); }},
-  });
+                                     {"reduce_c2", [](OpCase& c) { c.operands[1] = T(F32); }},
+                                     {"reduce_i2", [](OpCase& c) { c.operands[1] = T(BF16, {1}); }},
+                                     {"reduce_c3", [](OpCase& c) { c.operands.pop_back(); }},
+                                     {"reduce_c4", [](OpCase& c) { *c.attr("dimensions") = A({3}); }},
+                                     {"reduce_c5",
+                                      [](OpCase& c) {
+                                        *c.attr("dimensions") = A({1, 1});
+                                      }},
+                                     {"reduce_c6",
+                                      [](OpCase& c) {
+                                        c.regions = [](Function& f) {
+                                          return std::vector<Block>{binary_body(f, "stablehlo.add", I32)};
+                                        };
+                                      }},
+                                     {"reduce_c6", [](OpCase& c) { c.regions = nullptr; }},
+                                     {"reduce_c7",
+                                      [](OpCase& c) {
+                                        c.results[0] = T(BF16, {2, 3});
+                                      }},
+                                     {"reduce_c8",
+                                      [](OpCase& c) {
+                                        c.results[0] = T(F32, {2, 4});
+                                      }},
+                                     {"reduce_attr", [](OpCase& c) { c.attrs.clear(); }},
+                                 });
 }
 
 TEST(VerifierReduce, PromotedBodyAndVariadic) {
   // bf16 inputs accumulated in an f32 body: is_promotable(bf16, f32) holds.
-  OpCase promoted{"stablehlo.reduce", {T(BF16, {8}), T(BF16)}, {T(F32)}, {{"dimensions", A({0})}},
-                  [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", F32)}; }};
+  OpCase promoted{"stablehlo.reduce", {T(BF16, {8}), T(BF16)}, {T(F32)}, {{"dimensions", A({0})}}, [](Function& f) {
+                    return std::vector<Block>{binary_body(f, "stablehlo.add", F32)};
+                  }};
   // reduce_c2 requires element_type(init) = element_type(input), so the init stays bf16 while the
   // body is f32; the reference verifier allows this promotion.
   EXPECT_TRUE(IsOk(promoted.verify()));
@@ -553,8 +693,11 @@ TEST(VerifierReduce, PromotedBodyAndVariadic) {
   EXPECT_TRUE(FailsWith(demoted.verify(), "reduce_c6"));
 
   // Variadic (argmax-style) reduce with a 4-argument body returning two values.
-  OpCase var{"stablehlo.reduce", {T(F32, {3, 5}), T(I32, {3, 5}), T(F32), T(I32)}, {T(F32, {3}), T(I32, {3})},
-             {{"dimensions", A({1})}}, [](Function& f) {
+  OpCase var{"stablehlo.reduce",
+             {T(F32, {3, 5}), T(I32, {3, 5}), T(F32), T(I32)},
+             {T(F32, {3}), T(I32, {3})},
+             {{"dimensions", A({1})}},
+             [](Function& f) {
                Block b;
                ValueId av = f.new_value(T(F32)), ai = f.new_value(T(I32)), bv = f.new_value(T(F32)),
                        bi = f.new_value(T(I32));
@@ -566,10 +709,13 @@ TEST(VerifierReduce, PromotedBodyAndVariadic) {
                return std::vector<Block>{b};
              }};
   check_mutations(var, {
-      {"reduce_c1", [](OpCase& c) { c.operands[1] = T(I32, {5, 3}); }},
-      {"reduce_c8", [](OpCase& c) { c.results[1] = T(I64, {3}); }},
-      {"reduce_results", [](OpCase& c) { c.results.pop_back(); }},
-  });
+                           {"reduce_c1",
+                            [](OpCase& c) {
+                              c.operands[1] = T(I32, {5, 3});
+                            }},
+                           {"reduce_c8", [](OpCase& c) { c.results[1] = T(I64, {3}); }},
+                           {"reduce_results", [](OpCase& c) { c.results.pop_back(); }},
+                       });
 }
 
 // ------------------------------------------------------------------ dot_general
@@ -579,30 +725,46 @@ Attr dot(std::vector<int64_t> lb, std::vector<int64_t> rb, std::vector<int64_t> 
 }
 
 TEST(VerifierDot, Rules) {
-  OpCase c{"stablehlo.dot_general", {T(BF16, {4, 2, 3}), T(BF16, {4, 3, 5})}, {T(F32, {4, 2, 5})},
-           {{"dot_dimension_numbers", dot({0}, {0}, {2}, {1})}}, nullptr};
-  check_mutations(c, {
-      {"dot_general_c1", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {}, {2}, {1}); }},
-      {"dot_general_c2", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {2}, {}); }},
-      {"dot_general_c3", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {0}, {1}); }},
-      {"dot_general_c4", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {1}, {2}, {1}); }},
-      {"dot_general_c5", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({3}, {0}, {2}, {1}); }},
-      {"dot_general_c6", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {-1}, {1}); }},
-      {"dot_general_c7", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {5}, {2}, {1}); }},
-      {"dot_general_c8", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {2}, {3}); }},
-      {"dot_general_c9", [](OpCase& c) { c.operands[1] = T(BF16, {3, 3, 5}); }},
-      {"dot_general_c10", [](OpCase& c) { c.operands[1] = T(BF16, {4, 2, 5}); }},
-      {"dot_general_c11", [](OpCase& c) {
-         c.attrs.push_back({"precision_config", Attr::array({E("precision", "DEFAULT")})});
-       }},
-      {"dot_general_c12", [](OpCase& c) { c.results[0] = T(F32, {4, 5, 2}); }},
-      {"dot_attr", [](OpCase& c) { *c.attr("dot_dimension_numbers") = Attr::i64_array({1}); }},
-      {"dot_general_attr", [](OpCase& c) { c.attrs.clear(); }},
-  });
+  OpCase c{"stablehlo.dot_general",
+           {T(BF16, {4, 2, 3}), T(BF16, {4, 3, 5})},
+           {T(F32, {4, 2, 5})},
+           {{"dot_dimension_numbers", dot({0}, {0}, {2}, {1})}},
+           nullptr};
+  check_mutations(
+      c, {
+             {"dot_general_c1", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {}, {2}, {1}); }},
+             {"dot_general_c2", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {2}, {}); }},
+             {"dot_general_c3", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {0}, {1}); }},
+             {"dot_general_c4", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {1}, {2}, {1}); }},
+             {"dot_general_c5", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({3}, {0}, {2}, {1}); }},
+             {"dot_general_c6", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {-1}, {1}); }},
+             {"dot_general_c7", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {5}, {2}, {1}); }},
+             {"dot_general_c8", [](OpCase& c) { *c.attr("dot_dimension_numbers") = dot({0}, {0}, {2}, {3}); }},
+             {"dot_general_c9",
+              [](OpCase& c) {
+                c.operands[1] = T(BF16, {3, 3, 5});
+              }},
+             {"dot_general_c10",
+              [](OpCase& c) {
+                c.operands[1] = T(BF16, {4, 2, 5});
+              }},
+             {"dot_general_c11",
+              [](OpCase& c) {
+                c.attrs.push_back({"precision_config", Attr::array({E("precision", "DEFAULT")})});
+              }},
+             {"dot_general_c12",
+              [](OpCase& c) {
+                c.results[0] = T(F32, {4, 5, 2});
+              }},
+             {"dot_attr", [](OpCase& c) { *c.attr("dot_dimension_numbers") = Attr::i64_array({1}); }},
+             {"dot_general_attr", [](OpCase& c) { c.attrs.clear(); }},
+         });
   // Mixed operand element types (bf16 activations x f16 weights) are accepted.
   EXPECT_TRUE(IsOk(c.with([](OpCase& c) { c.operands[1] = T(F16, {4, 3, 5}); }).verify()));
   // Omitted empty lists: a plain matmul.
-  OpCase mm{"stablehlo.dot_general", {T(F32, {4, 3}), T(F32, {3, 6})}, {T(F32, {4, 6})},
+  OpCase mm{"stablehlo.dot_general",
+            {T(F32, {4, 3}), T(F32, {3, 6})},
+            {T(F32, {4, 6})},
             {{"dot_dimension_numbers", Attr::structure("dot", {{"lhs_contracting_dimensions", A({1})},
                                                                {"rhs_contracting_dimensions", A({0})}})}},
             nullptr};
@@ -613,158 +775,237 @@ TEST(VerifierDot, Rules) {
 
 TEST(VerifierGather, Rules) {
   // Embedding lookup: table [V=10, D=4], ids [B=2, T=3, 1] -> [2, 3, 4].
-  OpCase c{"stablehlo.gather", {T(F32, {10, 4}), T(I32, {2, 3, 1})}, {T(F32, {2, 3, 4})},
-           {{"dimension_numbers", to_attr(GatherDims{{2}, {0}, {}, {}, {0}, 2})},
-            {"slice_sizes", A({1, 4})}}, nullptr};
+  OpCase c{"stablehlo.gather",
+           {T(F32, {10, 4}), T(I32, {2, 3, 1})},
+           {T(F32, {2, 3, 4})},
+           {{"dimension_numbers", to_attr(GatherDims{{2}, {0}, {}, {}, {0}, 2})}, {"slice_sizes", A({1, 4})}},
+           nullptr};
   auto dn = [](OpCase& c, const char* f) -> Attr& { return c.field("dimension_numbers", f); };
-  check_mutations(c, {
-      {"gather_c1", [&](OpCase& c) { dn(c, "collapsed_slice_dims") = A({}); }},
-      {"gather_c2", [&](OpCase& c) { dn(c, "index_vector_dim") = I(4); }},
-      {"gather_c3", [&](OpCase& c) { dn(c, "start_index_map") = A({0, 1}); }},
-      {"gather_c4", [&](OpCase& c) {
-         c.operands = {T(F32, {10, 4, 2}), T(I32, {2, 3, 1})};
-         dn(c, "offset_dims") = A({3, 2});
-         *c.attr("slice_sizes") = A({1, 4, 2});
-       }},
-      {"gather_c5", [&](OpCase& c) { dn(c, "offset_dims") = A({3}); }},
-      {"gather_c6", [&](OpCase& c) {
-         c.operands = {T(F32, {10, 4}), T(I32, {10, 1})};
-         dn(c, "offset_dims") = A({});
-         dn(c, "collapsed_slice_dims") = A({0});
-         dn(c, "operand_batching_dims") = A({0});
-         dn(c, "start_indices_batching_dims") = A({0});
-         dn(c, "start_index_map") = A({1});
-         dn(c, "index_vector_dim") = I(1);
-       }},
-      {"gather_c7", [&](OpCase& c) {
-         c.operands = {T(F32, {10, 4}), T(I32, {2, 3, 2})};
-         dn(c, "offset_dims") = A({});
-         dn(c, "collapsed_slice_dims") = A({1, 0});
-         dn(c, "start_index_map") = A({0, 1});
-         *c.attr("slice_sizes") = A({1, 1});
-       }},
-      {"gather_c8", [&](OpCase& c) { dn(c, "collapsed_slice_dims") = A({2}); }},
-      {"gather_c9", [&](OpCase& c) { *c.attr("slice_sizes") = A({2, 4}); }},
-      {"gather_c20", [&](OpCase& c) { *c.attr("slice_sizes") = A({1}); }},
-      {"gather_c19", [&](OpCase& c) { dn(c, "start_index_map") = A({2}); }},
-      {"gather_c21", [&](OpCase& c) { *c.attr("slice_sizes") = A({1, 5}); }},
-      {"gather_c22", [&](OpCase& c) { c.results[0] = T(F32, {2, 3, 5}); }},
-      {"gather_c23", [&](OpCase& c) { c.results[0] = T(BF16, {2, 3, 4}); }},
-      {"gather_i2", [&](OpCase& c) { c.operands[1] = T(F32, {2, 3, 1}); }},
-      {"gather_attr", [&](OpCase& c) { *c.attr("dimension_numbers") = Attr::structure("scatter", {}); }},
-  });
+  check_mutations(
+      c, {
+             {"gather_c1", [&](OpCase& c) { dn(c, "collapsed_slice_dims") = A({}); }},
+             {"gather_c2", [&](OpCase& c) { dn(c, "index_vector_dim") = I(4); }},
+             {"gather_c3",
+              [&](OpCase& c) {
+                dn(c, "start_index_map") = A({0, 1});
+              }},
+             {"gather_c4",
+              [&](OpCase& c) {
+                c.operands = {T(F32, {10, 4, 2}), T(I32, {2, 3, 1})};
+                dn(c, "offset_dims") = A({3, 2});
+                *c.attr("slice_sizes") = A({1, 4, 2});
+              }},
+             {"gather_c5", [&](OpCase& c) { dn(c, "offset_dims") = A({3}); }},
+             {"gather_c6",
+              [&](OpCase& c) {
+                c.operands = {T(F32, {10, 4}), T(I32, {10, 1})};
+                dn(c, "offset_dims") = A({});
+                dn(c, "collapsed_slice_dims") = A({0});
+                dn(c, "operand_batching_dims") = A({0});
+                dn(c, "start_indices_batching_dims") = A({0});
+                dn(c, "start_index_map") = A({1});
+                dn(c, "index_vector_dim") = I(1);
+              }},
+             {"gather_c7",
+              [&](OpCase& c) {
+                c.operands = {T(F32, {10, 4}), T(I32, {2, 3, 2})};
+                dn(c, "offset_dims") = A({});
+                dn(c, "collapsed_slice_dims") = A({1, 0});
+                dn(c, "start_index_map") = A({0, 1});
+                *c.attr("slice_sizes") = A({1, 1});
+              }},
+             {"gather_c8", [&](OpCase& c) { dn(c, "collapsed_slice_dims") = A({2}); }},
+             {"gather_c9",
+              [&](OpCase& c) {
+                *c.attr("slice_sizes") = A({2, 4});
+              }},
+             {"gather_c20", [&](OpCase& c) { *c.attr("slice_sizes") = A({1}); }},
+             {"gather_c19", [&](OpCase& c) { dn(c, "start_index_map") = A({2}); }},
+             {"gather_c21",
+              [&](OpCase& c) {
+                *c.attr("slice_sizes") = A({1, 5});
+              }},
+             {"gather_c22",
+              [&](OpCase& c) {
+                c.results[0] = T(F32, {2, 3, 5});
+              }},
+             {"gather_c23",
+              [&](OpCase& c) {
+                c.results[0] = T(BF16, {2, 3, 4});
+              }},
+             {"gather_i2",
+              [&](OpCase& c) {
+                c.operands[1] = T(F32, {2, 3, 1});
+              }},
+             {"gather_attr", [&](OpCase& c) { *c.attr("dimension_numbers") = Attr::structure("scatter", {}); }},
+         });
 }
 
 TEST(VerifierGather, BatchingDims) {
   // Per-row lookup: operand [B=3, N=5, D=2], indices [B=3, K=4, 1] -> [3, 4, 2].
-  OpCase c{"stablehlo.gather", {T(F32, {3, 5, 2}), T(I64, {3, 4, 1})}, {T(F32, {3, 4, 2})},
-           {{"dimension_numbers", to_attr(GatherDims{{2}, {1}, {0}, {0}, {1}, 2})},
-            {"slice_sizes", A({1, 1, 2})}}, nullptr};
+  OpCase c{"stablehlo.gather",
+           {T(F32, {3, 5, 2}), T(I64, {3, 4, 1})},
+           {T(F32, {3, 4, 2})},
+           {{"dimension_numbers", to_attr(GatherDims{{2}, {1}, {0}, {0}, {1}, 2})}, {"slice_sizes", A({1, 1, 2})}},
+           nullptr};
   auto dn = [](OpCase& c, const char* f) -> Attr& { return c.field("dimension_numbers", f); };
   check_mutations(c, {
-      {"gather_c10", [&](OpCase& c) {
-         c.operands = {T(F32, {3, 5, 2, 3}), T(I64, {3, 3, 4, 1})};
-         dn(c, "operand_batching_dims") = A({3, 0});
-         dn(c, "start_indices_batching_dims") = A({0, 1});
-         dn(c, "index_vector_dim") = I(3);
-         *c.attr("slice_sizes") = A({1, 1, 2, 1});
-       }},
-      {"gather_c11", [&](OpCase& c) { dn(c, "operand_batching_dims") = A({3}); }},
-      {"gather_c12", [&](OpCase& c) { *c.attr("slice_sizes") = A({2, 1, 2}); }},
-      {"gather_c13", [&](OpCase& c) {
-         dn(c, "operand_batching_dims") = A({0, 2});
-         dn(c, "offset_dims") = A({});
-         dn(c, "start_indices_batching_dims") = A({0, 0});
-         *c.attr("slice_sizes") = A({1, 1, 1});
-       }},
-      {"gather_c14", [&](OpCase& c) { dn(c, "start_indices_batching_dims") = A({3}); }},
-      {"gather_c15", [&](OpCase& c) { dn(c, "start_indices_batching_dims") = A({2}); }},
-      {"gather_c16", [&](OpCase& c) { dn(c, "start_indices_batching_dims") = A({0, 1}); }},
-      {"gather_c17", [&](OpCase& c) { c.operands[1] = T(I64, {2, 4, 1}); }},
-      {"gather_c18", [&](OpCase& c) { dn(c, "start_index_map") = A({0}); }},
-  });
+                         {"gather_c10",
+                          [&](OpCase& c) {
+                            c.operands = {T(F32, {3, 5, 2, 3}), T(I64, {3, 3, 4, 1})};
+                            dn(c, "operand_batching_dims") = A({3, 0});
+                            dn(c, "start_indices_batching_dims") = A({0, 1});
+                            dn(c, "index_vector_dim") = I(3);
+                            *c.attr("slice_sizes") = A({1, 1, 2, 1});
+                          }},
+                         {"gather_c11", [&](OpCase& c) { dn(c, "operand_batching_dims") = A({3}); }},
+                         {"gather_c12",
+                          [&](OpCase& c) {
+                            *c.attr("slice_sizes") = A({2, 1, 2});
+                          }},
+                         {"gather_c13",
+                          [&](OpCase& c) {
+                            dn(c, "operand_batching_dims") = A({0, 2});
+                            dn(c, "offset_dims") = A({});
+                            dn(c, "start_indices_batching_dims") = A({0, 0});
+                            *c.attr("slice_sizes") = A({1, 1, 1});
+                          }},
+                         {"gather_c14", [&](OpCase& c) { dn(c, "start_indices_batching_dims") = A({3}); }},
+                         {"gather_c15", [&](OpCase& c) { dn(c, "start_indices_batching_dims") = A({2}); }},
+                         {"gather_c16",
+                          [&](OpCase& c) {
+                            dn(c, "start_indices_batching_dims") = A({0, 1});
+                          }},
+                         {"gather_c17",
+                          [&](OpCase& c) {
+                            c.operands[1] = T(I64, {2, 4, 1});
+                          }},
+                         {"gather_c18", [&](OpCase& c) { dn(c, "start_index_map") = A({0}); }},
+                     });
 }
 
 // ------------------------------------------------------------------ scatter
 
 OpCase scatter_case() {
   // KV-cache style row update: input [8, 4], indices [2, 1], updates [2, 4].
-  return OpCase{"stablehlo.scatter", {T(F32, {8, 4}), T(I32, {2, 1}), T(F32, {2, 4})}, {T(F32, {8, 4})},
+  return OpCase{"stablehlo.scatter",
+                {T(F32, {8, 4}), T(I32, {2, 1}), T(F32, {2, 4})},
+                {T(F32, {8, 4})},
                 {{"scatter_dimension_numbers", to_attr(ScatterDims{{1}, {0}, {}, {}, {0}, 1})}},
                 [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", F32)}; }};
 }
 
 TEST(VerifierScatter, Rules) {
   auto dn = [](OpCase& c, const char* f) -> Attr& { return c.field("scatter_dimension_numbers", f); };
-  check_mutations(scatter_case(), {
-      {"scatter_c2", [&](OpCase& c) { dn(c, "inserted_window_dims") = A({}); }},
-      {"scatter_c4", [&](OpCase& c) { c.operands[2] = T(F32, {3, 4}); }},
-      {"scatter_c4", [&](OpCase& c) { c.operands[2] = T(F32, {2, 5}); }},
-      {"scatter_c4", [&](OpCase& c) { c.operands[2] = T(F32, {2, 4, 1}); }},
-      {"scatter_c5", [&](OpCase& c) { c.operands.pop_back(); }},
-      {"scatter_c6", [&](OpCase& c) { c.operands[2] = T(BF16, {2, 4}); }},
-      {"scatter_c7", [&](OpCase& c) {
-         c.operands = {T(F32, {8, 4, 2}), T(I32, {2, 1}), T(F32, {2, 4, 2})};
-         c.results = {T(F32, {8, 4, 2})};
-         dn(c, "update_window_dims") = A({2, 1});
-       }},
-      {"scatter_c8", [&](OpCase& c) { dn(c, "update_window_dims") = A({2}); }},
-      {"scatter_c9", [&](OpCase& c) {
-         dn(c, "update_window_dims") = A({});
-         dn(c, "inserted_window_dims") = A({0});
-         dn(c, "input_batching_dims") = A({0});
-       }},
-      {"scatter_c10", [&](OpCase& c) {
-         c.operands = {T(F32, {8, 4}), T(I32, {2, 2}), T(F32, {2})};
-         dn(c, "update_window_dims") = A({});
-         dn(c, "inserted_window_dims") = A({1, 0});
-         dn(c, "scatter_dims_to_operand_dims") = A({0, 1});
-       }},
-      {"scatter_c11", [&](OpCase& c) { dn(c, "inserted_window_dims") = A({2}); }},
-      {"scatter_c19", [&](OpCase& c) { dn(c, "scatter_dims_to_operand_dims") = A({0, 1}); }},
-      {"scatter_c21", [&](OpCase& c) { dn(c, "scatter_dims_to_operand_dims") = A({2}); }},
-      {"scatter_c22", [&](OpCase& c) { dn(c, "index_vector_dim") = I(3); }},
-      {"scatter_c23", [&](OpCase& c) {
-         c.regions = [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", BF16)}; };
-       }},
-      {"scatter_c23", [&](OpCase& c) { c.regions = nullptr; }},
-      {"scatter_c24", [&](OpCase& c) { c.results[0] = T(F32, {8, 5}); }},
-      {"scatter_c25", [&](OpCase& c) { c.results[0] = T(BF16, {8, 4}); }},
-      {"scatter_i2", [&](OpCase& c) { c.operands[1] = T(F32, {2, 1}); }},
-      {"scatter_attr", [&](OpCase& c) { c.attrs.clear(); }},
-  });
+  check_mutations(scatter_case(),
+                  {
+                      {"scatter_c2", [&](OpCase& c) { dn(c, "inserted_window_dims") = A({}); }},
+                      {"scatter_c4",
+                       [&](OpCase& c) {
+                         c.operands[2] = T(F32, {3, 4});
+                       }},
+                      {"scatter_c4",
+                       [&](OpCase& c) {
+                         c.operands[2] = T(F32, {2, 5});
+                       }},
+                      {"scatter_c4",
+                       [&](OpCase& c) {
+                         c.operands[2] = T(F32, {2, 4, 1});
+                       }},
+                      {"scatter_c5", [&](OpCase& c) { c.operands.pop_back(); }},
+                      {"scatter_c6",
+                       [&](OpCase& c) {
+                         c.operands[2] = T(BF16, {2, 4});
+                       }},
+                      {"scatter_c7",
+                       [&](OpCase& c) {
+                         c.operands = {T(F32, {8, 4, 2}), T(I32, {2, 1}), T(F32, {2, 4, 2})};
+                         c.results = {T(F32, {8, 4, 2})};
+                         dn(c, "update_window_dims") = A({2, 1});
+                       }},
+                      {"scatter_c8", [&](OpCase& c) { dn(c, "update_window_dims") = A({2}); }},
+                      {"scatter_c9",
+                       [&](OpCase& c) {
+                         dn(c, "update_window_dims") = A({});
+                         dn(c, "inserted_window_dims") = A({0});
+                         dn(c, "input_batching_dims") = A({0});
+                       }},
+                      {"scatter_c10",
+                       [&](OpCase& c) {
+                         c.operands = {T(F32, {8, 4}), T(I32, {2, 2}), T(F32, {2})};
+                         dn(c, "update_window_dims") = A({});
+                         dn(c, "inserted_window_dims") = A({1, 0});
+                         dn(c, "scatter_dims_to_operand_dims") = A({0, 1});
+                       }},
+                      {"scatter_c11", [&](OpCase& c) { dn(c, "inserted_window_dims") = A({2}); }},
+                      {"scatter_c19",
+                       [&](OpCase& c) {
+                         dn(c, "scatter_dims_to_operand_dims") = A({0, 1});
+                       }},
+                      {"scatter_c21", [&](OpCase& c) { dn(c, "scatter_dims_to_operand_dims") = A({2}); }},
+                      {"scatter_c22", [&](OpCase& c) { dn(c, "index_vector_dim") = I(3); }},
+                      {"scatter_c23",
+                       [&](OpCase& c) {
+                         c.regions = [](Function& f) {
+                           return std::vector<Block>{binary_body(f, "stablehlo.add", BF16)};
+                         };
+                       }},
+                      {"scatter_c23", [&](OpCase& c) { c.regions = nullptr; }},
+                      {"scatter_c24",
+                       [&](OpCase& c) {
+                         c.results[0] = T(F32, {8, 5});
+                       }},
+                      {"scatter_c25",
+                       [&](OpCase& c) {
+                         c.results[0] = T(BF16, {8, 4});
+                       }},
+                      {"scatter_i2",
+                       [&](OpCase& c) {
+                         c.operands[1] = T(F32, {2, 1});
+                       }},
+                      {"scatter_attr", [&](OpCase& c) { c.attrs.clear(); }},
+                  });
 }
 
 TEST(VerifierScatter, BatchingAndVariadic) {
   // Per-slot write: input [S=3, N=6, D=2], indices [S=3, 1] (position), updates [3, 2].
-  OpCase c{"stablehlo.scatter", {T(F32, {3, 6, 2}), T(I32, {3, 1}), T(F32, {3, 2})}, {T(F32, {3, 6, 2})},
+  OpCase c{"stablehlo.scatter",
+           {T(F32, {3, 6, 2}), T(I32, {3, 1}), T(F32, {3, 2})},
+           {T(F32, {3, 6, 2})},
            {{"scatter_dimension_numbers", to_attr(ScatterDims{{1}, {1}, {0}, {0}, {1}, 1})}},
            [](Function& f) { return std::vector<Block>{binary_body(f, "stablehlo.add", F32)}; }};
   auto dn = [](OpCase& c, const char* f) -> Attr& { return c.field("scatter_dimension_numbers", f); };
   check_mutations(c, {
-      {"scatter_c12", [&](OpCase& c) {
-         c.operands = {T(F32, {3, 6, 2, 3}), T(I32, {3, 3, 1}), T(F32, {3, 3, 2})};
-         c.results = {T(F32, {3, 6, 2, 3})};
-         dn(c, "update_window_dims") = A({2});
-         dn(c, "input_batching_dims") = A({3, 0});
-         dn(c, "scatter_indices_batching_dims") = A({1, 0});
-         dn(c, "index_vector_dim") = I(2);
-       }},
-      {"scatter_c13", [&](OpCase& c) { dn(c, "input_batching_dims") = A({3}); }},
-      {"scatter_c14", [&](OpCase& c) {
-         dn(c, "update_window_dims") = A({});
-         dn(c, "input_batching_dims") = A({0, 2});
-         dn(c, "scatter_indices_batching_dims") = A({0, 0});
-       }},
-      {"scatter_c15", [&](OpCase& c) { dn(c, "scatter_indices_batching_dims") = A({2}); }},
-      {"scatter_c16", [&](OpCase& c) { dn(c, "scatter_indices_batching_dims") = A({1}); }},
-      {"scatter_c17", [&](OpCase& c) { dn(c, "scatter_indices_batching_dims") = A({}); }},
-      {"scatter_c18", [&](OpCase& c) { c.operands[1] = T(I32, {2, 1}); c.operands[2] = T(F32, {2, 2}); }},
-      {"scatter_c20", [&](OpCase& c) { dn(c, "scatter_dims_to_operand_dims") = A({0}); }},
-  });
+                         {"scatter_c12",
+                          [&](OpCase& c) {
+                            c.operands = {T(F32, {3, 6, 2, 3}), T(I32, {3, 3, 1}), T(F32, {3, 3, 2})};
+                            c.results = {T(F32, {3, 6, 2, 3})};
+                            dn(c, "update_window_dims") = A({2});
+                            dn(c, "input_batching_dims") = A({3, 0});
+                            dn(c, "scatter_indices_batching_dims") = A({1, 0});
+                            dn(c, "index_vector_dim") = I(2);
+                          }},
+                         {"scatter_c13", [&](OpCase& c) { dn(c, "input_batching_dims") = A({3}); }},
+                         {"scatter_c14",
+                          [&](OpCase& c) {
+                            dn(c, "update_window_dims") = A({});
+                            dn(c, "input_batching_dims") = A({0, 2});
+                            dn(c, "scatter_indices_batching_dims") = A({0, 0});
+                          }},
+                         {"scatter_c15", [&](OpCase& c) { dn(c, "scatter_indices_batching_dims") = A({2}); }},
+                         {"scatter_c16", [&](OpCase& c) { dn(c, "scatter_indices_batching_dims") = A({1}); }},
+                         {"scatter_c17", [&](OpCase& c) { dn(c, "scatter_indices_batching_dims") = A({}); }},
+                         {"scatter_c18",
+                          [&](OpCase& c) {
+                            c.operands[1] = T(I32, {2, 1});
+                            c.operands[2] = T(F32, {2, 2});
+                          }},
+                         {"scatter_c20", [&](OpCase& c) { dn(c, "scatter_dims_to_operand_dims") = A({0}); }},
+                     });
   // Two inputs, two updates, a 4-argument body.
   OpCase var{"stablehlo.scatter",
-             {T(F32, {8}), T(I32, {8}), T(I32, {2, 1}), T(F32, {2}), T(I32, {2})}, {T(F32, {8}), T(I32, {8})},
+             {T(F32, {8}), T(I32, {8}), T(I32, {2, 1}), T(F32, {2}), T(I32, {2})},
+             {T(F32, {8}), T(I32, {8})},
              {{"scatter_dimension_numbers", to_attr(ScatterDims{{}, {0}, {}, {}, {0}, 1})}},
              [](Function& f) {
                Block b;
@@ -775,10 +1016,10 @@ TEST(VerifierScatter, BatchingAndVariadic) {
                return std::vector<Block>{b};
              }};
   check_mutations(var, {
-      {"scatter_c1", [](OpCase& c) { c.operands[1] = T(I32, {9}); }},
-      {"scatter_c3", [](OpCase& c) { c.operands[4] = T(I32, {3}); }},
-      {"scatter_c5", [](OpCase& c) { c.operands.pop_back(); }},
-  });
+                           {"scatter_c1", [](OpCase& c) { c.operands[1] = T(I32, {9}); }},
+                           {"scatter_c3", [](OpCase& c) { c.operands[4] = T(I32, {3}); }},
+                           {"scatter_c5", [](OpCase& c) { c.operands.pop_back(); }},
+                       });
 }
 
 // ------------------------------------------------------------------ convolution
@@ -792,66 +1033,121 @@ OpCase conv_case() {
   w.padding = {{1, 1}, {1, 1}};
   set_conv_window_attrs(attrs, w);
   attrs.push_back({"dimension_numbers", to_attr(d)});
-  return OpCase{"stablehlo.convolution", {T(F32, {1, 16, 16, 4}), T(F32, {3, 3, 4, 8})}, {T(F32, {1, 8, 8, 8})},
-                attrs, nullptr};
+  return OpCase{
+      "stablehlo.convolution", {T(F32, {1, 16, 16, 4}), T(F32, {3, 3, 4, 8})}, {T(F32, {1, 8, 8, 8})}, attrs, nullptr};
 }
 
 TEST(VerifierConvolution, Rules) {
   auto dn = [](OpCase& c, const char* f) -> Attr& { return c.field("dimension_numbers", f); };
   auto set = [](OpCase& c, const char* k, Attr v) { set_attr(c.attrs, k, std::move(v)); };
-  check_mutations(conv_case(), {
-      {"convolution_c1", [](OpCase& c) { c.operands[1] = T(F32, {3, 4, 8}); }},
-      {"convolution_c2", [&](OpCase& c) { set(c, "window_strides", A({2})); }},
-      {"convolution_c3", [&](OpCase& c) { set(c, "window_strides", A({2, 0})); }},
-      {"convolution_c4", [&](OpCase& c) { set(c, "padding", Attr::dense_elements(dense_i64({1, 2}, {1, 1}))); }},
-      {"convolution_c4", [&](OpCase& c) { set(c, "padding", Attr::dense_elements(dense_i64({2, 1}, {1, 1}))); }},
-      {"convolution_c5", [&](OpCase& c) { set(c, "lhs_dilation", A({1, 1, 1})); }},
-      {"convolution_c6", [&](OpCase& c) { set(c, "lhs_dilation", A({1, 0})); }},
-      {"convolution_c7", [&](OpCase& c) { set(c, "rhs_dilation", A({1})); }},
-      {"convolution_c8", [&](OpCase& c) { set(c, "rhs_dilation", A({-1, 1})); }},
-      {"convolution_c9", [&](OpCase& c) { set(c, "window_reversal", Attr::bool_array({false})); }},
-      {"convolution_c10", [&](OpCase& c) { set(c, "batch_group_count", I(2)); }},
-      {"convolution_c11", [&](OpCase& c) { set(c, "feature_group_count", I(3)); }},
-      {"convolution_c12", [&](OpCase& c) { dn(c, "input_spatial_dimensions") = A({1}); }},
-      {"convolution_c13", [&](OpCase& c) { dn(c, "input_spatial_dimensions") = A({1, 3}); }},
-      {"convolution_c13", [&](OpCase& c) { dn(c, "input_spatial_dimensions") = A({1, 4}); }},
-      {"convolution_c14", [](OpCase& c) { c.operands[1] = T(F32, {3, 3, 2, 8}); }},
-      {"convolution_c15", [&](OpCase& c) {
-         c.operands = {T(F32, {2, 16, 16, 4}), T(F32, {3, 3, 4, 7})};
-         set(c, "batch_group_count", I(2));
-       }},
-      {"convolution_c16", [&](OpCase& c) {
-         c.operands[1] = T(F32, {3, 3, 2, 7});
-         set(c, "feature_group_count", I(2));
-       }},
-      {"convolution_c17", [&](OpCase& c) { dn(c, "kernel_spatial_dimensions") = A({0}); }},
-      {"convolution_c18", [&](OpCase& c) { dn(c, "kernel_spatial_dimensions") = A({0, 2}); }},
-      {"convolution_c19", [&](OpCase& c) { dn(c, "output_spatial_dimensions") = A({1, 2, 3}); }},
-      {"convolution_c20", [&](OpCase& c) { dn(c, "output_spatial_dimensions") = A({1, 0}); }},
-      {"convolution_c21", [&](OpCase& c) { set(c, "feature_group_count", I(0)); }},
-      {"convolution_c22", [&](OpCase& c) { set(c, "batch_group_count", I(-1)); }},
-      {"convolution_c23", [&](OpCase& c) {
-         c.operands = {T(F32, {2, 16, 16, 4}), T(F32, {3, 3, 2, 8})};
-         set(c, "feature_group_count", I(2));
-         set(c, "batch_group_count", I(2));
-       }},
-      {"convolution_c24", [&](OpCase& c) {
-         set(c, "precision_config", Attr::array({E("precision", "DEFAULT")}));
-       }},
-      {"convolution_c25", [](OpCase& c) { c.results[0] = T(F32, {1, 16, 16, 8}); }},
-      {"convolution_c27", [](OpCase& c) { c.operands[1] = T(BF16, {3, 3, 4, 8}); }},
-      {"conv_attr", [&](OpCase& c) { dn(c, "input_batch_dimension") = A({0}); }},
-      {"convolution_attr", [&](OpCase& c) { set(c, "padding", A({1, 1})); }},
-  });
+  check_mutations(
+      conv_case(),
+      {
+          {"convolution_c1",
+           [](OpCase& c) {
+             c.operands[1] = T(F32, {3, 4, 8});
+           }},
+          {"convolution_c2", [&](OpCase& c) { set(c, "window_strides", A({2})); }},
+          {"convolution_c3",
+           [&](OpCase& c) {
+             set(c, "window_strides", A({2, 0}));
+           }},
+          {"convolution_c4",
+           [&](OpCase& c) {
+             set(c, "padding", Attr::dense_elements(dense_i64({1, 2}, {1, 1})));
+           }},
+          {"convolution_c4",
+           [&](OpCase& c) {
+             set(c, "padding", Attr::dense_elements(dense_i64({2, 1}, {1, 1})));
+           }},
+          {"convolution_c5",
+           [&](OpCase& c) {
+             set(c, "lhs_dilation", A({1, 1, 1}));
+           }},
+          {"convolution_c6",
+           [&](OpCase& c) {
+             set(c, "lhs_dilation", A({1, 0}));
+           }},
+          {"convolution_c7", [&](OpCase& c) { set(c, "rhs_dilation", A({1})); }},
+          {"convolution_c8",
+           [&](OpCase& c) {
+             set(c, "rhs_dilation", A({-1, 1}));
+           }},
+          {"convolution_c9", [&](OpCase& c) { set(c, "window_reversal", Attr::bool_array({false})); }},
+          {"convolution_c10", [&](OpCase& c) { set(c, "batch_group_count", I(2)); }},
+          {"convolution_c11", [&](OpCase& c) { set(c, "feature_group_count", I(3)); }},
+          {"convolution_c12", [&](OpCase& c) { dn(c, "input_spatial_dimensions") = A({1}); }},
+          {"convolution_c13",
+           [&](OpCase& c) {
+             dn(c, "input_spatial_dimensions") = A({1, 3});
+           }},
+          {"convolution_c13",
+           [&](OpCase& c) {
+             dn(c, "input_spatial_dimensions") = A({1, 4});
+           }},
+          {"convolution_c14",
+           [](OpCase& c) {
+             c.operands[1] = T(F32, {3, 3, 2, 8});
+           }},
+          {"convolution_c15",
+           [&](OpCase& c) {
+             c.operands = {T(F32, {2, 16, 16, 4}), T(F32, {3, 3, 4, 7})};
+             set(c, "batch_group_count", I(2));
+           }},
+          {"convolution_c16",
+           [&](OpCase& c) {
+             c.operands[1] = T(F32, {3, 3, 2, 7});
+             set(c, "feature_group_count", I(2));
+           }},
+          {"convolution_c17", [&](OpCase& c) { dn(c, "kernel_spatial_dimensions") = A({0}); }},
+          {"convolution_c18",
+           [&](OpCase& c) {
+             dn(c, "kernel_spatial_dimensions") = A({0, 2});
+           }},
+          {"convolution_c19",
+           [&](OpCase& c) {
+             dn(c, "output_spatial_dimensions") = A({1, 2, 3});
+           }},
+          {"convolution_c20",
+           [&](OpCase& c) {
+             dn(c, "output_spatial_dimensions") = A({1, 0});
+           }},
+          {"convolution_c21", [&](OpCase& c) { set(c, "feature_group_count", I(0)); }},
+          {"convolution_c22", [&](OpCase& c) { set(c, "batch_group_count", I(-1)); }},
+          {"convolution_c23",
+           [&](OpCase& c) {
+             c.operands = {T(F32, {2, 16, 16, 4}), T(F32, {3, 3, 2, 8})};
+             set(c, "feature_group_count", I(2));
+             set(c, "batch_group_count", I(2));
+           }},
+          {"convolution_c24", [&](OpCase& c) { set(c, "precision_config", Attr::array({E("precision", "DEFAULT")})); }},
+          {"convolution_c25",
+           [](OpCase& c) {
+             c.results[0] = T(F32, {1, 16, 16, 8});
+           }},
+          {"convolution_c27",
+           [](OpCase& c) {
+             c.operands[1] = T(BF16, {3, 3, 4, 8});
+           }},
+          {"conv_attr", [&](OpCase& c) { dn(c, "input_batch_dimension") = A({0}); }},
+          {"convolution_attr",
+           [&](OpCase& c) {
+             set(c, "padding", A({1, 1}));
+           }},
+      });
   // The result element type may differ (e.g. bf16 x bf16 -> f32 accumulation).
-  EXPECT_TRUE(IsOk(conv_case().with([](OpCase& c) {
-    c.operands = {T(BF16, {1, 16, 16, 4}), T(BF16, {3, 3, 4, 8})};
-  }).verify()));
+  EXPECT_TRUE(IsOk(conv_case()
+                       .with([](OpCase& c) {
+                         c.operands = {T(BF16, {1, 16, 16, 4}), T(BF16, {3, 3, 4, 8})};
+                       })
+                       .verify()));
   // Grouped (depthwise) convolution: 4 groups of 1 input feature each.
-  EXPECT_TRUE(IsOk(conv_case().with([&](OpCase& c) {
-    c.operands[1] = T(F32, {3, 3, 1, 8});
-    set(c, "feature_group_count", I(4));
-  }).verify()));
+  EXPECT_TRUE(IsOk(conv_case()
+                       .with([&](OpCase& c) {
+                         c.operands[1] = T(F32, {3, 3, 1, 8});
+                         set(c, "feature_group_count", I(4));
+                       })
+                       .verify()));
 }
 
 }  // namespace

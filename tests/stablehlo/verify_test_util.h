@@ -16,8 +16,8 @@
 namespace hlx::shlo::testing {
 
 inline TensorType T(DType d, Shape s = {}) { return TensorType{d, std::move(s)}; }
-constexpr DType F32 = DType::kF32, BF16 = DType::kBF16, F16 = DType::kF16, I64 = DType::kI64,
-                I32 = DType::kI32, I8 = DType::kI8, U8 = DType::kU8, I1 = DType::kI1;
+constexpr DType F32 = DType::kF32, BF16 = DType::kBF16, F16 = DType::kF16, I64 = DType::kI64, I32 = DType::kI32,
+                I8 = DType::kI8, U8 = DType::kU8, I1 = DType::kI1;
 
 // Asserts a kVerify error whose message cites `label` (as "label:" so that c1 != c12).
 inline ::testing::AssertionResult FailsWith(const Status& s, const std::string& label) {
@@ -54,9 +54,8 @@ struct Raw {
     f().arg_attrs.push_back({});
     return v;
   }
-  std::vector<ValueId> op(std::string name, std::vector<ValueId> operands,
-                          std::vector<TensorType> results, AttrDict attrs = {},
-                          std::vector<Block> regions = {}) {
+  std::vector<ValueId> op(std::string name, std::vector<ValueId> operands, std::vector<TensorType> results,
+                          AttrDict attrs = {}, std::vector<Block> regions = {}) {
     Op o;
     o.name = std::move(name);
     o.operands = std::move(operands);
@@ -68,8 +67,7 @@ struct Raw {
   }
   ValueId op1(std::string name, std::vector<ValueId> operands, TensorType result, AttrDict attrs = {},
               std::vector<Block> regions = {}) {
-    return op(std::move(name), std::move(operands), {std::move(result)}, std::move(attrs),
-              std::move(regions))[0];
+    return op(std::move(name), std::move(operands), {std::move(result)}, std::move(attrs), std::move(regions))[0];
   }
   void ret(std::vector<ValueId> vs) {
     Op o;
@@ -99,9 +97,7 @@ inline Block binary_body(Function& f, const std::string& op, DType t, DType ret_
   b.ops = {o, ret};
   return b;
 }
-inline Block binary_body(Function& f, const std::string& op, DType t) {
-  return binary_body(f, op, t, t);
-}
+inline Block binary_body(Function& f, const std::string& op, DType t) { return binary_body(f, op, t, t); }
 
 // One op applied to function arguments of the given types; its results are returned.
 struct OpCase {

@@ -7,9 +7,7 @@
 namespace hlx::tok {
 namespace {
 
-TokenMap small_vocab() {
-  return {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}, {"abc", 5}, {"<unk>", 6}};
-}
+TokenMap small_vocab() { return {{"a", 0}, {"b", 1}, {"c", 2}, {"ab", 3}, {"bc", 4}, {"abc", 5}, {"<unk>", 6}}; }
 
 std::vector<uint32_t> run(const Bpe& bpe, std::string_view word) {
   std::vector<uint32_t> out;

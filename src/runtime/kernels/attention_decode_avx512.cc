@@ -91,8 +91,8 @@ inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : 
 // 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks * 32). One accumulator per
 // (row, key), even elements first in each chunk, then one hsum16.
 template <int R>
-inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh,
-                       float* s0, float* s1) {
+inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
+                       float* s1) {
   constexpr int kK = 16 / R;
   const int64_t chunks = (Dh + 31) / 32;
   const uint16_t* kp[kK];
@@ -141,7 +141,8 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
 #pragma GCC unroll 2
   for (int r = 0; r < R; ++r)
 #pragma GCC unroll 8
-    for (int i = 0; i < 2 * NC; ++i) acc[r][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem[r] + c0 + 16 * i);
+    for (int i = 0; i < 2 * NC; ++i)
+      acc[r][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem[r] + c0 + 16 * i);
   for (int64_t j = j0; j < j1; ++j) {
     const uint16_t* vr = v + j * stride + c0;
     __m512 pj[R];
@@ -170,10 +171,18 @@ void weighted_part_all(const float* const* p, const uint16_t* v, int64_t stride,
   for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
     const int64_t w = std::min<int64_t>(128, Dh - c0);
     switch ((w + 31) / 32) {
-      case 1: weighted_part<R, 1>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
-      case 2: weighted_part<R, 2>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
-      case 3: weighted_part<R, 3>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
-      default: weighted_part<R, 4>(p, v, stride, j0, j1, c0, w, acc_mem, first); break;
+      case 1:
+        weighted_part<R, 1>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        break;
+      case 2:
+        weighted_part<R, 2>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        break;
+      case 3:
+        weighted_part<R, 3>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        break;
+      default:
+        weighted_part<R, 4>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        break;
     }
   }
 }
@@ -288,7 +297,8 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
   const int64_t n_parts = int64_t(parts.size());
   const int64_t acc_len = chunks * 32, rec_len = acc_len + 2;
   std::vector<float>& partial = partial_buffer();
-  if (!splits.empty() && int64_t(partial.size()) < n_parts * Hq * rec_len) partial.resize(size_t(n_parts * Hq * rec_len));
+  if (!splits.empty() && int64_t(partial.size()) < n_parts * Hq * rec_len)
+    partial.resize(size_t(n_parts * Hq * rec_len));
   // A work item is a part of a batch row and a run of hg adjacent kv heads: its K/V reads are
   // hg * Dh contiguous elements per cache row (all heads: whole rows, one sequential stream the
   // hardware prefetchers follow), instead of Dh-element pieces Hkv * Dh apart, each a separate
@@ -305,7 +315,7 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
       const Part& part = parts[size_t(part_index)];
       const int64_t b = part.b, h0 = (item % groups) * hg, lo = part.lo, hi = part.hi;
       const int64_t n = hi - lo, rows = hg * G, ld = n + 16;  // query heads of the item; score row length
-      float* o0 = out + (b * Hq + h0 * G) * Dh;  // the item's query heads are adjacent in the output
+      float* o0 = out + (b * Hq + h0 * G) * Dh;               // the item's query heads are adjacent in the output
       if (n == 0) {  // no visible key: zeros (never a split part: parts are not empty)
         std::fill(o0, o0 + rows * Dh, 0.f);
         continue;
@@ -329,8 +339,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             x1 = _mm512_maskz_loadu_ps(m1, qf + 16);
           } else {
             const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
-            x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)qb)), 16));
-            x1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
+            x0 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i*)qb)), 16));
+            x1 = _mm512_castsi512_ps(
+                _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
           }
           _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
           _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
@@ -347,8 +359,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           // Head l's piece of the rows kAhead keys on, issued just before its own scores (all
           // heads' prefetches in one burst before the first head measured slower).
           for (int64_t t = j + kAhead; t < j + kAhead + 16; ++t) {
-            if (t < hi) prefetch_span(kb + t * stride + l * Dh, Dh);
-            else if (t - hi < std::min(kVChunk, n)) prefetch_span(vb + (lo + t - hi) * stride + l * Dh, Dh);
+            if (t < hi)
+              prefetch_span(kb + t * stride + l * Dh, Dh);
+            else if (t - hi < std::min(kVChunk, n))
+              prefetch_span(vb + (lo + t - hi) * stride + l * Dh, Dh);
           }
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
             const int64_t i = l * G + g0;

@@ -5,8 +5,8 @@
 // Work item = (row b, kv head, tile of query tokens): all Hq/Hkv query heads of a kv head share
 // each key/value block, converted once to f32; q·k and p·v vectorise over head_dim. (A first
 // version transposed each K block so q·k vectorised over keys without horizontal sums; the
-// scalar transpose made decode 5x slower, as decode has only Hq/Hkv query rows per block.) Online softmax over key blocks of
-// kKeyBlock; only blocks that hold a visible key are touched, so the cost follows kv_len (and the
+// scalar transpose made decode 5x slower, as decode has only Hq/Hkv query rows per block.) Online softmax over key
+// blocks of kKeyBlock; only blocks that hold a visible key are touched, so the cost follows kv_len (and the
 // causal/window bounds), never the capacity S.
 #pragma once
 
@@ -30,7 +30,7 @@ using ::hlx::bf16;
 using ::hlx::DType;
 using ::hlx::kernels::AttentionDesc;
 
-constexpr int64_t kKeyBlock = 32;  // K and V blocks (16 KiB each as f32 at Dh 128) stay in L1 across rows
+constexpr int64_t kKeyBlock = 32;    // K and V blocks (16 KiB each as f32 at Dh 128) stay in L1 across rows
 constexpr int64_t kQueryRows = 128;  // query rows (heads x tokens) per work item
 
 // exp(x) for x <= 0 (scores minus their running max), Cephes-style: 2^n * p(r) with a degree-6
@@ -155,8 +155,7 @@ using internal::exp_nonpos16;
 // acc[0, Dh) = acc * alpha + sum_{jj in [a, e)} p[jj] * v[jj, :]. With AVX-512 the accumulator
 // stays in registers for the whole key block (8 zmm per 128 columns) instead of a load/FMA/store
 // per key and column chunk.
-inline void pv_accumulate(float* acc, float alpha, const float* p, const float* v, int64_t a, int64_t e,
-                          int64_t Dh) {
+inline void pv_accumulate(float* acc, float alpha, const float* p, const float* v, int64_t a, int64_t e, int64_t Dh) {
 #if defined(__AVX512F__)
   const __m512 al = _mm512_set1_ps(alpha);
   for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
@@ -216,8 +215,8 @@ inline float dot_bf16(const float* a, const uint16_t* b, int64_t n) {
   return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 // pv_accumulate with v rows read straight from the bf16 cache (row jj at v + jj * stride).
-inline void pv_accumulate_bf16(float* acc, float alpha, const float* p, const uint16_t* v, int64_t stride,
-                               int64_t a, int64_t e, int64_t Dh) {
+inline void pv_accumulate_bf16(float* acc, float alpha, const float* p, const uint16_t* v, int64_t stride, int64_t a,
+                               int64_t e, int64_t Dh) {
   const __m512 al = _mm512_set1_ps(alpha);
   for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
     const int64_t w = Dh - c0 < 128 ? Dh - c0 : 128;
@@ -257,9 +256,8 @@ inline void load_f32(DType t, const void* base, int64_t off, int64_t n, float* d
   }
 }
 
-void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache,
-                const int32_t* slot, const int32_t* q_pos, const int32_t* kv_len, const float* bias,
-                float* out) {
+void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
   const int64_t B = d.batch, T = d.q_len, Hq = d.q_heads, Hkv = d.kv_heads, Dh = d.head_dim, S = d.capacity;
   const int64_t G = Hq / Hkv;
   const int64_t t_tile = std::max<int64_t>(1, kQueryRows / G);
@@ -384,8 +382,8 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             const __m512 mv = _mm512_set1_ps(m_new), ninf = _mm512_set1_ps(neg_inf);
             __m512 sum = _mm512_setzero_ps();
             for (int64_t j16 = 0; j16 < kKeyBlock; j16 += 16) {
-              const __m512i idx = _mm512_add_epi32(_mm512_set1_epi32(int(j16)),
-                                                   _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+              const __m512i idx = _mm512_add_epi32(
+                  _mm512_set1_epi32(int(j16)), _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
               const __m512 sv = _mm512_loadu_ps(sp + j16);
               const __mmask16 vis = _mm512_cmpge_epi32_mask(idx, _mm512_set1_epi32(int(a))) &
                                     _mm512_cmplt_epi32_mask(idx, _mm512_set1_epi32(int(e))) &

@@ -7,15 +7,14 @@
 // f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
 // differs from attention_impl.h.
 //
-// bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. Q (f32 in the models) is split as hi + lo, two bf16 whose
-// sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T takes two vdpbf16ps per
-// pair: rounding Q to one bf16 moved the scores enough to flip greedy tokens of the bf16 fixtures
-// of tests/models/test_text_families.py at top-2 gaps of 0.02. The softmax weights P are rounded
-// to bf16 (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied to
-// the f32 scores; statistics (running max, sum) stay f32, and the sum is taken over the
-// bf16-rounded weights, so each output row is exactly a convex combination of V rows with the
-// weights the P.V product used. tests/runtime/attention_test.cc checks the resulting error bound
-// against a double-precision reference.
+// bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. Q (f32 in the
+// models) is split as hi + lo, two bf16 whose sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T
+// takes two vdpbf16ps per pair: rounding Q to one bf16 moved the scores enough to flip greedy tokens of the bf16
+// fixtures of tests/models/test_text_families.py at top-2 gaps of 0.02. The softmax weights P are rounded to bf16
+// (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied to the f32 scores; statistics
+// (running max, sum) stay f32, and the sum is taken over the bf16-rounded weights, so each output row is exactly a
+// convex combination of V rows with the weights the P.V product used. tests/runtime/attention_test.cc checks the
+// resulting error bound against a double-precision reference.
 //
 // Layout: a work item is (batch row, kv head, tile of query tokens); its query rows (G heads x
 // tokens) are split into groups of 16 that sit in the 16 f32 lanes of a zmm:
@@ -230,10 +229,10 @@ constexpr Pv4F32Fn kPv4F32[6] = {nullptr, &pv4_f32<1>, &pv4_f32<2>, &pv4_f32<3>,
 constexpr Pv4F32Fn kPv4F32Tail[5] = {&pv4_f32<0, true>, &pv4_f32<1, true>, &pv4_f32<2, true>, &pv4_f32<3, true>,
                                      &pv4_f32<4, true>};
 
-using Pv2F32Fn = void (*)(float*, float*, float, float, const float*, int, int, const float*, int64_t, int64_t,
-                          int64_t, int64_t);
-constexpr Pv2F32Fn kPv2F32[9] = {nullptr,          &pv2_f32<1>, &pv2_f32<2>, &pv2_f32<3>, &pv2_f32<4>,
-                                 &pv2_f32<5>,      &pv2_f32<6>, &pv2_f32<7>, &pv2_f32<8>};
+using Pv2F32Fn = void (*)(float*, float*, float, float, const float*, int, int, const float*, int64_t, int64_t, int64_t,
+                          int64_t);
+constexpr Pv2F32Fn kPv2F32[9] = {nullptr,     &pv2_f32<1>, &pv2_f32<2>, &pv2_f32<3>, &pv2_f32<4>,
+                                 &pv2_f32<5>, &pv2_f32<6>, &pv2_f32<7>, &pv2_f32<8>};
 // [n]: n full vectors then 8 tail columns (the last pass over a head_dim % 16 == 8).
 constexpr Pv2F32Fn kPv2F32Tail[8] = {&pv2_f32<0, true>, &pv2_f32<1, true>, &pv2_f32<2, true>, &pv2_f32<3, true>,
                                      &pv2_f32<4, true>, &pv2_f32<5, true>, &pv2_f32<6, true>, &pv2_f32<7, true>};
@@ -267,8 +266,8 @@ void pack_k(const uint16_t* k, int64_t stride, int64_t nk, int64_t P, uint32_t* 
 // acc[row] = acc[row] * alpha[row] + sum_{pair in [jp0, jp1)} P[pair][lane] . V[pair] for two rows
 // (lanes l0, l1 of the group), NV column vectors of 16 from column c0.
 template <int NV>
-inline void pv2(float* acc0, float* acc1, float a0, float a1, const uint32_t* pp, int l0, int l1,
-                const uint16_t* vt, int64_t Dh, int64_t c0, int64_t jp0, int64_t jp1) {
+inline void pv2(float* acc0, float* acc1, float a0, float a1, const uint32_t* pp, int l0, int l1, const uint16_t* vt,
+                int64_t Dh, int64_t c0, int64_t jp0, int64_t jp1) {
   __m512 r0[NV], r1[NV];
   const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
 #pragma GCC unroll 8
@@ -301,9 +300,9 @@ constexpr Pv2Fn kPv2[9] = {nullptr, &pv2<1>, &pv2<2>, &pv2<3>, &pv2<4>, &pv2<5>,
 // Keys [j0, j0 + nk) of one kv head from the cache (row j at v + j * stride), packed as
 // [key pair][Dh][2] bf16 for kKeyBlock keys; keys past nk are zeros.
 void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t* vt) {
-  const __m512i lo_idx = _mm512_setr_epi32(0x00200000, 0x00210001, 0x00220002, 0x00230003, 0x00240004, 0x00250005,
-                                           0x00260006, 0x00270007, 0x00280008, 0x00290009, 0x002a000a, 0x002b000b,
-                                           0x002c000c, 0x002d000d, 0x002e000e, 0x002f000f);
+  const __m512i lo_idx =
+      _mm512_setr_epi32(0x00200000, 0x00210001, 0x00220002, 0x00230003, 0x00240004, 0x00250005, 0x00260006, 0x00270007,
+                        0x00280008, 0x00290009, 0x002a000a, 0x002b000b, 0x002c000c, 0x002d000d, 0x002e000e, 0x002f000f);
   const __m512i hi_idx = _mm512_add_epi16(lo_idx, _mm512_set1_epi16(16));
   for (int64_t jp = 0; jp < kKeyBlock / 2; ++jp) {
     const int64_t a = 2 * jp, b = a + 1;
@@ -317,7 +316,6 @@ void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t*
     }
   }
 }
-
 
 }  // namespace
 
@@ -336,7 +334,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
   const float* k32 = static_cast<const float*>(k_cache);
   const float* v32 = static_cast<const float*>(v_cache);
-  const int64_t kv_stride = Hkv * Dh;  // elements between consecutive keys of one kv head
+  const int64_t kv_stride = Hkv * Dh;    // elements between consecutive keys of one kv head
   constexpr int64_t kEsz = F32 ? 4 : 2;  // bytes per cache element
 
   parallel_for(items, 1, [&](int64_t item_begin, int64_t item_end) {
@@ -434,8 +432,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           }
           // hi = bf16(x), lo = bf16(x - hi) (x - hi is exact): Q to ~16 significant bits.
           const __m512i h = (__m512i)_mm512_cvtne2ps_pbh(x1, x0);
-          const __m512 h0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
-          const __m512 h1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
+          const __m512 h0 =
+              _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h)), 16));
+          const __m512 h1 =
+              _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1)), 16));
           _mm512_store_si512(hi, h);
           _mm512_store_si512(lo, (__m512i)_mm512_cvtne2ps_pbh(_mm512_sub_ps(x1, h1), _mm512_sub_ps(x0, h0)));
           for (int64_t i = 0; i < 16 && d0 / 2 + i < P; ++i) {
@@ -450,8 +450,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           for (int64_t jj = 0; jj < std::min(kKeyBlock, jmax - j0 - kKeyBlock); ++jj)
             for (int64_t c = 0; c < Dh * kEsz; c += 64) {
               const int64_t off = (j0 + kKeyBlock + jj) * kv_stride * kEsz + c;
-              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(kf32) : kbase) + off, _MM_HINT_T0);
-              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(vf32) : vbase) + off, _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(kf32) : kbase) + off,
+                           _MM_HINT_T0);
+              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(vf32) : vbase) + off,
+                           _MM_HINT_T0);
             }
         if constexpr (F32) {
           pack_kv_f32(kf32 + j0 * kv_stride, vf32 + j0 * kv_stride, kv_stride, nk, Dh, ktf.data(), vtf.data());
@@ -550,16 +552,15 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           const __mmask16 started = _mm512_cmp_ps_mask(m_old, ninf, _CMP_NEQ_OQ);
           const __m512 alpha = _mm512_maskz_mov_ps(started, exp_nonpos16(_mm512_sub_ps(m_old, m_new)));
           // Weights, rounded to bf16 and packed as key pairs; the sum uses the rounded values.
-          const __m512i interleave = _mm512_setr_epi32(0x00100000, 0x00110001, 0x00120002, 0x00130003, 0x00140004,
-                                                       0x00150005, 0x00160006, 0x00170007, 0x00180008, 0x00190009,
-                                                       0x001a000a, 0x001b000b, 0x001c000c, 0x001d000d, 0x001e000e,
-                                                       0x001f000f);
+          const __m512i interleave = _mm512_setr_epi32(
+              0x00100000, 0x00110001, 0x00120002, 0x00130003, 0x00140004, 0x00150005, 0x00160006, 0x00170007,
+              0x00180008, 0x00190009, 0x001a000a, 0x001b000b, 0x001c000c, 0x001d000d, 0x001e000e, 0x001f000f);
           __m512 psum = _mm512_setzero_ps();
           const int64_t jp0 = ka / 2, jp1 = (ke + 1) / 2;
           if constexpr (F32) {  // f32 weights, summed key by key
             for (int64_t jj = ka; jj < ke; ++jj) {
-              const __m512 pv = _mm512_maskz_mov_ps(
-                  vis[jj], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + jj * kLanes), m_new)));
+              const __m512 pv =
+                  _mm512_maskz_mov_ps(vis[jj], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + jj * kLanes), m_new)));
               _mm512_storeu_ps(&ppf[jj * kLanes], pv);
               psum = _mm512_add_ps(psum, pv);
             }
@@ -570,11 +571,11 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             const __m512 po = _mm512_maskz_mov_ps(
                 vis[2 * jp + 1], exp_nonpos16(_mm512_sub_ps(_mm512_loadu_ps(s + (2 * jp + 1) * kLanes), m_new)));
             // [even bf16 x16 | odd bf16 x16] -> dword per lane = even | odd << 16.
-            const __m512i packed =
-                _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(po, pe));
+            const __m512i packed = _mm512_permutexvar_epi16(interleave, (__m512i)_mm512_cvtne2ps_pbh(po, pe));
             _mm512_storeu_si512(&pp[jp * kLanes], packed);
             psum = _mm512_add_ps(psum, _mm512_castsi512_ps(_mm512_slli_epi32(packed, 16)));
-            psum = _mm512_add_ps(psum, _mm512_castsi512_ps(_mm512_and_si512(packed, _mm512_set1_epi32(int(0xffff0000u)))));
+            psum =
+                _mm512_add_ps(psum, _mm512_castsi512_ps(_mm512_and_si512(packed, _mm512_set1_epi32(int(0xffff0000u)))));
           }
           _mm512_storeu_ps(gl, _mm512_fmadd_ps(_mm512_loadu_ps(gl), alpha, psum));
           _mm512_storeu_ps(gm, m_new);
@@ -600,8 +601,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
               const int nv = int(std::min<int64_t>(8, (Dh - c0) / 16));
               const bool tail = Dh - c0 < 128 && (Dh - c0) % 16 != 0;  // 8 columns (f32 only)
               if constexpr (F32)
-                (tail ? kPv2F32Tail[nv] : kPv2F32[nv])(a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(),
-                                                       Dh, c0, ka, ke);
+                (tail ? kPv2F32Tail[nv] : kPv2F32[nv])(a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(), Dh,
+                                                       c0, ka, ke);
               else
                 kPv2[nv](a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0, jp1);
             }

@@ -74,9 +74,9 @@ CpuFeatures detect() {
   Regs l1 = cpuid(1, 0);
   bool osxsave = bit(l1.c, 27);
   uint64_t xcr0 = osxsave ? xgetbv0() : 0;
-  bool os_avx = (xcr0 & 0x6) == 0x6;              // XMM + YMM state
+  bool os_avx = (xcr0 & 0x6) == 0x6;                 // XMM + YMM state
   bool os_avx512 = os_avx && (xcr0 & 0xe0) == 0xe0;  // opmask, ZMM_Hi256, Hi16_ZMM
-  bool os_amx = (xcr0 & 0x60000) == 0x60000;       // XTILECFG + XTILEDATA
+  bool os_amx = (xcr0 & 0x60000) == 0x60000;         // XTILECFG + XTILEDATA
 
   bool avx = bit(l1.c, 28) && os_avx;
   f.fma = avx && bit(l1.c, 12);

@@ -30,10 +30,18 @@ void round_to_bf16(const float* x, float* y, int64_t n) {
 void binary_f32(VecBinOp op, const float* a, const float* b, float* y, int64_t n) {
   if (use_avx512()) return internal::binary_f32_avx512(op, a, b, y, n);
   switch (op) {
-    case VecBinOp::kAdd: for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i]; return;
-    case VecBinOp::kSub: for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i]; return;
-    case VecBinOp::kMul: for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i]; return;
-    case VecBinOp::kDiv: for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i]; return;
+    case VecBinOp::kAdd:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+      return;
+    case VecBinOp::kSub:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] - b[i];
+      return;
+    case VecBinOp::kMul:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] * b[i];
+      return;
+    case VecBinOp::kDiv:
+      for (int64_t i = 0; i < n; ++i) y[i] = a[i] / b[i];
+      return;
   }
 }
 

@@ -23,12 +23,13 @@ inline __m512i bf16_bits(__m512 x) {
   const __m512i hi = _mm512_srli_epi32(u, 16);
   const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
   const __m512i rounded = _mm512_srli_epi32(_mm512_add_epi32(_mm512_add_epi32(u, _mm512_set1_epi32(0x7fff)), lsb), 16);
-  const __mmask16 nan = _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)),
-                                                _mm512_set1_epi32(0x7f800000));
+  const __mmask16 nan =
+      _mm512_cmpgt_epu32_mask(_mm512_and_si512(u, _mm512_set1_epi32(0x7fffffff)), _mm512_set1_epi32(0x7f800000));
   return _mm512_mask_or_epi32(rounded, nan, hi, _mm512_set1_epi32(0x40));
 }
 
-template <class Op> void binary_loop(const float* a, const float* b, float* y, int64_t n, Op op) {
+template <class Op>
+void binary_loop(const float* a, const float* b, float* y, int64_t n, Op op) {
   int64_t i = 0;
   for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, op(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i)));
   if (i < n) {
@@ -80,10 +81,14 @@ void round_to_bf16_avx512(const float* x, float* y, int64_t n) {
 
 void binary_f32_avx512(VecBinOp op, const float* a, const float* b, float* y, int64_t n) {
   switch (op) {
-    case VecBinOp::kAdd: return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_add_ps(p, q); });
-    case VecBinOp::kSub: return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_sub_ps(p, q); });
-    case VecBinOp::kMul: return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_mul_ps(p, q); });
-    case VecBinOp::kDiv: return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_div_ps(p, q); });
+    case VecBinOp::kAdd:
+      return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_add_ps(p, q); });
+    case VecBinOp::kSub:
+      return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_sub_ps(p, q); });
+    case VecBinOp::kMul:
+      return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_mul_ps(p, q); });
+    case VecBinOp::kDiv:
+      return binary_loop(a, b, y, n, [](__m512 p, __m512 q) { return _mm512_div_ps(p, q); });
   }
 }
 

@@ -145,8 +145,7 @@ bool column_order() {
 
 }  // namespace
 
-void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count,
-                              DType c_type) {
+void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count, DType c_type) {
   const int64_t tiles = (m + kRows - 1) / kRows;
   const int64_t groups = (tiles + kMaxItemTiles - 1) / kMaxItemTiles;
   const int64_t group_tiles = (tiles + groups - 1) / groups;  // balanced
@@ -186,8 +185,8 @@ void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTar
   });
 }
 
-void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed,
-                      DType c_type, void* c) {
+void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed, DType c_type,
+                      void* c) {
   const GemvTarget target{n, kp, w_packed, c};
   gemm_bf16_avx512_grouped(m, k, a, &target, 1, c_type);
 }

@@ -30,9 +30,12 @@ class FtzDazScope {
 
 inline float load_f32(DType t, const void* p, int64_t i) {
   switch (t) {
-    case DType::kBF16: return bf16_to_f32(static_cast<const bf16*>(p)[i]);
-    case DType::kF16: return f16_to_f32(static_cast<const f16*>(p)[i]);
-    default: return static_cast<const float*>(p)[i];
+    case DType::kBF16:
+      return bf16_to_f32(static_cast<const bf16*>(p)[i]);
+    case DType::kF16:
+      return f16_to_f32(static_cast<const f16*>(p)[i]);
+    default:
+      return static_cast<const float*>(p)[i];
   }
 }
 
@@ -56,8 +59,8 @@ void f32_to_bf16_n(const float* src, int64_t n, bf16* dst);
 // zeros) to a multiple of 32, block stride Kp * 64 elements, 64-byte aligned.
 // C[m, n] (f32 or bf16, row stride N) = sum_k A[m, k] * W[k, n]; A bf16 [M, K] contiguous.
 // Parallel over column blocks on the hlx pool (parallel.h).
-void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
-                           const bf16* w_packed, DType c_type, void* c);
+void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed,
+                           DType c_type, void* c);
 
 // One product of a grouped call: its own packed weight (as above) and output [M, n].
 struct GemvTarget {
@@ -80,12 +83,11 @@ void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const Ge
 // The same product for prefill-sized M (gemm_avx512.cc): register tiles of 6 rows x 64 columns,
 // C written in place. Each output is computed with exactly gemv_vnni_bf16_avx512's arithmetic, so
 // a row's bits do not depend on M, the tiling or the thread count. Parallel on the hlx pool.
-void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed,
-                      DType c_type, void* c);
+void gemm_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed, DType c_type,
+                      void* c);
 // gemm_bf16_avx512 for `count` products sharing A: A packed once, one parallel_for over the union
 // of their column blocks. Every output gets exactly gemm_bf16_avx512's bits.
-void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count,
-                              DType c_type);
+void gemm_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const GemvTarget* targets, int count, DType c_type);
 
 // f32 -> bf16 conversion with AVX-512 BF16 (vcvtne2ps2bf16).
 void f32_to_bf16_avx512(const float* src, int64_t n, bf16* dst);

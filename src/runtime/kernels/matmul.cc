@@ -26,7 +26,9 @@ namespace internal {
 
 void to_f32(DType t, const void* src, int64_t n, float* dst) {
   switch (t) {
-    case DType::kF32: std::memcpy(dst, src, size_t(n) * 4); return;
+    case DType::kF32:
+      std::memcpy(dst, src, size_t(n) * 4);
+      return;
     case DType::kBF16: {
       const uint16_t* s = static_cast<const uint16_t*>(src);
       for (int64_t i = 0; i < n; ++i) dst[i] = f32_from_bits(uint32_t(s[i]) << 16);
@@ -103,8 +105,8 @@ dnnl::primitive_attr make_attr() {
 }
 
 // Runs `prim` on one thread's stream with a user scratchpad.
-void execute(const dnnl::matmul::primitive_desc& pd, const dnnl::matmul& prim, const memory::desc& a_md,
-             const void* a, const memory::desc& b_md, const void* b, const memory::desc& c_md, void* c) {
+void execute(const dnnl::matmul::primitive_desc& pd, const dnnl::matmul& prim, const memory::desc& a_md, const void* a,
+             const memory::desc& b_md, const void* b, const memory::desc& c_md, void* c) {
   thread_local dnnl::stream stream(engine());
   memory::desc sp_md = pd.scratchpad_desc();
   void* sp = tl_scratchpad.get(sp_md.get_size() + 64);
@@ -112,8 +114,7 @@ void execute(const dnnl::matmul::primitive_desc& pd, const dnnl::matmul& prim, c
   memory bm(b_md, engine(), const_cast<void*>(b));
   memory cm(c_md, engine(), c);
   memory spm(sp_md, engine(), sp);
-  prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm},
-                        {DNNL_ARG_SCRATCHPAD, spm}});
+  prim.execute(stream, {{DNNL_ARG_SRC, am}, {DNNL_ARG_WEIGHTS, bm}, {DNNL_ARG_DST, cm}, {DNNL_ARG_SCRATCHPAD, spm}});
   stream.wait();
 }
 
@@ -139,8 +140,8 @@ namespace {
 Status check_types(DType a, DType b, DType c) {
   auto ok_in = [](DType t) { return t == DType::kF32 || t == DType::kBF16 || t == DType::kF16; };
   if (!ok_in(a) || !ok_in(b) || (c != DType::kF32 && c != DType::kBF16))
-    return make_error(ErrorKind::kUnsupported, "matmul: unsupported types a=", dtype_name(a),
-                      " b=", dtype_name(b), " c=", dtype_name(c), " (operands f32/bf16/f16, result f32/bf16)");
+    return make_error(ErrorKind::kUnsupported, "matmul: unsupported types a=", dtype_name(a), " b=", dtype_name(b),
+                      " c=", dtype_name(c), " (operands f32/bf16/f16, result f32/bf16)");
   return ok_status();
 }
 
@@ -169,16 +170,16 @@ std::map<GeneralKey, std::shared_ptr<const GeneralPrim>> g_general;
 Status matmul(const MatmulDesc& d, const void* a, const void* b, void* c) {
   HLX_RETURN_IF_ERROR(check_types(d.a_type, d.b_type, d.c_type));
   if (d.batch < 0 || d.m < 0 || d.n < 0 || d.k < 0)
-    return make_error(ErrorKind::kInvalidArgument, "matmul: negative dims batch=", d.batch, " m=", d.m,
-                      " n=", d.n, " k=", d.k);
+    return make_error(ErrorKind::kInvalidArgument, "matmul: negative dims batch=", d.batch, " m=", d.m, " n=", d.n,
+                      " k=", d.k);
   if (d.batch == 0 || d.m == 0 || d.n == 0) return ok_status();
   if (d.k == 0) {
     std::memset(c, 0, size_t(d.batch * d.m * d.n) * dtype_size(d.c_type));
     return ok_status();
   }
   // Compute in bf16 only when both operands are 16-bit; anything with f32 computes in f32.
-  DType cmp = (d.a_type != DType::kF32 && d.b_type != DType::kF32 && bf16_matmul_available()) ? DType::kBF16
-                                                                                              : DType::kF32;
+  DType cmp =
+      (d.a_type != DType::kF32 && d.b_type != DType::kF32 && bf16_matmul_available()) ? DType::kBF16 : DType::kF32;
   const int64_t a_n = d.batch * d.m * d.k, b_n = d.batch * d.k * d.n;
   if (d.a_type != cmp) {
     void* buf = tl_a.get(size_t(a_n) * dtype_size(cmp));
@@ -217,8 +218,8 @@ Status matmul(const MatmulDesc& d, const void* a, const void* b, void* c) {
     if (c != c_out)
       internal::f32_to_bf16_n(static_cast<const float*>(c), d.batch * d.m * d.n, static_cast<bf16*>(c_out));
   } catch (const dnnl::error& e) {
-    return make_error(ErrorKind::kInternal, "matmul: oneDNN error for batch=", d.batch, " m=", d.m,
-                      " n=", d.n, " k=", d.k, ": ", e.what());
+    return make_error(ErrorKind::kInternal, "matmul: oneDNN error for batch=", d.batch, " m=", d.m, " n=", d.n,
+                      " k=", d.k, ": ", e.what());
   }
   return ok_status();
 }
@@ -344,8 +345,7 @@ class DnnlPackedWeight final : public PackedWeight {
           std::string(w->slice_prim(kTileM, std::min(n, kTileN), DType::kF32)->pd.impl_info_str()).rfind("ref", 0) == 0)
         w->slice_kp_ = 0;
     } catch (const dnnl::error& e) {
-      return make_error(ErrorKind::kInternal, "PackedWeight::pack: oneDNN error for k=", k, " n=", n, ": ",
-                        e.what());
+      return make_error(ErrorKind::kInternal, "PackedWeight::pack: oneDNN error for k=", k, " n=", n, ": ", e.what());
     }
     return std::unique_ptr<PackedWeight>(std::move(w));
   }
@@ -378,8 +378,8 @@ class DnnlPackedWeight final : public PackedWeight {
       execute(p->pd, p->prim, p->a_md, a, packed_md_, packed_.get(), p->c_md, c_dst);
       if (c_dst != c) internal::f32_to_bf16_n(static_cast<const float*>(c_dst), m * n_, static_cast<bf16*>(c));
     } catch (const dnnl::error& e) {
-      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_,
-                        " n=", n_, ": ", e.what());
+      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_, " n=", n_,
+                        ": ", e.what());
     }
     return ok_status();
   }
@@ -393,9 +393,7 @@ class DnnlPackedWeight final : public PackedWeight {
     return {n_, stream_kp_, static_cast<const bf16*>(packed_.get()), c};
   }
   // For multiply_grouped at larger M: the own GEMM's view of this weight (kp 0: not available).
-  internal::GemvTarget gemm_target(void* c) const {
-    return {n_, gemm_kp_, static_cast<const bf16*>(packed_.get()), c};
-  }
+  internal::GemvTarget gemm_target(void* c) const { return {n_, gemm_kp_, static_cast<const bf16*>(packed_.get()), c}; }
   bool tiles() const { return slice_kp_ > 0; }
   bool own_gemm() const { return gemm_kp_ > 0; }
 
@@ -416,8 +414,8 @@ class DnnlPackedWeight final : public PackedWeight {
           prims[lm][ln] = slice_prim(rows, cols, c_type);
         }
     } catch (const dnnl::error& e) {
-      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_,
-                        " n=", n_, ": ", e.what());
+      return make_error(ErrorKind::kInternal, "PackedWeight::multiply: oneDNN error for m=", m, " k=", k_, " n=", n_,
+                        ": ", e.what());
     }
     std::atomic<bool> failed{false};
     std::string error;
@@ -515,8 +513,7 @@ class DnnlPackedWeight final : public PackedWeight {
     auto p = std::make_shared<Prim>();
     p->a_md = memory::desc({m, k_}, to_dnnl(cmp_), tag::ab);
     p->c_md = memory::desc({m, n_}, to_dnnl(c_type), tag::ab);
-    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->a_md, packed_md_, p->c_md), make_attr(),
-                                         engine());
+    p->pd = dnnl::matmul::primitive_desc(dnnl::matmul::desc(p->a_md, packed_md_, p->c_md), make_attr(), engine());
     p->prim = dnnl::matmul(p->pd);
     std::lock_guard<std::mutex> lock(mu_);
     return prims_.emplace(key, std::move(p)).first->second;
@@ -584,8 +581,8 @@ Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
     if (!products[i].weight)
       return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has no weight");
     if (products[i].weight->k() != products[0].weight->k())
-      return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i, " has k=",
-                        products[i].weight->k(), ", product 0 has k=", products[0].weight->k());
+      return make_error(ErrorKind::kInvalidArgument, "multiply_grouped: product ", i,
+                        " has k=", products[i].weight->k(), ", product 0 has k=", products[0].weight->k());
   }
   if (products.size() >= 2) {  // int8 weights have their own grouped run
     Result<bool> int8 = multiply_grouped_int8(m, a_type, a, c_type, products);
@@ -620,8 +617,7 @@ Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,
     internal::gemv_vnni_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
                                             c_type);
   else
-    internal::gemm_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()),
-                                       c_type);
+    internal::gemm_bf16_avx512_grouped(m, k, static_cast<const bf16*>(a), targets.data(), int(targets.size()), c_type);
   return ok_status();
 }
 

@@ -37,8 +37,8 @@ struct MatmulPaths {
   std::string weight_layout;  // packed weight format, e.g. "BA16a64b2a"
   bool stream_gemv = false;   // M <= stream_max_m(): gemv_vnni_bf16_avx512
   int64_t stream_max_m = 0;
-  bool pool_tiles = false;    // larger M: single-threaded oneDNN tiles on the runtime pool
-  bool own_gemm = false;      // larger M: hlx's gemm_bf16_avx512 on the pool (before pool_tiles)
+  bool pool_tiles = false;  // larger M: single-threaded oneDNN tiles on the runtime pool
+  bool own_gemm = false;    // larger M: hlx's gemm_bf16_avx512 on the pool (before pool_tiles)
 };
 MatmulPaths matmul_paths();
 
@@ -70,8 +70,7 @@ class WeightFormatScope {
 // `data` is [K, N] row-major, or [N, K] when `transposed` (Hugging Face Linear layout), of `type`.
 class PackedWeight {
  public:
-  static Result<std::unique_ptr<PackedWeight>> pack(DType type, int64_t k, int64_t n, bool transposed,
-                                                    const void* data,
+  static Result<std::unique_ptr<PackedWeight>> pack(DType type, int64_t k, int64_t n, bool transposed, const void* data,
                                                     WeightFormat format = WeightFormat::kAsStored);
   virtual ~PackedWeight() = default;
   int64_t k() const { return k_; }
@@ -103,8 +102,7 @@ size_t int8_packed_bytes(int64_t k, int64_t n);
 
 // Packs an int8 weight (matmul_int8.cc); PackedWeight::pack calls it for WeightFormat::kInt8 after
 // checking the type (f32/bf16/f16) and k, n > 0.
-Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
-                                                const void* data);
+Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed, const void* data);
 // multiply_grouped over int8 weights (matmul_int8.cc): false (nothing done) unless every product's
 // weight is int8 with the same K; else A is quantized once and all products run as one pool job.
 Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType c_type,

@@ -123,8 +123,7 @@ constexpr int64_t kChunkPairs = 32;
 constexpr int64_t kSpreadAhead = 8192;
 
 template <int M, bool kPrefetch>
-void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc, void* c,
-                int64_t n0) {
+void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc, void* c, int64_t n0) {
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(a);
   const int64_t pairs = k / 2;
   constexpr int M0 = M < 4 ? M : 4;
@@ -156,17 +155,25 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
 }
 
 template <bool kPrefetch>
-void run_block(int64_t rows, int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc,
-               void* c, int64_t n0) {
+void run_block(int64_t rows, int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc, void* c,
+               int64_t n0) {
   switch (rows) {
-    case 1: return gemv_block<1, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 2: return gemv_block<2, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 3: return gemv_block<3, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 4: return gemv_block<4, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 5: return gemv_block<5, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 6: return gemv_block<6, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 7: return gemv_block<7, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    default: return gemv_block<8, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 1:
+      return gemv_block<1, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 2:
+      return gemv_block<2, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 3:
+      return gemv_block<3, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 4:
+      return gemv_block<4, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 5:
+      return gemv_block<5, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 6:
+      return gemv_block<6, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    case 7:
+      return gemv_block<7, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
+    default:
+      return gemv_block<8, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
   }
 }
 
@@ -181,8 +188,8 @@ bool small_m_prefetch() {
 
 }  // namespace
 
-void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a,
-                           const bf16* w_packed, DType c_type, void* c) {
+void gemv_vnni_bf16_avx512(int64_t m, int64_t n, int64_t k, int64_t kp, const bf16* a, const bf16* w_packed,
+                           DType c_type, void* c) {
   const GemvTarget target{n, kp, w_packed, c};
   gemv_vnni_bf16_avx512_grouped(m, k, a, &target, 1, c_type);
 }
@@ -221,8 +228,10 @@ void gemv_vnni_bf16_avx512_grouped(int64_t m, int64_t k, const bf16* a, const Ge
         const bf16* am = a + m0 * k;
         void* cm = static_cast<char*>(tg.c) + m0 * tg.n * int64_t(c_size);
         const int64_t rows = std::min<int64_t>(8, m - m0);
-        if (prefetch_small) run_block<true>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
-        else run_block<false>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
+        if (prefetch_small)
+          run_block<true>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
+        else
+          run_block<false>(rows, k, am, w, nv, c_type, tg.n, cm, n0);
       }
     }
   });

@@ -54,8 +54,10 @@ void rows_portable(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64
       for (int64_t j = 0; j < kBlock; ++j) sum[j] = std::fma(s[kBlock + j], asum, std::fma(s[j], acc[j], sum[j]));
     }
     for (int64_t j = 0; j < cols; ++j) {
-      if (c_type == DType::kF32) static_cast<float*>(c)[r * w.n + n0 + j] = sum[j];
-      else static_cast<bf16*>(c)[r * w.n + n0 + j] = f32_to_bf16(sum[j]);
+      if (c_type == DType::kF32)
+        static_cast<float*>(c)[r * w.n + n0 + j] = sum[j];
+      else
+        static_cast<bf16*>(c)[r * w.n + n0 + j] = f32_to_bf16(sum[j]);
     }
   }
 }
@@ -100,8 +102,7 @@ class Int4PackedWeight final : public PackedWeight {
     if (group < 32 || group > 128 || group % 2 != 0)
       return make_error(ErrorKind::kUnsupported, "PackedWeight::pack(int4): group size ", group,
                         " (supported: even sizes 32..128)");
-    if (!src.column)
-      return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): no column source");
+    if (!src.column) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): no column source");
     if (!src.perm.empty()) {
       if (int64_t(src.perm.size()) != k)
         return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): permutation of ", src.perm.size(),
@@ -203,8 +204,10 @@ class Int4PackedWeight final : public PackedWeight {
       const int64_t nb = w[i]->nblocks_;
       first[size_t(i) + 1] = first[size_t(i)] + (stream ? (nb + ib - 1) / ib : row_groups * nb);
     }
-    if (stream) prep(0, m);
-    else parallel_for(m, 16, prep);
+    if (stream)
+      prep(0, m);
+    else
+      parallel_for(m, 16, prep);
     parallel_for(first[size_t(count)], 1, [&](int64_t i0, int64_t i1) {
       internal::FtzDazScope ftz;
       for (int64_t item = i0; item < i1; ++item) {
@@ -215,15 +218,18 @@ class Int4PackedWeight final : public PackedWeight {
         const int64_t j = item - first[size_t(p)];
         if (stream) {
           const int64_t b0 = ib * j, b1 = std::min(ib * (j + 1), wp.nblocks_);
-          if (avx) stream_avx512(m, x, pk, b0, b1, c_type, c[p]);
+          if (avx)
+            stream_avx512(m, x, pk, b0, b1, c_type, c[p]);
           else
             for (int64_t b = b0; b < b1; ++b) rows_portable(0, m, x, pk, b, c_type, c[p]);
         } else {
           const int64_t g = j / wp.nblocks_, b = j % wp.nblocks_;
           const int64_t r0 = g * group_rows, r1 = std::min(m, r0 + group_rows);
           if (r0 >= r1) continue;
-          if (avx) tile_avx512(r0, r1, x, pk, b, tl_tile.get(size_t(tile_scratch_bytes(group))), c_type, c[p]);
-          else rows_portable(r0, r1, x, pk, b, c_type, c[p]);
+          if (avx)
+            tile_avx512(r0, r1, x, pk, b, tl_tile.get(size_t(tile_scratch_bytes(group))), c_type, c[p]);
+          else
+            rows_portable(r0, r1, x, pk, b, c_type, c[p]);
         }
       }
     });
@@ -264,7 +270,8 @@ Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n
   src.group = group;
   src.column = [=](int64_t col, uint8_t* q, float* s, float* m) -> Status {
     std::vector<float> v(static_cast<size_t>(k));
-    if (transposed) internal::to_f32(type, static_cast<const char*>(data) + size_t(col * k) * dtype_size(type), k, v.data());
+    if (transposed)
+      internal::to_f32(type, static_cast<const char*>(data) + size_t(col * k) * dtype_size(type), k, v.data());
     else
       for (int64_t kk = 0; kk < k; ++kk) v[size_t(kk)] = internal::load_f32(type, data, kk * n + col);
     for (int64_t g0 = 0; g0 < k; g0 += group) {
@@ -273,8 +280,8 @@ Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n
       for (int64_t kk = g0; kk < g1; ++kk) {
         const float x = v[size_t(kk)];
         if (!std::isfinite(x))
-          return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): column ", col, " of a ", k, "x",
-                            n, " weight has a non-finite value at k=", kk);
+          return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack(int4): column ", col, " of a ", k, "x", n,
+                            " weight has a non-finite value at k=", kk);
         lo = std::min(lo, x);
         hi = std::max(hi, x);
       }

@@ -38,12 +38,12 @@
 
 namespace hlx::kernels::int4 {
 
-constexpr int64_t kBlock = 64;       // output columns per block
-constexpr int64_t kLine = 64;        // bytes per k-pair line of a block
-constexpr int64_t kStreamMaxM = 8;   // M <= this: streaming kernel, larger: tiles
-constexpr int64_t kTileRows = 6;     // rows per register tile
-constexpr int64_t kItemTiles = 16;   // register tiles per work item of the tiled kernel
-constexpr uint16_t kBias = 0x4300;   // bf16 bits of 128.0; OR-ing a nibble in gives 128 + q
+constexpr int64_t kBlock = 64;      // output columns per block
+constexpr int64_t kLine = 64;       // bytes per k-pair line of a block
+constexpr int64_t kStreamMaxM = 8;  // M <= this: streaming kernel, larger: tiles
+constexpr int64_t kTileRows = 6;    // rows per register tile
+constexpr int64_t kItemTiles = 16;  // register tiles per work item of the tiled kernel
+constexpr uint16_t kBias = 0x4300;  // bf16 bits of 128.0; OR-ing a nibble in gives 128 + q
 
 // Bytes of one group of one block: lines, then scales and offsets.
 constexpr int64_t group_bytes(int64_t g) { return g / 2 * kLine + 2 * kBlock * 4; }

@@ -125,16 +125,27 @@ void stream_avx512(int64_t m, const Acts& x, const Packed& w, int64_t b0, int64_
     // Row chunks of at most four per group (16 accumulators): the group's lines (<= 4 KiB per
     // block) stay in L1 for the next chunk, so weights are read from DRAM once.
     for (int64_t g = 0; g < w.groups; ++g) {
-      if (m == 1 && nb == 4) group_pass<1, 4>(x, w, 0, b, g, sums);
-      else if (m == 1 && nb >= 2) group_pass<1, 2>(x, w, 0, b, g, sums);
-      else if (m == 2 && nb == 2) group_pass<2, 2>(x, w, 0, b, g, sums);
+      if (m == 1 && nb == 4)
+        group_pass<1, 4>(x, w, 0, b, g, sums);
+      else if (m == 1 && nb >= 2)
+        group_pass<1, 2>(x, w, 0, b, g, sums);
+      else if (m == 2 && nb == 2)
+        group_pass<2, 2>(x, w, 0, b, g, sums);
       else {
         for (int64_t r0 = 0; r0 < m; r0 += 4) {
           switch (std::min<int64_t>(4, m - r0)) {
-            case 1: group_pass<1, 1>(x, w, r0, b, g, sums); break;
-            case 2: group_pass<2, 1>(x, w, r0, b, g, sums); break;
-            case 3: group_pass<3, 1>(x, w, r0, b, g, sums); break;
-            default: group_pass<4, 1>(x, w, r0, b, g, sums); break;
+            case 1:
+              group_pass<1, 1>(x, w, r0, b, g, sums);
+              break;
+            case 2:
+              group_pass<2, 1>(x, w, r0, b, g, sums);
+              break;
+            case 3:
+              group_pass<3, 1>(x, w, r0, b, g, sums);
+              break;
+            default:
+              group_pass<4, 1>(x, w, r0, b, g, sums);
+              break;
           }
         }
       }

@@ -25,9 +25,12 @@ thread_local WeightFormat tl_format = WeightFormat::kAsStored;
 
 const char* weight_format_name(WeightFormat f) {
   switch (f) {
-    case WeightFormat::kAsStored: return "as-stored";
-    case WeightFormat::kInt8: return "int8";
-    case WeightFormat::kInt4: return "int4";
+    case WeightFormat::kAsStored:
+      return "as-stored";
+    case WeightFormat::kInt8:
+      return "int8";
+    case WeightFormat::kInt4:
+      return "int4";
   }
   return "unknown";
 }
@@ -60,7 +63,7 @@ float maxabs_portable(DType t, const void* x, int64_t at, int64_t k) {
 float quantize_act_row(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
   const int64_t pairs = pairs_of(k);
   const float s = maxabs_portable(a_type, a, row * k, k) / 32767.f;  // NaN for a NaN/Inf row
-  if (!(s > 0.f)) {  // zero (or flushed) row, or a NaN/Inf row
+  if (!(s > 0.f)) {                                                  // zero (or flushed) row, or a NaN/Inf row
     std::memset(dst, 0, size_t(pairs) * 4);
     return s;
   }
@@ -100,8 +103,10 @@ void rows_portable(int64_t rows, int64_t k, int64_t n, const int32_t* ap, int64_
     }
     for (int64_t j = 0; j < cols; ++j) {
       const float v = (sum[j] * sa[r]) * sw[n0 + j];
-      if (c_type == DType::kF32) static_cast<float*>(c)[r * n + n0 + j] = v;
-      else static_cast<bf16*>(c)[r * n + n0 + j] = f32_to_bf16(v);
+      if (c_type == DType::kF32)
+        static_cast<float*>(c)[r * n + n0 + j] = v;
+      else
+        static_cast<bf16*>(c)[r * n + n0 + j] = f32_to_bf16(v);
     }
   }
 }
@@ -242,8 +247,10 @@ class Int8PackedWeight final : public PackedWeight {
           const int64_t j = item - first[size_t(p)];
           const int8_t* q = static_cast<const int8_t*>(wp.q_.get());
           const float* sw = static_cast<const float*>(wp.scale_.get());
-          if (avx) stream_avx512(m, k, wp.n_, qa, sa, q, sw, ib * j, std::min(ib * (j + 1), wp.nblocks_), c_type, c[p]);
-          else rows_portable(m, k, wp.n_, qa, pairs, 1, sa, q, sw, j, c_type, c[p]);
+          if (avx)
+            stream_avx512(m, k, wp.n_, qa, sa, q, sw, ib * j, std::min(ib * (j + 1), wp.nblocks_), c_type, c[p]);
+          else
+            rows_portable(m, k, wp.n_, qa, pairs, 1, sa, q, sw, j, c_type, c[p]);
         }
       });
       return ok_status();
@@ -324,8 +331,7 @@ Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType
   return true;
 }
 
-Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed,
-                                                const void* data) {
+Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed, const void* data) {
   return int8::Int8PackedWeight::create(type, k, n, transposed, data);
 }
 

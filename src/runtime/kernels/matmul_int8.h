@@ -39,12 +39,12 @@
 
 namespace hlx::kernels::int8 {
 
-constexpr int64_t kBlock = 64;          // output columns per block
-constexpr int64_t kLine = 2 * kBlock;   // bytes per k-pair line of a block
-constexpr int64_t kChunkPairs = 128;    // k-pairs per exact int32 chunk
-constexpr int64_t kStreamMaxM = 8;      // M <= this: streaming kernel, larger: tiles
-constexpr int64_t kTileRows = 6;        // rows per register tile
-constexpr int64_t kItemTiles = 16;      // register tiles per work item of the tiled kernel
+constexpr int64_t kBlock = 64;         // output columns per block
+constexpr int64_t kLine = 2 * kBlock;  // bytes per k-pair line of a block
+constexpr int64_t kChunkPairs = 128;   // k-pairs per exact int32 chunk
+constexpr int64_t kStreamMaxM = 8;     // M <= this: streaming kernel, larger: tiles
+constexpr int64_t kTileRows = 6;       // rows per register tile
+constexpr int64_t kItemTiles = 16;     // register tiles per work item of the tiled kernel
 
 inline int64_t pairs_of(int64_t k) { return (k + 1) / 2; }
 

@@ -26,8 +26,7 @@ inline __mmask16 mask16(int64_t cnt) {
 }
 
 // Writes (sum * s_a) * s_w for 16 columns starting at column `col` of row `row` (masked past n).
-inline void store16(__m512 sum, float sa, const float* sw, int64_t col, int64_t n, DType c_type, void* c,
-                    int64_t row) {
+inline void store16(__m512 sum, float sa, const float* sw, int64_t col, int64_t n, DType c_type, void* c, int64_t row) {
   if (col >= n) return;
   const __mmask16 mask = mask16(n - col);
   const __m512 v = _mm512_mul_ps(_mm512_mul_ps(sum, _mm512_set1_ps(sa)), _mm512_loadu_ps(sw + col));
@@ -41,8 +40,8 @@ inline void store16(__m512 sum, float sa, const float* sw, int64_t col, int64_t 
 // One streaming pass: R rows x NB consecutive blocks from block b, V vectors of 16 columns per
 // block starting at vector v0 (V = 4: whole blocks; V = 2: one half), over all k-pairs.
 template <int R, int NB, int V>
-void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const float* sa, const int8_t* q,
-                          const float* sw, int64_t b, int v0, DType c_type, void* c) {
+void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const float* sa, const int8_t* q, const float* sw,
+                 int64_t b, int v0, DType c_type, void* c) {
   constexpr int W = NB * V;
   __m512 sum[R][W];
   for (int r = 0; r < R; ++r)
@@ -114,7 +113,8 @@ inline __m512 load_act16(DType t, const void* a, int64_t at, __mmask16 mask) {
     }
     case DType::kF16:
       return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, static_cast<const f16*>(a) + at));
-    default: return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(a) + at);
+    default:
+      return _mm512_maskz_loadu_ps(mask, static_cast<const float*>(a) + at);
   }
 }
 
@@ -142,12 +142,24 @@ void stream_avx512(int64_t m, int64_t k, int64_t n, const int32_t* qa, const flo
   }
   for (; b < b1; ++b) {
     switch (m) {
-      case 1: stream_pass<1, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
-      case 2: stream_pass<2, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
-      case 3: stream_pass<3, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
-      case 4: stream_pass<4, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
-      case 5: stream_pass<5, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
-      case 6: stream_pass<6, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); break;
+      case 1:
+        stream_pass<1, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+        break;
+      case 2:
+        stream_pass<2, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+        break;
+      case 3:
+        stream_pass<3, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+        break;
+      case 4:
+        stream_pass<4, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+        break;
+      case 5:
+        stream_pass<5, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+        break;
+      case 6:
+        stream_pass<6, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
+        break;
       // 7-8 rows: each half block in its own pass (16 sums; the halves are separate cache lines).
       case 7:
         for (int h = 0; h < 2; ++h) stream_pass<7, 1, 2>(pairs, n, qa, sa, q, sw, b, 2 * h, c_type, c);
@@ -170,8 +182,9 @@ void tile_avx512(int64_t t0, int64_t t1, int64_t m, int64_t k, int64_t n, const 
     // The chunk widened once (32 KiB, L1-resident) for every tile of the item.
     for (int64_t p = 0; p < pc; ++p)
       for (int j = 0; j < 4; ++j)
-        _mm512_store_si512(w + p * kLine + j * 32, _mm512_cvtepi8_epi16(_mm256_load_si256(
-                                                       reinterpret_cast<const __m256i*>(src + (c0 + p) * kLine + j * 32))));
+        _mm512_store_si512(
+            w + p * kLine + j * 32,
+            _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(src + (c0 + p) * kLine + j * 32))));
     for (int64_t t = t0; t < t1; ++t)
       tile_chunk(pc, qa + (t * pairs + c0) * kTileRows, w, sums + (t - t0) * kTileRows * kBlock, c0 == 0);
   }
@@ -188,7 +201,7 @@ float maxabs_avx512(DType t, const void* x, int64_t at, int64_t k) {
   for (int64_t i = 0; i < k; i += 16) {
     const __m512 v = _mm512_abs_ps(load_act16(t, x, at + i, mask16(k - i)));
     bad |= _mm512_fpclass_ps_mask(v, 0x01 | 0x08 | 0x80);  // QNaN, +Inf, SNaN (after abs)
-    m = _mm512_max_ps(m, v);  // under DAZ an |x| below FLT_MIN compares as 0
+    m = _mm512_max_ps(m, v);                               // under DAZ an |x| below FLT_MIN compares as 0
   }
   return bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
 }

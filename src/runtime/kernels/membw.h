@@ -7,7 +7,7 @@
 namespace hlx::kernels {
 
 struct DramProbe {
-  double best_gbps = 0;    // best of the repetitions (GB/s = 1e9 bytes/s)
+  double best_gbps = 0;  // best of the repetitions (GB/s = 1e9 bytes/s)
   double median_gbps = 0;
   int threads = 0;
 };

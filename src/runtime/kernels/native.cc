@@ -27,8 +27,7 @@ using shlo::TensorType;
 
 std::string types_of(const shlo::Op& op, const shlo::Function& fn) {
   std::string s = "(";
-  for (size_t i = 0; i < op.operands.size(); ++i)
-    s += (i ? ", " : "") + fn.type_of(op.operands[i]).to_string();
+  for (size_t i = 0; i < op.operands.size(); ++i) s += (i ? ", " : "") + fn.type_of(op.operands[i]).to_string();
   s += ") -> (";
   for (size_t i = 0; i < op.results.size(); ++i) s += (i ? ", " : "") + fn.type_of(op.results[i]).to_string();
   return s + ")";
@@ -99,9 +98,8 @@ Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, in
       // Packed as W[k, n] from a Linear's [N, K]: only a product contracting the placeholder's
       // last dimension (transposed) multiplies by it.
       if (!transposed || sp->packed->k() != k || sp->packed->n() != n)
-        return make_error(ErrorKind::kUnsupported, "a weight stored packed (", sp->packed->n(), "x",
-                          sp->packed->k(), " Linear) is used as a ", transposed ? "transposed " : "", k, "x", n,
-                          " matmul operand");
+        return make_error(ErrorKind::kUnsupported, "a weight stored packed (", sp->packed->n(), "x", sp->packed->k(),
+                          " Linear) is used as a ", transposed ? "transposed " : "", k, "x", n, " matmul operand");
       return sp;
     }
   auto it = g_pack_cache.find(key);
@@ -125,8 +123,8 @@ class DotKernel final : public OpKernel {
   Status set_constant_input(int index, const Tensor& value) override {
     if (index != 1 || desc.batch != 1) return ok_status();
     packed_.reset();
-    HLX_ASSIGN_OR_RETURN(packed_, pack_shared(value, desc.k, desc.n, desc.b_transposed,
-                                              kernels::current_weight_format()));
+    HLX_ASSIGN_OR_RETURN(packed_,
+                         pack_shared(value, desc.k, desc.n, desc.b_transposed, kernels::current_weight_format()));
     return ok_status();
   }
   // The packed weight run() would multiply by when `rhs` is the right operand, else null.
@@ -156,8 +154,7 @@ class GroupedDotKernel final : public OpKernel {
       const kernels::MatmulDesc& d = members[0]->desc;
       return kernels::multiply_grouped(d.m, d.a_type, in[0]->raw(), d.c_type, products_);
     }
-    for (size_t i = 0; i < members.size(); ++i)
-      HLX_RETURN_IF_ERROR(members[i]->run({in[0], in[i + 1]}, {out[i]}));
+    for (size_t i = 0; i < members.size(); ++i) HLX_RETURN_IF_ERROR(members[i]->run({in[0], in[i + 1]}, {out[i]}));
     return ok_status();
   }
   Status set_constant_input(int index, const Tensor& value) override {
@@ -224,8 +221,7 @@ Result<Tensor> packed_placeholder(DType dtype, const Shape& shape) {
   return Tensor::borrow(dtype, shape, p, std::move(keep));
 }
 
-std::shared_ptr<void> register_packed_weight(const Tensor& placeholder,
-                                             std::unique_ptr<kernels::PackedWeight> packed) {
+std::shared_ptr<void> register_packed_weight(const Tensor& placeholder, std::unique_ptr<kernels::PackedWeight> packed) {
   auto sp = std::make_shared<SharedPacked>(SharedPacked{placeholder, std::move(packed)});
   std::lock_guard<std::mutex> lock(g_pack_mu);
   g_prepacked[placeholder.raw()] = sp;
@@ -253,7 +249,7 @@ bool multiplies_by_packed(const OpKernel* kernel, int index, const Tensor& weigh
 }
 
 Result<std::unique_ptr<OpKernel>> compile_grouped_dot(const std::vector<const shlo::Op*>& ops,
-                                                     const shlo::Function& fn) {
+                                                      const shlo::Function& fn) {
   auto k = std::make_unique<GroupedDotKernel>();
   for (const shlo::Op* op : ops) {
     if (op->name != "stablehlo.dot_general" || op->operands.size() != 2 || op->operands[0] != ops[0]->operands[0])
@@ -325,15 +321,14 @@ class LayerNormKernel final : public OpKernel {
   DType x_type{}, w_type{};
   float eps = 0;
   Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
-    return kernels::layer_norm(rows, dim, x_type, in[0]->raw(), w_type, in[1]->raw(), in[2]->raw(), eps,
-                               out[0]->raw());
+    return kernels::layer_norm(rows, dim, x_type, in[0]->raw(), w_type, in[1]->raw(), in[2]->raw(), eps, out[0]->raw());
   }
   bool can_run_in_place(int index) const override { return index == 0; }
 };
 
 // Shared checks of the norms: x [..., D] of F, weight (and bias) [D] of W, result = x's type.
-Status check_norm(const char* comp, const shlo::Op& op, const shlo::Function& fn, size_t operands,
-                  int64_t& rows, int64_t& dim) {
+Status check_norm(const char* comp, const shlo::Op& op, const shlo::Function& fn, size_t operands, int64_t& rows,
+                  int64_t& dim) {
   HLX_RETURN_IF_ERROR(check_arity(comp, op, fn, operands));
   const TensorType& x = fn.type_of(op.operands[0]);
   if (!is_act(x.dtype) || x.rank() < 1) return invalid(comp, op, fn, "x must be f32/bf16 of rank >= 1");
@@ -435,7 +430,8 @@ Result<std::unique_ptr<OpKernel>> make_attention(const shlo::Op& op, const shlo:
   d.kv_heads = kc.shape[2];
   d.q_type = q.dtype;
   d.kv_type = kc.dtype;
-  if (kc.shape[3] != d.head_dim) return invalid(C, op, fn, "cache head_dim ", kc.shape[3], " != q head_dim ", d.head_dim);
+  if (kc.shape[3] != d.head_dim)
+    return invalid(C, op, fn, "cache head_dim ", kc.shape[3], " != q head_dim ", d.head_dim);
   if (d.kv_heads <= 0 || d.q_heads % d.kv_heads != 0)
     return invalid(C, op, fn, "q heads ", d.q_heads, " not a multiple of kv heads ", d.kv_heads);
   const TensorType want_i32_b{DType::kI32, {d.batch}};

@@ -22,8 +22,7 @@ constexpr int64_t kParallelMinElements = 1 << 15;
 
 Status check(const char* what, int64_t rows, int64_t dim, DType x_type, DType w_type) {
   if (rows < 0 || dim <= 0)
-    return make_error(ErrorKind::kInvalidArgument, what, ": rows=", rows, " dim=", dim,
-                      " (need rows >= 0, dim > 0)");
+    return make_error(ErrorKind::kInvalidArgument, what, ": rows=", rows, " dim=", dim, " (need rows >= 0, dim > 0)");
   if (x_type != DType::kF32 && x_type != DType::kBF16)
     return make_error(ErrorKind::kUnsupported, what, ": x type ", dtype_name(x_type), " (expected f32 or bf16)");
   if (w_type != DType::kF32 && w_type != DType::kBF16 && w_type != DType::kF16)
@@ -122,8 +121,8 @@ Status rms_norm_portable(int64_t rows, int64_t dim, DType x_type, const void* x,
 
 }  // namespace internal
 
-Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight,
-                float epsilon, float weight_offset, void* out) {
+Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight, float epsilon,
+                float weight_offset, void* out) {
   static const bool avx512 = cpu_features().avx512f && cpu_features().avx512bw;
   if (!avx512) return internal::rms_norm_portable(rows, dim, x_type, x, w_type, weight, epsilon, weight_offset, out);
   HLX_RETURN_IF_ERROR(check("rms_norm", rows, dim, x_type, w_type));

@@ -9,8 +9,8 @@
 
 namespace hlx::kernels {
 
-Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight,
-                float epsilon, float weight_offset, void* out);
+Status rms_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight, float epsilon,
+                float weight_offset, void* out);
 Status layer_norm(int64_t rows, int64_t dim, DType x_type, const void* x, DType w_type, const void* weight,
                   const void* bias, float epsilon, void* out);
 

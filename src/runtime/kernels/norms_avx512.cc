@@ -18,7 +18,8 @@ namespace hlx::kernels::internal {
 namespace {
 
 // 1 / sqrt(mean of squares + eps) of R rows (row stride dim), in the portable loop's order.
-template <int R> void inv_rms(const float* x, int64_t dim, float epsilon, float* inv) {
+template <int R>
+void inv_rms(const float* x, int64_t dim, float epsilon, float* inv) {
   const int64_t dim4 = dim & ~int64_t(3);
   __m128 acc[R];
   for (int r = 0; r < R; ++r) acc[r] = _mm_setzero_ps();
@@ -50,14 +51,30 @@ void rms_norm_rows_avx512(const float* x, int64_t rows, const float* w, int64_t 
     const int64_t nr = rows - r0 < 8 ? rows - r0 : 8;
     const float* xb = x + r0 * dim;
     switch (nr) {
-      case 8: inv_rms<8>(xb, dim, epsilon, inv); break;
-      case 7: inv_rms<7>(xb, dim, epsilon, inv); break;
-      case 6: inv_rms<6>(xb, dim, epsilon, inv); break;
-      case 5: inv_rms<5>(xb, dim, epsilon, inv); break;
-      case 4: inv_rms<4>(xb, dim, epsilon, inv); break;
-      case 3: inv_rms<3>(xb, dim, epsilon, inv); break;
-      case 2: inv_rms<2>(xb, dim, epsilon, inv); break;
-      default: inv_rms<1>(xb, dim, epsilon, inv); break;
+      case 8:
+        inv_rms<8>(xb, dim, epsilon, inv);
+        break;
+      case 7:
+        inv_rms<7>(xb, dim, epsilon, inv);
+        break;
+      case 6:
+        inv_rms<6>(xb, dim, epsilon, inv);
+        break;
+      case 5:
+        inv_rms<5>(xb, dim, epsilon, inv);
+        break;
+      case 4:
+        inv_rms<4>(xb, dim, epsilon, inv);
+        break;
+      case 3:
+        inv_rms<3>(xb, dim, epsilon, inv);
+        break;
+      case 2:
+        inv_rms<2>(xb, dim, epsilon, inv);
+        break;
+      default:
+        inv_rms<1>(xb, dim, epsilon, inv);
+        break;
     }
     for (int64_t r = 0; r < nr; ++r) {
       const float* xr = xb + r * dim;
@@ -69,7 +86,8 @@ void rms_norm_rows_avx512(const float* x, int64_t rows, const float* w, int64_t 
         _mm512_storeu_ps(yr + i, _mm512_mul_ps(_mm512_mul_ps(_mm512_loadu_ps(xr + i), vinv), _mm512_loadu_ps(w + i)));
       if (i < dim) {
         const __mmask16 m = __mmask16((1u << (dim - i)) - 1);
-        const __m512 v = _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), vinv), _mm512_maskz_loadu_ps(m, w + i));
+        const __m512 v =
+            _mm512_mul_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, xr + i), vinv), _mm512_maskz_loadu_ps(m, w + i));
         _mm512_mask_storeu_ps(yr + i, m, v);
       }
     }

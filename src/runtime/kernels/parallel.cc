@@ -32,11 +32,10 @@
 #include <thread>
 #include <vector>
 
-
 namespace hlx::kernels {
 namespace {
 
-thread_local int tl_limit = 0;  // 0 = the default
+thread_local int tl_limit = 0;        // 0 = the default
 thread_local bool tl_in_job = false;  // inside a parallel_for chunk: nested calls run serially
 
 using Clock = std::chrono::steady_clock;
@@ -97,7 +96,7 @@ class Pool {
     ensure_workers(threads - 1);
     const uint64_t gen = (generation(state_.load(std::memory_order_relaxed)) + 1) & kGenMask;
     state_.store(gen << kIndexBits | kClosed, std::memory_order_relaxed);  // (1) close claims
-    fn_.store(&fn, std::memory_order_release);                                // (2) job fields
+    fn_.store(&fn, std::memory_order_release);                             // (2) job fields
     n_.store(n, std::memory_order_release);
     grain_.store(grain, std::memory_order_release);
     done_.store(0, std::memory_order_relaxed);
@@ -111,8 +110,10 @@ class Pool {
     const Clock::time_point t_own = Clock::now();
     int spins = 0;
     while (done_.load(std::memory_order_acquire) < n) {
-      if (++spins < 4096) _mm_pause();
-      else std::this_thread::yield();
+      if (++spins < 4096)
+        _mm_pause();
+      else
+        std::this_thread::yield();
     }
     tl_in_job = false;
     note_wait(threads, t0, t_own, Clock::now());

@@ -8,8 +8,8 @@
 // chunks that are already running. Idle workers spin briefly, then sleep on a futex.
 //
 // Thread count: ThreadLimit (set by Program::run from ProgramOptions::threads) bounds the threads
-// used by calls made on the current thread; 0 = OpenMP's default (OMP_NUM_THREADS, else all cores). oneDNN's OpenMP regions are bounded
-// the same way through omp_set_num_threads.
+// used by calls made on the current thread; 0 = OpenMP's default (OMP_NUM_THREADS, else all cores). oneDNN's OpenMP
+// regions are bounded the same way through omp_set_num_threads.
 #pragma once
 
 #include <cstdint>

@@ -85,8 +85,8 @@ class TrigCache {
 
 }  // namespace
 
-Status rotary(int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim, DType x_type,
-              const void* x, const int32_t* positions, const float* inv_freq, void* out) {
+Status rotary(int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim, DType x_type, const void* x,
+              const int32_t* positions, const float* inv_freq, void* out) {
   if (rows < 0 || heads < 0 || head_dim <= 0 || rotary_dim < 0 || rotary_dim > head_dim || rotary_dim % 2)
     return make_error(ErrorKind::kInvalidArgument, "rotary: rows=", rows, " heads=", heads, " head_dim=", head_dim,
                       " rotary_dim=", rotary_dim, " (need even rotary_dim <= head_dim)");
@@ -97,8 +97,10 @@ Status rotary(int64_t rows, int64_t heads, int64_t head_dim, int64_t rotary_dim,
   static const bool avx512 = cpu_features().avx512f && cpu_features().avx512bw;
   auto do_row = [&](int64_t r, TrigCache& cache, float* cs_buf, float* sn_buf, float* buf) {
     const float *cs = cs_buf, *sn = sn_buf;
-    if (const float* t = cache.row(positions[r])) cs = t, sn = t + half;
-    else trig_row(positions[r], inv_freq, half, cs_buf, sn_buf);
+    if (const float* t = cache.row(positions[r]))
+      cs = t, sn = t + half;
+    else
+      trig_row(positions[r], inv_freq, half, cs_buf, sn_buf);
     for (int64_t h = 0; h < heads; ++h) {
       const int64_t base = r * row_elems + h * head_dim;
       if (x_type == DType::kF32) {

@@ -41,7 +41,8 @@ void logistic_f32_avx512(const float* x, float* y, int64_t n) {
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     // e = e^-|x| never overflows; x < 0 gives e / (1 + e), which keeps the tiny results of
     // x < -88.7 where 1 / (1 + e^-x) would be 1 / inf = 0.
-    const __m512 neg_abs = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
+    const __m512 neg_abs =
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), _mm512_set1_epi32(int(0x80000000u))));
     const __m512 e = exp16(neg_abs);
     const __mmask16 pos = _mm512_cmp_ps_mask(v, _mm512_setzero_ps(), _CMP_GE_OQ);
     const __m512 num = _mm512_mask_mov_ps(e, pos, one);
@@ -63,10 +64,10 @@ inline __m512d tanh_abs8(__m512d a) {
   const __m512d n = _mm512_roundscale_pd(_mm512_mul_pd(c, _mm512_set1_pd(1.4426950408889634)),
                                          _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
   __m512d r = _mm512_fnmadd_pd(n, _mm512_set1_pd(6.93147180369123816490e-01), c);  // ln2 hi (exact n * hi)
-  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);         // ln2 lo
+  r = _mm512_fnmadd_pd(n, _mm512_set1_pd(1.90821492927058770002e-10), r);          // ln2 lo
   // expm1 r = r + r^2 (1/2! + r/3! + ... + r^10/12!)
-  const double inv_fact[11] = {1.0 / 2, 1.0 / 6, 1.0 / 24, 1.0 / 120, 1.0 / 720, 1.0 / 5040, 1.0 / 40320,
-                               1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600};
+  const double inv_fact[11] = {1.0 / 2,     1.0 / 6,      1.0 / 24,      1.0 / 120,      1.0 / 720,      1.0 / 5040,
+                               1.0 / 40320, 1.0 / 362880, 1.0 / 3628800, 1.0 / 39916800, 1.0 / 479001600};
   __m512d p = _mm512_set1_pd(inv_fact[10]);
   for (int k = 9; k >= 0; --k) p = _mm512_fmadd_pd(p, r, _mm512_set1_pd(inv_fact[k]));
   const __m512d em1 = _mm512_fmadd_pd(_mm512_mul_pd(r, r), p, r);
@@ -83,11 +84,13 @@ void tanh_f32_avx512(const float* x, float* y, int64_t n) {
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     const __m512 a = _mm512_castsi512_ps(_mm512_andnot_si512(sign, _mm512_castps_si512(v)));
     const __m256 lo = _mm512_cvtpd_ps(tanh_abs8(_mm512_cvtps_pd(_mm512_castps512_ps256(a))));
-    const __m256 hi = _mm512_cvtpd_ps(tanh_abs8(_mm512_cvtps_pd(
-        _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))));
-    const __m512 t = _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
+    const __m256 hi =
+        _mm512_cvtpd_ps(tanh_abs8(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1)))));
+    const __m512 t =
+        _mm512_castpd_ps(_mm512_insertf64x4(_mm512_castps_pd(_mm512_castps256_ps512(lo)), _mm256_castps_pd(hi), 1));
     // x's sign back (-0 -> -0); NaN lanes return x itself, quietened, as std::tanh does.
-    const __m512 r = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_and_si512(sign, _mm512_castps_si512(v))));
+    const __m512 r =
+        _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(t), _mm512_and_si512(sign, _mm512_castps_si512(v))));
     const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
     _mm512_mask_storeu_ps(y + i, m, _mm512_mask_add_ps(r, nan, v, v));
   }

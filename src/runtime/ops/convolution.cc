@@ -12,8 +12,8 @@ namespace {
 using namespace structured;
 
 struct ConvPlan {
-  int64_t ib, ifd, kif, kof, ob, of;           // batch / feature dims
-  std::vector<int64_t> is, ks, os;             // spatial dims of input, kernel, output
+  int64_t ib, ifd, kif, kof, ob, of;  // batch / feature dims
+  std::vector<int64_t> is, ks, os;    // spatial dims of input, kernel, output
   std::vector<int64_t> stride, pad_lo, lhs_dil, rhs_dil;
   std::vector<bool> reverse;
   int64_t fgc = 1, bgc = 1;
@@ -58,9 +58,15 @@ class Convolution : public OpKernel {
             for (size_t s = 0; s < ns && valid; ++s) {
               // Position in the padded, base-dilated input.
               int64_t pos = oi[s] * p_.stride[s] + ki[s] * p_.rhs_dil[s] - p_.pad_lo[s];
-              if (pos < 0 || pos % p_.lhs_dil[s] != 0) { valid = false; break; }
+              if (pos < 0 || pos % p_.lhs_dil[s] != 0) {
+                valid = false;
+                break;
+              }
               int64_t ip = pos / p_.lhs_dil[s];
-              if (ip >= p_.in_shape[size_t(p_.is[s])]) { valid = false; break; }
+              if (ip >= p_.in_shape[size_t(p_.is[s])]) {
+                valid = false;
+                break;
+              }
               xoff += ip * xs[size_t(p_.is[s])];
               int64_t kidx = p_.reverse[s] ? k_sp[s] - 1 - ki[s] : ki[s];
               woff += kidx * ws[size_t(p_.ks[s])];
@@ -69,8 +75,10 @@ class Convolution : public OpKernel {
               for (int64_t c = 0; c < Cin; ++c) {
                 int64_t xo = xoff + (g * Cin + c) * xs[size_t(p_.ifd)];
                 int64_t wo = woff + c * ws[size_t(p_.kif)];
-                if (fl) accf += load_f32(x.raw(), x.dtype(), xo) * load_f32(w.raw(), w.dtype(), wo);
-                else acci += uint64_t(load_i64(x.raw(), x.dtype(), xo)) * uint64_t(load_i64(w.raw(), w.dtype(), wo));
+                if (fl)
+                  accf += load_f32(x.raw(), x.dtype(), xo) * load_f32(w.raw(), w.dtype(), wo);
+                else
+                  acci += uint64_t(load_i64(x.raw(), x.dtype(), xo)) * uint64_t(load_i64(w.raw(), w.dtype(), wo));
               }
             }
             for (size_t s = ns; s-- > 0;) {
@@ -80,8 +88,10 @@ class Convolution : public OpKernel {
           }
           int64_t yoff = b * ys[size_t(p_.ob)] + o * ys[size_t(p_.of)];
           for (size_t s = 0; s < ns; ++s) yoff += oi[s] * ys[size_t(p_.os[s])];
-          if (fl) store_f32(y.raw(), y.dtype(), yoff, accf);
-          else store_i64(y.raw(), y.dtype(), yoff, int64_t(acci));
+          if (fl)
+            store_f32(y.raw(), y.dtype(), yoff, accf);
+          else
+            store_i64(y.raw(), y.dtype(), yoff, int64_t(acci));
           for (size_t s = ns; s-- > 0;) {
             if (++oi[s] < out_sp[s]) break;
             oi[s] = 0;
@@ -97,8 +107,7 @@ class Convolution : public OpKernel {
 
 Result<std::unique_ptr<OpKernel>> make_convolution(const shlo::Op& op, const shlo::Function& fn) {
   if (op.operands.size() != 2 || op.results.size() != 1) return invalid(op, fn, "expects 2 operands, 1 result");
-  HLX_ASSIGN_OR_RETURN(shlo::ConvDims dn,
-                       dimension_numbers(op, "dimension_numbers", shlo::conv_dims_from_attr));
+  HLX_ASSIGN_OR_RETURN(shlo::ConvDims dn, dimension_numbers(op, "dimension_numbers", shlo::conv_dims_from_attr));
   ConvPlan p;
   p.ib = dn.input_batch, p.ifd = dn.input_feature, p.is = dn.input_spatial;
   p.kif = dn.kernel_input_feature, p.kof = dn.kernel_output_feature, p.ks = dn.kernel_spatial;

@@ -45,8 +45,10 @@ void gather_panel(const Tensor& t, const Panel& p, std::vector<Acc>& out) {
   for (int64_t b : p.b_off)
     for (int64_t f : p.f_off)
       for (int64_t k : p.k_off) {
-        if constexpr (std::is_same_v<Acc, float>) out[i++] = load_f32(t.raw(), t.dtype(), b + f + k);
-        else out[i++] = load_i64(t.raw(), t.dtype(), b + f + k);
+        if constexpr (std::is_same_v<Acc, float>)
+          out[i++] = load_f32(t.raw(), t.dtype(), b + f + k);
+        else
+          out[i++] = load_i64(t.raw(), t.dtype(), b + f + k);
       }
 }
 
@@ -55,8 +57,14 @@ class DotGeneral : public OpKernel {
  public:
   DotGeneral(Panel l, Panel r) : l_(std::move(l)), r_(std::move(r)) {}
   Status set_constant_input(int index, const Tensor& v) override {
-    if (index == 0) { gather_panel(v, l_, lc_); l_const_ = true; }
-    if (index == 1) { gather_panel(v, r_, rc_); r_const_ = true; }
+    if (index == 0) {
+      gather_panel(v, l_, lc_);
+      l_const_ = true;
+    }
+    if (index == 1) {
+      gather_panel(v, r_, rc_);
+      r_const_ = true;
+    }
     return ok_status();
   }
   Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
@@ -92,8 +100,8 @@ class DotGeneral : public OpKernel {
   bool l_const_ = false, r_const_ = false;
 };
 
-Status check_dims(const shlo::Op& op, const shlo::Function& fn, const char* what,
-                  const std::vector<int64_t>& dims, int64_t rank, std::vector<bool>& used) {
+Status check_dims(const shlo::Op& op, const shlo::Function& fn, const char* what, const std::vector<int64_t>& dims,
+                  int64_t rank, std::vector<bool>& used) {
   for (int64_t d : dims) {
     if (d < 0 || d >= rank || used[size_t(d)])
       return invalid(op, fn, str_cat(what, " dimension ", d, " is out of range or repeated"));
@@ -104,8 +112,7 @@ Status check_dims(const shlo::Op& op, const shlo::Function& fn, const char* what
 
 Result<std::unique_ptr<OpKernel>> make_dot_general(const shlo::Op& op, const shlo::Function& fn) {
   if (op.operands.size() != 2 || op.results.size() != 1) return invalid(op, fn, "expects 2 operands, 1 result");
-  HLX_ASSIGN_OR_RETURN(shlo::DotDims dn,
-                       dimension_numbers(op, "dot_dimension_numbers", shlo::dot_dims_from_attr));
+  HLX_ASSIGN_OR_RETURN(shlo::DotDims dn, dimension_numbers(op, "dot_dimension_numbers", shlo::dot_dims_from_attr));
   const auto &lb = dn.lhs_batching, &rb = dn.rhs_batching;
   const auto &lc = dn.lhs_contracting, &rc = dn.rhs_contracting;
   const auto& lt = fn.type_of(op.operands[0]);
@@ -124,17 +131,24 @@ Result<std::unique_ptr<OpKernel>> make_dot_general(const shlo::Op& op, const shl
     expect.push_back(lt.shape[size_t(lb[i])]);
   }
   for (size_t i = 0; i < lc.size(); ++i)
-    if (lt.shape[size_t(lc[i])] != rt.shape[size_t(rc[i])]) return invalid(op, fn, "contracting dimension sizes differ");
+    if (lt.shape[size_t(lc[i])] != rt.shape[size_t(rc[i])])
+      return invalid(op, fn, "contracting dimension sizes differ");
   std::vector<int64_t> lf, rf;
-  for (int64_t d = 0; d < lt.rank(); ++d) if (!lu[size_t(d)]) { lf.push_back(d); expect.push_back(lt.shape[size_t(d)]); }
-  for (int64_t d = 0; d < rt.rank(); ++d) if (!ru[size_t(d)]) { rf.push_back(d); expect.push_back(rt.shape[size_t(d)]); }
-  if (expect != ot.shape)
-    return invalid(op, fn, str_cat("result shape must be [", shape_to_string(expect), "]"));
+  for (int64_t d = 0; d < lt.rank(); ++d)
+    if (!lu[size_t(d)]) {
+      lf.push_back(d);
+      expect.push_back(lt.shape[size_t(d)]);
+    }
+  for (int64_t d = 0; d < rt.rank(); ++d)
+    if (!ru[size_t(d)]) {
+      rf.push_back(d);
+      expect.push_back(rt.shape[size_t(d)]);
+    }
+  if (expect != ot.shape) return invalid(op, fn, str_cat("result shape must be [", shape_to_string(expect), "]"));
   Panel l{offsets_of(lt.shape, lb), offsets_of(lt.shape, lf), offsets_of(lt.shape, lc)};
   Panel r{offsets_of(rt.shape, rb), offsets_of(rt.shape, rf), offsets_of(rt.shape, rc)};
   if (is_float(ot.dtype)) return std::unique_ptr<OpKernel>(new DotGeneral<float>(std::move(l), std::move(r)));
-  if (is_float(lt.dtype) || is_float(rt.dtype))
-    return unsupported(op, fn, "float operands with an integer result");
+  if (is_float(lt.dtype) || is_float(rt.dtype)) return unsupported(op, fn, "float operands with an integer result");
   // Integers and i1 (store_i64 maps a nonzero sum of products to true, i.e. or-of-ands).
   return std::unique_ptr<OpKernel>(new DotGeneral<int64_t>(std::move(l), std::move(r)));
 }

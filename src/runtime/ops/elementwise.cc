@@ -7,7 +7,8 @@ namespace hlx::rt {
 namespace ew {
 namespace {
 
-template <DType D, UnOp O> void unary_loop(const void* const* in, void* out, int64_t b, int64_t e) {
+template <DType D, UnOp O>
+void unary_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<D>* x = static_cast<const St<D>*>(in[0]);
   St<D>* y = static_cast<St<D>*>(out);
   if constexpr (is_float(D) && vector_unary(O)) {  // exp, logistic, tanh: f32 array kernel (vexp.h)
@@ -25,20 +26,27 @@ template <DType D, UnOp O> void unary_loop(const void* const* in, void* out, int
     return;
   }
   for (int64_t i = b; i < e; ++i) {
-    if constexpr (is_float(D)) y[i] = store_f<D>(unary_f<O>(load_f<D>(x[i])));
-    else if constexpr (D == DType::kI1) y[i] = unary_b<O>(x[i]);
-    else y[i] = unary_i<O>(x[i]);
+    if constexpr (is_float(D))
+      y[i] = store_f<D>(unary_f<O>(load_f<D>(x[i])));
+    else if constexpr (D == DType::kI1)
+      y[i] = unary_b<O>(x[i]);
+    else
+      y[i] = unary_i<O>(x[i]);
   }
 }
 
-template <DType D, BinOp O> void binary_loop(const void* const* in, void* out, int64_t b, int64_t e) {
+template <DType D, BinOp O>
+void binary_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<D>* x = static_cast<const St<D>*>(in[0]);
   const St<D>* z = static_cast<const St<D>*>(in[1]);
   St<D>* y = static_cast<St<D>*>(out);
   for (int64_t i = b; i < e; ++i) {
-    if constexpr (is_float(D)) y[i] = store_f<D>(binary_f<O>(load_f<D>(x[i]), load_f<D>(z[i])));
-    else if constexpr (D == DType::kI1) y[i] = binary_b<O>(x[i], z[i]);
-    else y[i] = binary_i<O>(x[i], z[i]);
+    if constexpr (is_float(D))
+      y[i] = store_f<D>(binary_f<O>(load_f<D>(x[i]), load_f<D>(z[i])));
+    else if constexpr (D == DType::kI1)
+      y[i] = binary_b<O>(x[i], z[i]);
+    else
+      y[i] = binary_i<O>(x[i], z[i]);
   }
 }
 
@@ -50,23 +58,29 @@ Status check_same_types(const shlo::Op& op, const shlo::Function& fn, const OpTy
   return ok_status();
 }
 
-template <UnOp O> Result<std::unique_ptr<OpKernel>> unary_factory(const shlo::Op& op, const shlo::Function& fn) {
+template <UnOp O>
+Result<std::unique_ptr<OpKernel>> unary_factory(const shlo::Op& op, const shlo::Function& fn) {
   HLX_ASSIGN_OR_RETURN(OpTypes t, op_types(op, fn, 1, 1));
   HLX_RETURN_IF_ERROR(check_same_types(op, fn, t));
   LoopFn f = dispatch(t.out[0].dtype, [](auto d) -> LoopFn {
-    if constexpr (unary_supported(O, decltype(d)::value)) return &unary_loop<decltype(d)::value, O>;
-    else return nullptr;
+    if constexpr (unary_supported(O, decltype(d)::value))
+      return &unary_loop<decltype(d)::value, O>;
+    else
+      return nullptr;
   });
   if (!f) return unsupported_type(op, fn);
   return make_map_kernel(op, f, t);
 }
 
-template <BinOp O> Result<std::unique_ptr<OpKernel>> binary_factory(const shlo::Op& op, const shlo::Function& fn) {
+template <BinOp O>
+Result<std::unique_ptr<OpKernel>> binary_factory(const shlo::Op& op, const shlo::Function& fn) {
   HLX_ASSIGN_OR_RETURN(OpTypes t, op_types(op, fn, 2, 2));
   HLX_RETURN_IF_ERROR(check_same_types(op, fn, t));
   LoopFn f = dispatch(t.out[0].dtype, [](auto d) -> LoopFn {
-    if constexpr (binary_supported(O, decltype(d)::value)) return &binary_loop<decltype(d)::value, O>;
-    else return nullptr;
+    if constexpr (binary_supported(O, decltype(d)::value))
+      return &binary_loop<decltype(d)::value, O>;
+    else
+      return nullptr;
   });
   if (!f) return unsupported_type(op, fn);
   return make_map_kernel(op, f, t);

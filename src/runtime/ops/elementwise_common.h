@@ -18,47 +18,98 @@
 
 namespace hlx::rt::ew {
 
-template <DType D> struct Storage;
-template <> struct Storage<DType::kF32> { using type = float; };
-template <> struct Storage<DType::kF16> { using type = hlx::f16; };
-template <> struct Storage<DType::kBF16> { using type = hlx::bf16; };
-template <> struct Storage<DType::kI64> { using type = int64_t; };
-template <> struct Storage<DType::kI32> { using type = int32_t; };
-template <> struct Storage<DType::kI16> { using type = int16_t; };
-template <> struct Storage<DType::kI8> { using type = int8_t; };
-template <> struct Storage<DType::kU8> { using type = uint8_t; };
-template <> struct Storage<DType::kI1> { using type = uint8_t; };  // one byte, 0 or 1
-template <DType D> using St = typename Storage<D>::type;
+template <DType D>
+struct Storage;
+template <>
+struct Storage<DType::kF32> {
+  using type = float;
+};
+template <>
+struct Storage<DType::kF16> {
+  using type = hlx::f16;
+};
+template <>
+struct Storage<DType::kBF16> {
+  using type = hlx::bf16;
+};
+template <>
+struct Storage<DType::kI64> {
+  using type = int64_t;
+};
+template <>
+struct Storage<DType::kI32> {
+  using type = int32_t;
+};
+template <>
+struct Storage<DType::kI16> {
+  using type = int16_t;
+};
+template <>
+struct Storage<DType::kI8> {
+  using type = int8_t;
+};
+template <>
+struct Storage<DType::kU8> {
+  using type = uint8_t;
+};
+template <>
+struct Storage<DType::kI1> {
+  using type = uint8_t;
+};  // one byte, 0 or 1
+template <DType D>
+using St = typename Storage<D>::type;
 
-template <DType D> using DTag = std::integral_constant<DType, D>;
+template <DType D>
+using DTag = std::integral_constant<DType, D>;
 
 // Float storage -> f32 (exact).
-template <DType D> inline float load_f(St<D> v) {
-  if constexpr (D == DType::kF32) return v;
-  else if constexpr (D == DType::kBF16) return bf16_to_f32(v);
-  else return f16_to_f32(v);
+template <DType D>
+inline float load_f(St<D> v) {
+  if constexpr (D == DType::kF32)
+    return v;
+  else if constexpr (D == DType::kBF16)
+    return bf16_to_f32(v);
+  else
+    return f16_to_f32(v);
 }
 // f32 -> float storage, rounding to nearest even once.
-template <DType D> inline St<D> store_f(float v) {
-  if constexpr (D == DType::kF32) return v;
-  else if constexpr (D == DType::kBF16) return f32_to_bf16(v);
-  else return f32_to_f16(v);
+template <DType D>
+inline St<D> store_f(float v) {
+  if constexpr (D == DType::kF32)
+    return v;
+  else if constexpr (D == DType::kBF16)
+    return f32_to_bf16(v);
+  else
+    return f32_to_f16(v);
 }
 // Rounds an f32 to D's precision and back (identity for f32): what a store + load would give.
-template <DType D> inline float quantize_f(float v) { return load_f<D>(store_f<D>(v)); }
+template <DType D>
+inline float quantize_f(float v) {
+  return load_f<D>(store_f<D>(v));
+}
 
 // Calls f(DTag<D>{}) for the runtime dtype `t`.
-template <class F> decltype(auto) dispatch(DType t, F&& f) {
+template <class F>
+decltype(auto) dispatch(DType t, F&& f) {
   switch (t) {
-    case DType::kF32: return f(DTag<DType::kF32>{});
-    case DType::kF16: return f(DTag<DType::kF16>{});
-    case DType::kBF16: return f(DTag<DType::kBF16>{});
-    case DType::kI64: return f(DTag<DType::kI64>{});
-    case DType::kI32: return f(DTag<DType::kI32>{});
-    case DType::kI16: return f(DTag<DType::kI16>{});
-    case DType::kI8: return f(DTag<DType::kI8>{});
-    case DType::kU8: return f(DTag<DType::kU8>{});
-    case DType::kI1: break;
+    case DType::kF32:
+      return f(DTag<DType::kF32>{});
+    case DType::kF16:
+      return f(DTag<DType::kF16>{});
+    case DType::kBF16:
+      return f(DTag<DType::kBF16>{});
+    case DType::kI64:
+      return f(DTag<DType::kI64>{});
+    case DType::kI32:
+      return f(DTag<DType::kI32>{});
+    case DType::kI16:
+      return f(DTag<DType::kI16>{});
+    case DType::kI8:
+      return f(DTag<DType::kI8>{});
+    case DType::kU8:
+      return f(DTag<DType::kU8>{});
+    case DType::kI1:
+      break;
   }
   return f(DTag<DType::kI1>{});
 }
@@ -69,7 +120,8 @@ inline constexpr int64_t kParallelThreshold = int64_t(1) << 15;
 // Runs f(begin, end) over [0, n) on the runtime's pool (kernels/parallel.h) when n is large, in
 // chunks claimed dynamically. Chunks are multiples of 64 elements so threads never share a cache
 // line of the output.
-template <class F> void parallel_for(int64_t n, F&& f) {
+template <class F>
+void parallel_for(int64_t n, F&& f) {
   if (n <= 0) return;
   const int threads = kernels::max_threads();
   if (n < kParallelThreshold || threads == 1) {
@@ -132,8 +184,15 @@ inline Result<std::vector<int64_t>> i64_array_attr(const shlo::Op& op, std::stri
     size_t es = dtype_size(d.type.dtype);
     std::vector<int64_t> v(d.bytes.size() / es);
     for (size_t i = 0; i < v.size(); ++i) {
-      if (es == 8) { int64_t x; std::memcpy(&x, &d.bytes[i * 8], 8); v[i] = x; }
-      else { int32_t x; std::memcpy(&x, &d.bytes[i * 4], 4); v[i] = x; }
+      if (es == 8) {
+        int64_t x;
+        std::memcpy(&x, &d.bytes[i * 8], 8);
+        v[i] = x;
+      } else {
+        int32_t x;
+        std::memcpy(&x, &d.bytes[i * 4], 4);
+        v[i] = x;
+      }
     }
     return v;
   }

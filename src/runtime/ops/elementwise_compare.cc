@@ -7,13 +7,20 @@ namespace {
 
 enum class Dir { kEQ, kNE, kGE, kGT, kLE, kLT };
 
-template <Dir C, class T> inline bool cmp(T a, T b) {
-  if constexpr (C == Dir::kEQ) return a == b;
-  else if constexpr (C == Dir::kNE) return a != b;
-  else if constexpr (C == Dir::kGE) return a >= b;
-  else if constexpr (C == Dir::kGT) return a > b;
-  else if constexpr (C == Dir::kLE) return a <= b;
-  else return a < b;
+template <Dir C, class T>
+inline bool cmp(T a, T b) {
+  if constexpr (C == Dir::kEQ)
+    return a == b;
+  else if constexpr (C == Dir::kNE)
+    return a != b;
+  else if constexpr (C == Dir::kGE)
+    return a >= b;
+  else if constexpr (C == Dir::kGT)
+    return a > b;
+  else if constexpr (C == Dir::kLE)
+    return a <= b;
+  else
+    return a < b;
 }
 
 // IEEE totalOrder as a signed integer key: -NaN < -inf < ... < -0 < +0 < ... < +inf < +NaN.
@@ -23,26 +30,32 @@ inline int32_t total_key(float f) {
   return k ^ ((k >> 31) & 0x7fffffff);
 }
 
-template <DType D, Dir C, bool Total> void compare_loop(const void* const* in, void* out, int64_t b, int64_t e) {
+template <DType D, Dir C, bool Total>
+void compare_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<D>* x = static_cast<const St<D>*>(in[0]);
   const St<D>* z = static_cast<const St<D>*>(in[1]);
   uint8_t* y = static_cast<uint8_t*>(out);
   for (int64_t i = b; i < e; ++i) {
     if constexpr (is_float(D)) {
       float p = load_f<D>(x[i]), q = load_f<D>(z[i]);
-      if constexpr (Total) y[i] = cmp<C>(total_key(p), total_key(q));
-      else y[i] = cmp<C>(p, q);
+      if constexpr (Total)
+        y[i] = cmp<C>(total_key(p), total_key(q));
+      else
+        y[i] = cmp<C>(p, q);
     } else {
       y[i] = cmp<C>(x[i], z[i]);
     }
   }
 }
 
-template <Dir C> LoopFn compare_fn(DType t, bool total) {
+template <Dir C>
+LoopFn compare_fn(DType t, bool total) {
   return dispatch(t, [total](auto d) -> LoopFn {
     constexpr DType D = decltype(d)::value;
-    if constexpr (is_float(D)) return total ? &compare_loop<D, C, true> : &compare_loop<D, C, false>;
-    else return &compare_loop<D, C, false>;
+    if constexpr (is_float(D))
+      return total ? &compare_loop<D, C, true> : &compare_loop<D, C, false>;
+    else
+      return &compare_loop<D, C, false>;
   });
 }
 
@@ -66,29 +79,38 @@ Result<std::unique_ptr<OpKernel>> compare_factory(const shlo::Op& op, const shlo
   const char* ct = enum_value(op.attr("comparison_type"));
   std::string_view type = ct ? ct : "NOTYPE";
   bool total = false;
-  if (type == "TOTALORDER" && is_float(dt)) total = true;
-  else if (type == "NOTYPE") {}
-  else if (type == "FLOAT" && is_float(dt)) {}
-  else if (type == "SIGNED" && is_integer(dt) && !is_unsigned(dt)) {}
-  else if (type == "UNSIGNED" && (is_unsigned(dt) || dt == DType::kI1)) {}
-  else
+  if (type == "TOTALORDER" && is_float(dt))
+    total = true;
+  else if (type == "NOTYPE") {
+  } else if (type == "FLOAT" && is_float(dt)) {
+  } else if (type == "SIGNED" && is_integer(dt) && !is_unsigned(dt)) {
+  } else if (type == "UNSIGNED" && (is_unsigned(dt) || dt == DType::kI1)) {
+  } else
     return make_error(ErrorKind::kInvalidArgument, describe(op, fn), ": comparison_type ", type,
                       " does not fit element type ", dtype_name(dt));
 
   LoopFn f = nullptr;
-  if (d == "EQ") f = compare_fn<Dir::kEQ>(dt, total);
-  else if (d == "NE") f = compare_fn<Dir::kNE>(dt, total);
-  else if (d == "GE") f = compare_fn<Dir::kGE>(dt, total);
-  else if (d == "GT") f = compare_fn<Dir::kGT>(dt, total);
-  else if (d == "LE") f = compare_fn<Dir::kLE>(dt, total);
-  else if (d == "LT") f = compare_fn<Dir::kLT>(dt, total);
-  else return make_error(ErrorKind::kInvalidArgument, op.name, ": unknown comparison_direction '", d, "'");
+  if (d == "EQ")
+    f = compare_fn<Dir::kEQ>(dt, total);
+  else if (d == "NE")
+    f = compare_fn<Dir::kNE>(dt, total);
+  else if (d == "GE")
+    f = compare_fn<Dir::kGE>(dt, total);
+  else if (d == "GT")
+    f = compare_fn<Dir::kGT>(dt, total);
+  else if (d == "LE")
+    f = compare_fn<Dir::kLE>(dt, total);
+  else if (d == "LT")
+    f = compare_fn<Dir::kLT>(dt, total);
+  else
+    return make_error(ErrorKind::kInvalidArgument, op.name, ": unknown comparison_direction '", d, "'");
   return make_map_kernel(op, f, t);
 }
 
 // ---- select ----
 
-template <class T, bool ScalarPred> void select_loop(const void* const* in, void* out, int64_t b, int64_t e) {
+template <class T, bool ScalarPred>
+void select_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const uint8_t* p = static_cast<const uint8_t*>(in[0]);
   const T* x = static_cast<const T*>(in[1]);
   const T* z = static_cast<const T*>(in[2]);
@@ -96,12 +118,17 @@ template <class T, bool ScalarPred> void select_loop(const void* const* in, void
   for (int64_t i = b; i < e; ++i) y[i] = p[ScalarPred ? 0 : i] ? x[i] : z[i];
 }
 
-template <bool S> LoopFn select_fn(size_t bytes) {
+template <bool S>
+LoopFn select_fn(size_t bytes) {
   switch (bytes) {
-    case 1: return &select_loop<uint8_t, S>;
-    case 2: return &select_loop<uint16_t, S>;
-    case 4: return &select_loop<uint32_t, S>;
-    default: return &select_loop<uint64_t, S>;
+    case 1:
+      return &select_loop<uint8_t, S>;
+    case 2:
+      return &select_loop<uint16_t, S>;
+    case 4:
+      return &select_loop<uint32_t, S>;
+    default:
+      return &select_loop<uint64_t, S>;
   }
 }
 
@@ -120,7 +147,8 @@ Result<std::unique_ptr<OpKernel>> select_factory(const shlo::Op& op, const shlo:
 
 // ---- clamp(min, operand, max) ----
 
-template <DType D, bool SLo, bool SHi> void clamp_loop(const void* const* in, void* out, int64_t b, int64_t e) {
+template <DType D, bool SLo, bool SHi>
+void clamp_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<D>* lo = static_cast<const St<D>*>(in[0]);
   const St<D>* x = static_cast<const St<D>*>(in[1]);
   const St<D>* hi = static_cast<const St<D>*>(in[2]);

@@ -9,12 +9,15 @@ namespace hlx::rt::ew {
 
 namespace {
 
-template <DType S, DType D> void convert_loop(const void* const* in, void* out, int64_t b, int64_t e) {
+template <DType S, DType D>
+void convert_loop(const void* const* in, void* out, int64_t b, int64_t e) {
   const St<S>* x = static_cast<const St<S>*>(in[0]);
   St<D>* y = static_cast<St<D>*>(out);
   // f32 <-> bf16 (the prefill activations) have array forms with the same bits (kernels/ew_vec.h).
-  if constexpr (S == DType::kF32 && D == DType::kBF16) kernels::f32_to_bf16_exact(x + b, y + b, e - b);
-  else if constexpr (S == DType::kBF16 && D == DType::kF32) kernels::bf16_to_f32_n(x + b, y + b, e - b);
+  if constexpr (S == DType::kF32 && D == DType::kBF16)
+    kernels::f32_to_bf16_exact(x + b, y + b, e - b);
+  else if constexpr (S == DType::kBF16 && D == DType::kF32)
+    kernels::bf16_to_f32_n(x + b, y + b, e - b);
   else
     for (int64_t i = b; i < e; ++i) y[i] = convert_scalar<S, D>(x[i]);
 }
@@ -24,9 +27,8 @@ Result<std::unique_ptr<OpKernel>> convert_factory(const shlo::Op& op, const shlo
   if (t.in[0].shape != t.out[0].shape)
     return make_error(ErrorKind::kInvalidArgument, describe(op, fn), ": operand and result shapes must match");
   LoopFn f = dispatch(t.in[0].dtype, [&](auto s) -> LoopFn {
-    return dispatch(t.out[0].dtype, [](auto d) -> LoopFn {
-      return &convert_loop<decltype(s)::value, decltype(d)::value>;
-    });
+    return dispatch(t.out[0].dtype,
+                    [](auto d) -> LoopFn { return &convert_loop<decltype(s)::value, decltype(d)::value>; });
   });
   return make_map_kernel(op, f, t);
 }

@@ -6,14 +6,18 @@
 
 namespace hlx::rt::ew {
 
-template <DType S, DType D> inline St<D> convert_scalar(St<S> v) {
+template <DType S, DType D>
+inline St<D> convert_scalar(St<S> v) {
   if constexpr (S == D) {
     return v;
   } else if constexpr (is_float(S)) {
     float f = load_f<S>(v);
-    if constexpr (is_float(D)) return store_f<D>(f);
-    else if constexpr (D == DType::kI1) return uint8_t(f != 0.0f);  // NaN != 0: true
-    else return float_to_int<St<D>>(f);
+    if constexpr (is_float(D))
+      return store_f<D>(f);
+    else if constexpr (D == DType::kI1)
+      return uint8_t(f != 0.0f);  // NaN != 0: true
+    else
+      return float_to_int<St<D>>(f);
   } else {
     // Integer or i1 source; i1 bytes hold 0/1 so they read as integers.
     if constexpr (D == DType::kI1) {
@@ -22,8 +26,10 @@ template <DType S, DType D> inline St<D> convert_scalar(St<S> v) {
       // Sources of at most 16 bits are exact in f32, so one rounding happens in store_f. Wider
       // ones round directly to the destination's significand width (f32 hardware conversion
       // is already correctly rounded).
-      if constexpr (dtype_size(S) <= 2 || D == DType::kF32) return store_f<D>(float(v));
-      else return store_f<D>(round_int_to_bits(int64_t(v), D == DType::kBF16 ? 8 : 11));
+      if constexpr (dtype_size(S) <= 2 || D == DType::kF32)
+        return store_f<D>(float(v));
+      else
+        return store_f<D>(round_int_to_bits(int64_t(v), D == DType::kBF16 ? 8 : 11));
     } else {
       using U = std::make_unsigned_t<St<D>>;
       return St<D>(U(uint64_t(int64_t(v))));  // two's complement truncation

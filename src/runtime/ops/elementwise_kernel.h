@@ -49,8 +49,8 @@ inline Status unsupported_type(const shlo::Op& op, const shlo::Function& fn) {
 }
 
 // Internal registration, one per file of this family.
-void register_unary_binary(KernelRegistry& r);   // elementwise.cc
-void register_compare_select(KernelRegistry& r); // elementwise_compare.cc
-void register_convert(KernelRegistry& r);        // elementwise_convert.cc
+void register_unary_binary(KernelRegistry& r);    // elementwise.cc
+void register_compare_select(KernelRegistry& r);  // elementwise_compare.cc
+void register_convert(KernelRegistry& r);         // elementwise_convert.cc
 
 }  // namespace hlx::rt::ew

@@ -26,13 +26,16 @@ using TileFn = void (*)(const float* const* args, float* y, int64_t n);
 
 // Rounds a computed f32 tile to D's precision in place (the per-step quantize_f), vectorised for
 // bf16 with the same bits.
-template <DType D> void quantize_tile(float* y, int64_t n) {
-  if constexpr (D == DType::kBF16) kernels::round_to_bf16(y, y, n);
+template <DType D>
+void quantize_tile(float* y, int64_t n) {
+  if constexpr (D == DType::kBF16)
+    kernels::round_to_bf16(y, y, n);
   else if constexpr (D != DType::kF32)
     for (int64_t i = 0; i < n; ++i) y[i] = ew::quantize_f<D>(y[i]);
 }
 
-template <UnOp O, DType D> void un_tile(const float* const* a, float* y, int64_t n) {
+template <UnOp O, DType D>
+void un_tile(const float* const* a, float* y, int64_t n) {
   const float* x = a[0];
   if constexpr (ew::vector_unary(O)) {  // the same array kernel as the one-op path
     ew::unary_f32_n<O>(x, y, n);
@@ -42,25 +45,30 @@ template <UnOp O, DType D> void un_tile(const float* const* a, float* y, int64_t
   quantize_tile<D>(y, n);
 }
 // add/sub/mul/div are correctly rounded, so the array form gives binary_f's bits.
-template <BinOp O> constexpr bool vector_binary = O == BinOp::kAdd || O == BinOp::kSub || O == BinOp::kMul || O == BinOp::kDiv;
-template <BinOp O, DType D> void bin_tile(const float* const* a, float* y, int64_t n) {
+template <BinOp O>
+constexpr bool vector_binary = O == BinOp::kAdd || O == BinOp::kSub || O == BinOp::kMul || O == BinOp::kDiv;
+template <BinOp O, DType D>
+void bin_tile(const float* const* a, float* y, int64_t n) {
   const float *x = a[0], *z = a[1];
   if constexpr (vector_binary<O>) {
-    constexpr kernels::VecBinOp v = O == BinOp::kAdd ? kernels::VecBinOp::kAdd
-                                  : O == BinOp::kSub ? kernels::VecBinOp::kSub
-                                  : O == BinOp::kMul ? kernels::VecBinOp::kMul : kernels::VecBinOp::kDiv;
+    constexpr kernels::VecBinOp v = O == BinOp::kAdd   ? kernels::VecBinOp::kAdd
+                                    : O == BinOp::kSub ? kernels::VecBinOp::kSub
+                                    : O == BinOp::kMul ? kernels::VecBinOp::kMul
+                                                       : kernels::VecBinOp::kDiv;
     kernels::binary_f32(v, x, z, y, n);
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = ew::binary_f<O>(x[i], z[i]);
   }
   quantize_tile<D>(y, n);
 }
-template <DType D> void clamp_tile(const float* const* a, float* y, int64_t n) {
+template <DType D>
+void clamp_tile(const float* const* a, float* y, int64_t n) {
   const float *lo = a[0], *x = a[1], *hi = a[2];
   for (int64_t i = 0; i < n; ++i) y[i] = ew::fmin_nan(ew::fmax_nan(x[i], lo[i]), hi[i]);
   quantize_tile<D>(y, n);
 }
-template <DType D> void convert_tile(const float* const* a, float* y, int64_t n) {
+template <DType D>
+void convert_tile(const float* const* a, float* y, int64_t n) {
   if constexpr (D == DType::kF32) {
     if (y != a[0]) std::memcpy(y, a[0], size_t(n) * sizeof(float));
   } else if constexpr (D == DType::kBF16) {
@@ -112,6 +120,8 @@ const std::unordered_map<std::string_view, OpInfo>& op_table() {
   return t;
 }
 
+// The case lists stay one row per line of ops (clang-format would rewrap them differently each run).
+// clang-format off
 #define HLX_UN(X) case UnOp::X: return &un_tile<UnOp::X, D>;
 template <DType D> TileFn unary_tile(UnOp o) {
   switch (o) {
@@ -130,23 +140,33 @@ template <DType D> TileFn binary_tile(BinOp o) {
   }
 }
 #undef HLX_BIN
+// clang-format on
 
 TileFn tile_fn(const OpInfo& info, DType t) {
   auto pick = [&](auto d) -> TileFn {
     constexpr DType D = decltype(d)::value;
     switch (info.kind) {
-      case OpInfo::kUnary: return unary_tile<D>(info.un);
-      case OpInfo::kBinary: return binary_tile<D>(info.bin);
-      case OpInfo::kClamp: return &clamp_tile<D>;
-      case OpInfo::kConvert: return &convert_tile<D>;
-      default: return nullptr;
+      case OpInfo::kUnary:
+        return unary_tile<D>(info.un);
+      case OpInfo::kBinary:
+        return binary_tile<D>(info.bin);
+      case OpInfo::kClamp:
+        return &clamp_tile<D>;
+      case OpInfo::kConvert:
+        return &convert_tile<D>;
+      default:
+        return nullptr;
     }
   };
   switch (t) {
-    case DType::kF32: return pick(ew::DTag<DType::kF32>{});
-    case DType::kBF16: return pick(ew::DTag<DType::kBF16>{});
-    case DType::kF16: return pick(ew::DTag<DType::kF16>{});
-    default: return nullptr;
+    case DType::kF32:
+      return pick(ew::DTag<DType::kF32>{});
+    case DType::kBF16:
+      return pick(ew::DTag<DType::kBF16>{});
+    case DType::kF16:
+      return pick(ew::DTag<DType::kF16>{});
+    default:
+      return nullptr;
   }
 }
 
@@ -203,7 +223,7 @@ void store_tile(DType t, void* base, int64_t off, const float* x, int64_t n) {
 class FusedKernel final : public OpKernel {
  public:
   struct Step {
-    TileFn fn = nullptr;     // null: fill with `constant`
+    TileFn fn = nullptr;  // null: fill with `constant`
     float constant = 0.0f;
     int args[3] = {0, 0, 0};  // slots
     int nargs = 0;
@@ -212,7 +232,10 @@ class FusedKernel final : public OpKernel {
 
   FusedKernel(std::vector<shlo::TensorType> in, std::vector<shlo::TensorType> out, std::vector<Step> steps,
               std::vector<int> out_slots, int nslots)
-      : in_(std::move(in)), out_(std::move(out)), steps_(std::move(steps)), out_slots_(std::move(out_slots)),
+      : in_(std::move(in)),
+        out_(std::move(out)),
+        steps_(std::move(steps)),
+        out_slots_(std::move(out_slots)),
         nslots_(nslots) {
     // f32 inputs are read in place (no copy into scratch) unless an output is an input value: then
     // storing one output could overwrite an input another output still copies from.
@@ -251,7 +274,8 @@ class FusedKernel final : public OpKernel {
           const float* args[3] = {slot[size_t(s.args[0])], slot[size_t(s.args[1])], slot[size_t(s.args[2])]};
           s.fn(args, y, m);
         }
-        for (size_t o = 0; o < outputs.size(); ++o) store_tile(out_[o].dtype, outputs[o]->raw(), t0, slot[size_t(out_slots_[o])], m);
+        for (size_t o = 0; o < outputs.size(); ++o)
+          store_tile(out_[o].dtype, outputs[o]->raw(), t0, slot[size_t(out_slots_[o])], m);
       }
     });
     return ok_status();
@@ -277,7 +301,9 @@ bool is_fusible_elementwise(const shlo::Op& op, const shlo::Function& fn) {
   if (!is_float(rt.dtype)) return false;
   const OpInfo& info = it->second;
   size_t want = info.kind == OpInfo::kUnary || info.kind == OpInfo::kConvert ? 1
-              : info.kind == OpInfo::kBinary ? 2 : info.kind == OpInfo::kClamp ? 3 : 0;
+                : info.kind == OpInfo::kBinary                               ? 2
+                : info.kind == OpInfo::kClamp                                ? 3
+                                                                             : 0;
   if (op.operands.size() != want) return false;
   if (info.kind == OpInfo::kConstant) {
     auto v = splat_value(op);
@@ -299,11 +325,10 @@ bool float_splat_constant(const shlo::Op& op, float* value) {
   return v.has_value();
 }
 
-Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<const shlo::Op*>& ops,
-                                                           const std::vector<shlo::ValueId>& inputs,
-                                                           const std::vector<shlo::ValueId>& outputs,
-                                                           const shlo::Function& fn,
-                                                           const std::vector<std::pair<shlo::ValueId, float>>& splat_inputs) {
+Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(
+    const std::vector<const shlo::Op*>& ops, const std::vector<shlo::ValueId>& inputs,
+    const std::vector<shlo::ValueId>& outputs, const shlo::Function& fn,
+    const std::vector<std::pair<shlo::ValueId, float>>& splat_inputs) {
   if (ops.empty() || outputs.empty())
     return make_error(ErrorKind::kInvalidArgument, "fused elementwise: needs at least one op and one output");
   const shlo::Op& first = *ops[0];
@@ -315,24 +340,28 @@ Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<co
   std::vector<shlo::TensorType> in_types, out_types;
   int nslots = 0;
   for (auto v : inputs) {
-    if (!valid_value(fn, v)) return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " has no type");
+    if (!valid_value(fn, v))
+      return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " has no type");
     const auto& t = fn.type_of(v);
     if (!is_float(t.dtype) || t.shape != shape)
       return make_error(ErrorKind::kUnsupported, "fused elementwise: input %", v, " is ", t.to_string(),
                         ", need a float tensor of shape [", shape_to_string(shape), "]");
-    if (slot_of.count(v)) return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " listed twice");
+    if (slot_of.count(v))
+      return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " listed twice");
     slot_of[v] = nslots++;
     in_types.push_back(t);
   }
 
   std::vector<FusedKernel::Step> steps;
   for (const auto& [v, value] : splat_inputs) {  // filled per tile, before the chain's steps
-    if (!valid_value(fn, v)) return make_error(ErrorKind::kInvalidArgument, "fused elementwise: splat input %", v, " has no type");
+    if (!valid_value(fn, v))
+      return make_error(ErrorKind::kInvalidArgument, "fused elementwise: splat input %", v, " has no type");
     const auto& t = fn.type_of(v);
     if (!is_float(t.dtype) || t.shape != shape)
       return make_error(ErrorKind::kUnsupported, "fused elementwise: splat input %", v, " is ", t.to_string(),
                         ", need a float tensor of shape [", shape_to_string(shape), "]");
-    if (slot_of.count(v)) return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " listed twice");
+    if (slot_of.count(v))
+      return make_error(ErrorKind::kInvalidArgument, "fused elementwise: input %", v, " listed twice");
     FusedKernel::Step st;
     st.constant = value;
     st.dst = slot_of[v] = nslots++;
@@ -344,15 +373,16 @@ Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<co
                         " is not a fusible float elementwise op");
     const auto& rt = fn.type_of(op->results[0]);
     if (rt.shape != shape)
-      return make_error(ErrorKind::kUnsupported, "fused elementwise: ", ew::describe(*op, fn), " has a shape other than [",
-                        shape_to_string(shape), "]");
+      return make_error(ErrorKind::kUnsupported, "fused elementwise: ", ew::describe(*op, fn),
+                        " has a shape other than [", shape_to_string(shape), "]");
     const OpInfo& info = op_table().at(op->name);
     FusedKernel::Step s;
     if (info.kind == OpInfo::kConstant) {
       s.constant = *splat_value(*op);
     } else {
       s.fn = tile_fn(info, rt.dtype);
-      if (!s.fn) return make_error(ErrorKind::kUnsupported, "fused elementwise: no tile kernel for ", ew::describe(*op, fn));
+      if (!s.fn)
+        return make_error(ErrorKind::kUnsupported, "fused elementwise: no tile kernel for ", ew::describe(*op, fn));
       for (auto v : op->operands) {
         auto it = slot_of.find(v);
         if (it == slot_of.end())
@@ -375,8 +405,8 @@ Result<std::unique_ptr<OpKernel>> compile_fused_elementwise(const std::vector<co
     out_slots.push_back(it->second);
     out_types.push_back(fn.type_of(v));
   }
-  return std::unique_ptr<OpKernel>(new FusedKernel(std::move(in_types), std::move(out_types), std::move(steps),
-                                                   std::move(out_slots), nslots));
+  return std::unique_ptr<OpKernel>(
+      new FusedKernel(std::move(in_types), std::move(out_types), std::move(steps), std::move(out_slots), nslots));
 }
 
 }  // namespace hlx::rt

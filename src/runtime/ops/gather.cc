@@ -19,7 +19,7 @@ struct GatherPlan {
   Shape si_shape;
   int64_t ivd = 0;
   Shape batch_shape;
-  std::vector<int64_t> batch_si_dim;   // start_indices dim of each batch dim
+  std::vector<int64_t> batch_si_dim;  // start_indices dim of each batch dim
   std::vector<int64_t> start_index_map, op_dims, op_strides, slice_sizes;
   std::vector<std::pair<int64_t, int64_t>> batching;  // (operand dim, batch dim position)
 };
@@ -97,8 +97,7 @@ bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.beg
 
 Result<std::unique_ptr<OpKernel>> make_gather(const shlo::Op& op, const shlo::Function& fn) {
   if (op.operands.size() != 2 || op.results.size() != 1) return invalid(op, fn, "expects 2 operands, 1 result");
-  HLX_ASSIGN_OR_RETURN(shlo::GatherDims dn,
-                       dimension_numbers(op, "dimension_numbers", shlo::gather_dims_from_attr));
+  HLX_ASSIGN_OR_RETURN(shlo::GatherDims dn, dimension_numbers(op, "dimension_numbers", shlo::gather_dims_from_attr));
   const auto &offset_dims = dn.offset_dims, &collapsed = dn.collapsed_slice_dims;
   const auto &op_batch = dn.operand_batching_dims, &si_batch = dn.start_indices_batching_dims;
   const auto& sim = dn.start_index_map;
@@ -119,8 +118,10 @@ Result<std::unique_ptr<OpKernel>> make_gather(const shlo::Op& op, const shlo::Fu
     if (slice_sizes[size_t(d)] < 0 || slice_sizes[size_t(d)] > std::max<int64_t>(ot.shape[size_t(d)], 0) ||
         ((contains(collapsed, d) || contains(op_batch, d)) && slice_sizes[size_t(d)] > 1))
       return invalid(op, fn, str_cat("bad slice size for operand dimension ", d));
-  for (int64_t d : sim) if (d < 0 || d >= orank) return invalid(op, fn, "start_index_map out of range");
-  for (int64_t d : collapsed) if (d < 0 || d >= orank) return invalid(op, fn, "collapsed_slice_dims out of range");
+  for (int64_t d : sim)
+    if (d < 0 || d >= orank) return invalid(op, fn, "start_index_map out of range");
+  for (int64_t d : collapsed)
+    if (d < 0 || d >= orank) return invalid(op, fn, "collapsed_slice_dims out of range");
   for (size_t i = 0; i < op_batch.size(); ++i)
     if (op_batch[i] < 0 || op_batch[i] >= orank || si_batch[i] < 0 || si_batch[i] >= srank || si_batch[i] == ivd)
       return invalid(op, fn, "batching dims out of range");
@@ -133,7 +134,10 @@ Result<std::unique_ptr<OpKernel>> make_gather(const shlo::Op& op, const shlo::Fu
   p.slice_sizes = slice_sizes;
   p.start_index_map = sim;
   for (int64_t d = 0; d < srank; ++d)
-    if (d != ivd) { p.batch_shape.push_back(st.shape[size_t(d)]); p.batch_si_dim.push_back(d); }
+    if (d != ivd) {
+      p.batch_shape.push_back(st.shape[size_t(d)]);
+      p.batch_si_dim.push_back(d);
+    }
   for (size_t i = 0; i < op_batch.size(); ++i)
     p.batching.emplace_back(op_batch[i], si_batch[i] < ivd ? si_batch[i] : si_batch[i] - 1);
   std::vector<int64_t> window_dims;

@@ -106,8 +106,8 @@ class GenericReduce : public OpKernel {
         for (int j = 0; j < n_; ++j) std::memcpy(ev_->arg_data(j), ev_->result_data(j), esize_[size_t(j)]);
       }
       for (int j = 0; j < n_; ++j)
-        std::memcpy(static_cast<uint8_t*>(out[size_t(j)]->raw()) + size_t(o) * esize_[size_t(j)],
-                    ev_->arg_data(j), esize_[size_t(j)]);
+        std::memcpy(static_cast<uint8_t*>(out[size_t(j)]->raw()) + size_t(o) * esize_[size_t(j)], ev_->arg_data(j),
+                    esize_[size_t(j)]);
     }
     return ok_status();
   }
@@ -142,8 +142,9 @@ Result<std::unique_ptr<OpKernel>> make_reduce(const shlo::Op& op, const shlo::Fu
     const auto& rt = fn.type_of(op.results[j]);
     if (it.shape != in_shape) return invalid(op, fn, "inputs have different shapes");
     if (!init.shape.empty() || init.dtype != it.dtype || rt.dtype != it.dtype || rt.shape != out_shape)
-      return invalid(op, fn, str_cat("operand ", j, ": init must be a scalar and result [",
-                                     shape_to_string(out_shape), "] of the input's element type"));
+      return invalid(op, fn,
+                     str_cat("operand ", j, ": init must be a scalar and result [", shape_to_string(out_shape),
+                             "] of the input's element type"));
     esize.push_back(dtype_size(it.dtype));
   }
   const shlo::Block& body = op.regions[0];

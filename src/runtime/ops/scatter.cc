@@ -21,11 +21,11 @@ struct ScatterPlan {
   std::vector<size_t> esize;
   Shape op_shape, upd_shape, si_shape;
   int64_t ivd = 0;
-  std::vector<int64_t> sdims_to_op;                    // scatter_dims_to_operand_dims
-  std::vector<std::pair<int64_t, int64_t>> batching;   // (operand dim, position in scatter index)
-  std::vector<int64_t> upd_scatter_dims;               // updates dims that index scatter positions
-  std::vector<int64_t> upd_window_dims;                // updates dims that index the window
-  std::vector<int64_t> window_op_dims;                 // operand dim of each update window dim
+  std::vector<int64_t> sdims_to_op;                   // scatter_dims_to_operand_dims
+  std::vector<std::pair<int64_t, int64_t>> batching;  // (operand dim, position in scatter index)
+  std::vector<int64_t> upd_scatter_dims;              // updates dims that index scatter positions
+  std::vector<int64_t> upd_window_dims;               // updates dims that index the window
+  std::vector<int64_t> window_op_dims;                // operand dim of each update window dim
   // Replace with whole trailing windows (a KV-cache row write): each scatter position copies one
   // contiguous run of `window_elems` elements; indices address only the leading inserted dims.
   bool contiguous_rows = false;
@@ -72,7 +72,10 @@ class Scatter : public OpKernel {
       bool in_bounds = true;
       int64_t off = 0;
       for (size_t d = 0; d < orank; ++d) {
-        if (coord[d] < 0 || coord[d] >= p_.op_shape[d]) { in_bounds = false; break; }
+        if (coord[d] < 0 || coord[d] >= p_.op_shape[d]) {
+          in_bounds = false;
+          break;
+        }
         off += coord[d] * ostr[d];
       }
       if (in_bounds) HLX_RETURN_IF_ERROR(apply(in, out, off, u));
@@ -203,19 +206,23 @@ Result<std::unique_ptr<OpKernel>> make_scatter(const shlo::Op& op, const shlo::F
   if (ivd < 0 || ivd > srank) return invalid(op, fn, "index_vector_dim out of range");
   int64_t nidx = ivd < srank ? st.shape[size_t(ivd)] : 1;
   if (int64_t(sd2od.size()) != nidx) return invalid(op, fn, "scatter_dims_to_operand_dims size != index vector size");
-  for (int64_t d : sd2od) if (d < 0 || d >= orank) return invalid(op, fn, "scatter_dims_to_operand_dims out of range");
+  for (int64_t d : sd2od)
+    if (d < 0 || d >= orank) return invalid(op, fn, "scatter_dims_to_operand_dims out of range");
   if (ibd.size() != sibd.size()) return invalid(op, fn, "batching dims lists differ in length");
-  for (int64_t d : uwd) if (d < 0 || d >= urank) return invalid(op, fn, "update_window_dims out of range");
+  for (int64_t d : uwd)
+    if (d < 0 || d >= urank) return invalid(op, fn, "update_window_dims out of range");
   for (int64_t d = 0; d < urank; ++d)
     if (!contains(uwd, d)) p.upd_scatter_dims.push_back(d);
   p.upd_window_dims = uwd;
   Shape si_batch;
-  for (int64_t d = 0; d < srank; ++d) if (d != ivd) si_batch.push_back(st.shape[size_t(d)]);
+  for (int64_t d = 0; d < srank; ++d)
+    if (d != ivd) si_batch.push_back(st.shape[size_t(d)]);
   Shape upd_batch;
   for (int64_t d : p.upd_scatter_dims) upd_batch.push_back(ut.shape[size_t(d)]);
   if (upd_batch != si_batch)
-    return invalid(op, fn, str_cat("update scatter dims [", shape_to_string(upd_batch),
-                                   "] must match scatter_indices batch dims [", shape_to_string(si_batch), "]"));
+    return invalid(op, fn,
+                   str_cat("update scatter dims [", shape_to_string(upd_batch),
+                           "] must match scatter_indices batch dims [", shape_to_string(si_batch), "]"));
   for (size_t i = 0; i < ibd.size(); ++i) {
     if (ibd[i] < 0 || ibd[i] >= orank || sibd[i] < 0 || sibd[i] >= srank || sibd[i] == ivd)
       return invalid(op, fn, "batching dims out of range");

@@ -11,12 +11,12 @@ namespace hlx::rt {
 namespace shape {
 namespace {
 
-
 // ---- constant: the Dense bytes, copied out on every run ----
 
 class ConstantKernel final : public OpKernel {
  public:
-  ConstantKernel(shlo::TensorType t, std::shared_ptr<const shlo::DenseElements> v) : t_(std::move(t)), v_(std::move(v)) {}
+  ConstantKernel(shlo::TensorType t, std::shared_ptr<const shlo::DenseElements> v)
+      : t_(std::move(t)), v_(std::move(v)) {}
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) override {
     HLX_RETURN_IF_ERROR(check_buffers("stablehlo.constant", inputs, outputs, {}, {t_}));
     if (!v_->bytes.empty()) std::memcpy(outputs[0]->raw(), v_->bytes.data(), v_->bytes.size());
@@ -33,9 +33,11 @@ Result<std::unique_ptr<OpKernel>> constant_factory(const shlo::Op& op, const shl
   const shlo::Attr* a = op.attr("value");
   if (!a || a->kind != shlo::Attr::Kind::kDense || !a->dense) return bad(op, fn, "missing dense 'value' attribute");
   const auto& out = t.out[0];
-  if (a->dense->type.dtype != out.dtype || a->dense->bytes.size() != size_t(num_elements(out.shape)) * dtype_size(out.dtype))
-    return bad(op, fn, str_cat("value ", a->dense->type.to_string(), " with ", a->dense->bytes.size(),
-                               " bytes does not fill the result type"));
+  if (a->dense->type.dtype != out.dtype ||
+      a->dense->bytes.size() != size_t(num_elements(out.shape)) * dtype_size(out.dtype))
+    return bad(op, fn,
+               str_cat("value ", a->dense->type.to_string(), " with ", a->dense->bytes.size(),
+                       " bytes does not fill the result type"));
   return std::unique_ptr<OpKernel>(new ConstantKernel(out, a->dense));
 }
 
@@ -54,7 +56,8 @@ class IotaKernel final : public OpKernel {
     // Element i holds table[(i / stride) % dim]: one run of `stride` equal values per step.
     const int64_t runs = n / std::max<int64_t>(stride_, 1);
     std::vector<int64_t> dst_st{stride_ * dim_size_, stride_, 1}, src_st{0, 1, 0};
-    strided_copy(outputs[0]->raw(), dst_st, table_.data(), src_st, {runs / std::max<int64_t>(dim_size_, 1), dim_size_, stride_}, es);
+    strided_copy(outputs[0]->raw(), dst_st, table_.data(), src_st,
+                 {runs / std::max<int64_t>(dim_size_, 1), dim_size_, stride_}, es);
     return ok_status();
   }
 
@@ -132,16 +135,21 @@ Result<std::unique_ptr<OpKernel>> broadcast_factory(const shlo::Op& op, const sh
   HLX_ASSIGN_OR_RETURN(auto dims, ew::i64_array_attr(op, "broadcast_dimensions"));
   const auto &in = t.in[0], &out = t.out[0];
   if (in.dtype != out.dtype) return bad(op, fn, "element types must match (broadcast_in_dim_c1)");
-  if (int64_t(dims.size()) != in.rank()) return bad(op, fn, "broadcast_dimensions size must equal operand rank (broadcast_in_dim_c2)");
+  if (int64_t(dims.size()) != in.rank())
+    return bad(op, fn, "broadcast_dimensions size must equal operand rank (broadcast_in_dim_c2)");
   std::vector<int64_t> src_st(out.shape.size(), 0), in_st = row_major_strides(in.shape);
   std::vector<bool> used(out.shape.size(), false);
   for (size_t i = 0; i < dims.size(); ++i) {
     int64_t d = dims[i];
     if (d < 0 || d >= out.rank() || used[size_t(d)])
-      return bad(op, fn, str_cat("broadcast_dimensions[", i, "] = ", d, " is out of range or repeated (broadcast_in_dim_c3/c4)"));
+      return bad(
+          op, fn,
+          str_cat("broadcast_dimensions[", i, "] = ", d, " is out of range or repeated (broadcast_in_dim_c3/c4)"));
     used[size_t(d)] = true;
     if (in.shape[i] != 1 && in.shape[i] != out.shape[size_t(d)])
-      return bad(op, fn, str_cat("operand dim ", i, " (", in.shape[i], ") must be 1 or ", out.shape[size_t(d)], " (broadcast_in_dim_c5)"));
+      return bad(op, fn,
+                 str_cat("operand dim ", i, " (", in.shape[i], ") must be 1 or ", out.shape[size_t(d)],
+                         " (broadcast_in_dim_c5)"));
     src_st[size_t(d)] = in.shape[i] == 1 ? 0 : in_st[i];
   }
   return std::unique_ptr<OpKernel>(new CopyKernel(op.name, std::move(t), 0, std::move(src_st)));
@@ -157,9 +165,11 @@ Result<std::unique_ptr<OpKernel>> transpose_factory(const shlo::Op& op, const sh
   std::vector<bool> used(perm.size(), false);
   for (size_t i = 0; i < perm.size(); ++i) {
     int64_t p = perm[i];
-    if (p < 0 || p >= in.rank() || used[size_t(p)]) return bad(op, fn, "permutation is not a permutation (transpose_c2)");
+    if (p < 0 || p >= in.rank() || used[size_t(p)])
+      return bad(op, fn, "permutation is not a permutation (transpose_c2)");
     used[size_t(p)] = true;
-    if (out.shape[i] != in.shape[size_t(p)]) return bad(op, fn, "result shape does not match the permutation (transpose_c4)");
+    if (out.shape[i] != in.shape[size_t(p)])
+      return bad(op, fn, "result shape does not match the permutation (transpose_c4)");
     src_st[i] = in_st[size_t(p)];
   }
   return std::unique_ptr<OpKernel>(new CopyKernel(op.name, std::move(t), 0, std::move(src_st)));
@@ -178,8 +188,9 @@ Result<std::unique_ptr<OpKernel>> slice_factory(const shlo::Op& op, const shlo::
   int64_t off = 0;
   for (size_t k = 0; k < r; ++k) {
     if (start[k] < 0 || start[k] > limit[k] || limit[k] > in.shape[k] || step[k] <= 0)
-      return bad(op, fn, str_cat("dim ", k, ": need 0 <= start ", start[k], " <= limit ", limit[k], " <= ", in.shape[k],
-                                 " and stride ", step[k], " > 0 (slice_c3/c4)"));
+      return bad(op, fn,
+                 str_cat("dim ", k, ": need 0 <= start ", start[k], " <= limit ", limit[k], " <= ", in.shape[k],
+                         " and stride ", step[k], " > 0 (slice_c3/c4)"));
     if (out.shape[k] != (limit[k] - start[k] + step[k] - 1) / step[k])
       return bad(op, fn, str_cat("result dim ", k, " does not match the slice (slice_c5)"));
     off += start[k] * in_st[k];
@@ -220,13 +231,15 @@ Result<std::unique_ptr<OpKernel>> concatenate_factory(const shlo::Op& op, const 
   if (dim < 0 || dim >= out.rank()) return bad(op, fn, str_cat("dimension ", dim, " out of range (concatenate_c4)"));
   int64_t total = 0;
   for (const auto& in : t.in) {
-    if (in.dtype != out.dtype || in.rank() != out.rank()) return bad(op, fn, "operands must share element type and rank (concatenate_c1/c2)");
+    if (in.dtype != out.dtype || in.rank() != out.rank())
+      return bad(op, fn, "operands must share element type and rank (concatenate_c1/c2)");
     for (int64_t k = 0; k < out.rank(); ++k)
       if (k != dim && in.shape[size_t(k)] != out.shape[size_t(k)])
         return bad(op, fn, str_cat("operand dim ", k, " differs from the result (concatenate_c3)"));
     total += in.shape[size_t(dim)];
   }
-  if (total != out.shape[size_t(dim)]) return bad(op, fn, "result dimension is not the sum of the operands' (concatenate_c6)");
+  if (total != out.shape[size_t(dim)])
+    return bad(op, fn, "result dimension is not the sum of the operands' (concatenate_c6)");
   return std::unique_ptr<OpKernel>(new ConcatKernel(std::move(t), dim));
 }
 
@@ -236,7 +249,11 @@ class PadKernel final : public OpKernel {
  public:
   PadKernel(OpTypes t, int64_t src_off, int64_t dst_off, std::vector<int64_t> src_st, std::vector<int64_t> dst_st,
             std::vector<int64_t> box)
-      : t_(std::move(t)), src_off_(src_off), dst_off_(dst_off), src_st_(std::move(src_st)), dst_st_(std::move(dst_st)),
+      : t_(std::move(t)),
+        src_off_(src_off),
+        dst_off_(dst_off),
+        src_st_(std::move(src_st)),
+        dst_st_(std::move(dst_st)),
         box_(std::move(box)) {}
   Status run(const std::vector<const Tensor*>& inputs, const std::vector<Tensor*>& outputs) override {
     HLX_RETURN_IF_ERROR(check_buffers("stablehlo.pad", inputs, outputs, t_.in, t_.out));
@@ -271,12 +288,15 @@ Result<std::unique_ptr<OpKernel>> pad_factory(const shlo::Op& op, const shlo::Fu
     if (interior[k] < 0) return bad(op, fn, str_cat("interior_padding[", k, "] is negative (pad_c3)"));
     int64_t n = in.shape[k], s = interior[k] + 1;
     int64_t want = lo[k] + hi[k] + n + std::max<int64_t>(n - 1, 0) * interior[k];
-    if (want < 0 || out.shape[k] != want) return bad(op, fn, str_cat("result dim ", k, " should be ", want, " (pad_c4)"));
+    if (want < 0 || out.shape[k] != want)
+      return bad(op, fn, str_cat("result dim ", k, " should be ", want, " (pad_c4)"));
     // Operand element i lands at lo + i*s; keep those inside [0, out).
     int64_t first = lo[k] >= 0 ? 0 : (-lo[k] + s - 1) / s;
     int64_t last = n;  // exclusive
-    if (out.shape[k] > lo[k]) last = std::min(n, (out.shape[k] - 1 - lo[k]) / s + 1);
-    else last = 0;
+    if (out.shape[k] > lo[k])
+      last = std::min(n, (out.shape[k] - 1 - lo[k]) / s + 1);
+    else
+      last = 0;
     box[k] = std::max<int64_t>(0, last - first);
     src_off += first * in_st[k];
     dst_off += (lo[k] + first * s) * out_st[k];
@@ -284,7 +304,10 @@ Result<std::unique_ptr<OpKernel>> pad_factory(const shlo::Op& op, const shlo::Fu
     dst_st[k] = out_st[k] * s;
   }
   for (int64_t b : box)
-    if (b == 0) { src_off = dst_off = 0; break; }  // nothing visible; offsets may be out of range
+    if (b == 0) {
+      src_off = dst_off = 0;
+      break;
+    }  // nothing visible; offsets may be out of range
   return std::unique_ptr<OpKernel>(new PadKernel(std::move(t), src_off, dst_off, src_st, dst_st, box));
 }
 

@@ -32,7 +32,11 @@ inline void strided_copy(void* dst_v, std::vector<int64_t> dst_st, const void* s
       T.push_back(dst_st[k]);
     }
   }
-  if (D.empty()) { D = {1}; S = {1}; T = {1}; }
+  if (D.empty()) {
+    D = {1};
+    S = {1};
+    T = {1};
+  }
   const int r = int(D.size());
   const int64_t inner = D[r - 1], s_in = S[r - 1], t_in = T[r - 1];
   int64_t rows = 1;
@@ -41,33 +45,41 @@ inline void strided_copy(void* dst_v, std::vector<int64_t> dst_st, const void* s
   const auto* src = static_cast<const uint8_t*>(src_v);
   const bool par = rows > 1 && rows * inner >= ew::kParallelThreshold;
   auto copy_rows = [&](int64_t row_begin, int64_t row_end) {
-  for (int64_t row = row_begin; row < row_end; ++row) {
-    int64_t so = 0, to = 0, rem = row;
-    for (int k = r - 2; k >= 0; --k) {
-      int64_t i = rem % D[k];
-      rem /= D[k];
-      so += i * S[k];
-      to += i * T[k];
+    for (int64_t row = row_begin; row < row_end; ++row) {
+      int64_t so = 0, to = 0, rem = row;
+      for (int k = r - 2; k >= 0; --k) {
+        int64_t i = rem % D[k];
+        rem /= D[k];
+        so += i * S[k];
+        to += i * T[k];
+      }
+      uint8_t* dp = dst + to * int64_t(esize);
+      const uint8_t* sp = src + so * int64_t(esize);
+      if (s_in == 1 && t_in == 1) {
+        std::memmove(dp, sp, size_t(inner) * esize);
+        continue;
+      }
+      auto loop = [&](auto tag) {
+        using E = decltype(tag);
+        auto* d = reinterpret_cast<E*>(dp);
+        const auto* s = reinterpret_cast<const E*>(sp);
+        for (int64_t i = 0; i < inner; ++i) d[i * t_in] = s[i * s_in];
+      };
+      switch (esize) {
+        case 1:
+          loop(uint8_t{});
+          break;
+        case 2:
+          loop(uint16_t{});
+          break;
+        case 4:
+          loop(uint32_t{});
+          break;
+        default:
+          loop(uint64_t{});
+          break;
+      }
     }
-    uint8_t* dp = dst + to * int64_t(esize);
-    const uint8_t* sp = src + so * int64_t(esize);
-    if (s_in == 1 && t_in == 1) {
-      std::memmove(dp, sp, size_t(inner) * esize);
-      continue;
-    }
-    auto loop = [&](auto tag) {
-      using E = decltype(tag);
-      auto* d = reinterpret_cast<E*>(dp);
-      const auto* s = reinterpret_cast<const E*>(sp);
-      for (int64_t i = 0; i < inner; ++i) d[i * t_in] = s[i * s_in];
-    };
-    switch (esize) {
-      case 1: loop(uint8_t{}); break;
-      case 2: loop(uint16_t{}); break;
-      case 4: loop(uint32_t{}); break;
-      default: loop(uint64_t{}); break;
-    }
-  }
   };
   if (par) {
     // Rows claimed in chunks of about kParallelThreshold elements on the runtime pool.
@@ -90,22 +102,37 @@ inline void fill(void* dst_v, int64_t n, const void* value, size_t esize) {
     });
   };
   switch (esize) {
-    case 1: loop(uint8_t{}); break;
-    case 2: loop(uint16_t{}); break;
-    case 4: loop(uint32_t{}); break;
-    default: loop(uint64_t{}); break;
+    case 1:
+      loop(uint8_t{});
+      break;
+    case 2:
+      loop(uint16_t{});
+      break;
+    case 4:
+      loop(uint32_t{});
+      break;
+    default:
+      loop(uint64_t{});
+      break;
   }
 }
 
 // Reads a scalar integer of any integer type as int64 (start indices of dynamic slices).
 inline int64_t read_index(const Tensor& t) {
   switch (t.dtype()) {
-    case DType::kI64: return *t.data<int64_t>();
-    case DType::kI32: return *t.data<int32_t>();
-    case DType::kI16: return *t.data<int16_t>();
-    case DType::kI8: return *t.data<int8_t>();
-    case DType::kU8: case DType::kI1: return *t.data<uint8_t>();
-    default: return 0;
+    case DType::kI64:
+      return *t.data<int64_t>();
+    case DType::kI32:
+      return *t.data<int32_t>();
+    case DType::kI16:
+      return *t.data<int16_t>();
+    case DType::kI8:
+      return *t.data<int8_t>();
+    case DType::kU8:
+    case DType::kI1:
+      return *t.data<uint8_t>();
+    default:
+      return 0;
   }
 }
 

@@ -9,7 +9,6 @@
 namespace hlx::rt::shape {
 namespace {
 
-
 Status check_indices(const shlo::Op& op, const shlo::Function& fn, const OpTypes& t, size_t first, int64_t rank) {
   if (int64_t(t.in.size() - first) != rank)
     return bad(op, fn, str_cat("expected ", rank, " start indices, got ", t.in.size() - first));
@@ -58,7 +57,8 @@ Result<std::unique_ptr<OpKernel>> dynamic_slice_factory(const shlo::Op& op, cons
     return bad(op, fn, "slice_sizes must have the operand's rank and equal the result shape (dynamic_slice_c2/c5)");
   for (size_t k = 0; k < sizes.size(); ++k)
     if (sizes[k] < 0 || sizes[k] > in.shape[k])
-      return bad(op, fn, str_cat("slice_sizes[", k, "] = ", sizes[k], " outside [0, ", in.shape[k], "] (dynamic_slice_c4)"));
+      return bad(op, fn,
+                 str_cat("slice_sizes[", k, "] = ", sizes[k], " outside [0, ", in.shape[k], "] (dynamic_slice_c4)"));
   return std::unique_ptr<OpKernel>(new DynamicSliceKernel(std::move(t)));
 }
 
@@ -76,8 +76,8 @@ class DynamicUpdateSliceKernel final : public OpKernel {
     }
     if (num_elements(upd) == 0) return ok_status();
     int64_t off = clamped_offset(inputs, 2, full, upd);
-    strided_copy(static_cast<uint8_t*>(outputs[0]->raw()) + off * int64_t(es), row_major_strides(full), inputs[1]->raw(),
-                 row_major_strides(upd), upd, es);
+    strided_copy(static_cast<uint8_t*>(outputs[0]->raw()) + off * int64_t(es), row_major_strides(full),
+                 inputs[1]->raw(), row_major_strides(upd), upd, es);
     return ok_status();
   }
   bool can_run_in_place(int index) const override { return index == 0; }
@@ -95,7 +95,9 @@ Result<std::unique_ptr<OpKernel>> dynamic_update_slice_factory(const shlo::Op& o
     return bad(op, fn, "update must share the operand's element type and rank (dynamic_update_slice_c2/c3)");
   for (int64_t k = 0; k < in.rank(); ++k)
     if (upd.shape[size_t(k)] > in.shape[size_t(k)])
-      return bad(op, fn, str_cat("update dim ", k, " (", upd.shape[size_t(k)], ") exceeds the operand's (dynamic_update_slice_c4)"));
+      return bad(
+          op, fn,
+          str_cat("update dim ", k, " (", upd.shape[size_t(k)], ") exceeds the operand's (dynamic_update_slice_c4)"));
   return std::unique_ptr<OpKernel>(new DynamicUpdateSliceKernel(std::move(t)));
 }
 

@@ -8,8 +8,8 @@ namespace hlx::rt::shape {
 
 using ew::check_buffers;
 using ew::describe;
-using ew::OpTypes;
 using ew::op_types;
+using ew::OpTypes;
 
 // kInvalidArgument naming the op and its types.
 inline Status bad(const shlo::Op& op, const shlo::Function& fn, std::string_view why) {

@@ -22,12 +22,11 @@ std::vector<int64_t> ints_or_empty(const Attr* a) {
 Result<std::vector<int64_t>> i64_array_attr(const shlo::Op& op, std::string_view name, bool required) {
   const Attr* a = op.attr(name);
   if (!a) {
-    if (required)
-      return make_error(ErrorKind::kInvalidArgument, op.name, ": missing attribute '", name, "'");
+    if (required) return make_error(ErrorKind::kInvalidArgument, op.name, ": missing attribute '", name, "'");
     return std::vector<int64_t>{};
   }
-  if (a->kind != Attr::Kind::kI64Array && a->kind != Attr::Kind::kBoolArray &&
-      a->kind != Attr::Kind::kDense && a->kind != Attr::Kind::kInt)
+  if (a->kind != Attr::Kind::kI64Array && a->kind != Attr::Kind::kBoolArray && a->kind != Attr::Kind::kDense &&
+      a->kind != Attr::Kind::kInt)
     return make_error(ErrorKind::kInvalidArgument, op.name, ": attribute '", name, "' is not an integer array");
   return ints_or_empty(a);
 }
@@ -71,7 +70,8 @@ BinaryBody match_binary_body(const shlo::Block& block) {
     return BinaryBody::kReplace;
   if (ops.size() != 2 || ops[1].name != "stablehlo.return" || ops[1].operands.size() != 1) return BinaryBody::kNone;
   const auto& op = ops[0];
-  if (op.results.size() != 1 || ops[1].operands[0] != op.results[0] || op.operands.size() != 2) return BinaryBody::kNone;
+  if (op.results.size() != 1 || ops[1].operands[0] != op.results[0] || op.operands.size() != 2)
+    return BinaryBody::kNone;
   // Commutative ops only, so either operand order matches.
   bool args_ok = (op.operands[0] == block.args[0] && op.operands[1] == block.args[1]) ||
                  (op.operands[0] == block.args[1] && op.operands[1] == block.args[0]);
@@ -85,8 +85,7 @@ BinaryBody match_binary_body(const shlo::Block& block) {
   return BinaryBody::kNone;
 }
 
-Result<std::unique_ptr<RegionEvaluator>> RegionEvaluator::compile(const shlo::Block& block,
-                                                                  const shlo::Function& fn) {
+Result<std::unique_ptr<RegionEvaluator>> RegionEvaluator::compile(const shlo::Block& block, const shlo::Function& fn) {
   auto ev = std::make_unique<RegionEvaluator>();
   std::map<shlo::ValueId, int> slot_of;
   auto add_slot = [&](shlo::ValueId v) {
@@ -103,8 +102,8 @@ Result<std::unique_ptr<RegionEvaluator>> RegionEvaluator::compile(const shlo::Bl
     for (shlo::ValueId v : op.operands) {
       auto it = slot_of.find(v);
       if (it == slot_of.end())
-        return make_error(ErrorKind::kUnsupported, "region of @", fn.name, ": op ", op.name,
-                          " reads value %", v, " defined outside the region");
+        return make_error(ErrorKind::kUnsupported, "region of @", fn.name, ": op ", op.name, " reads value %", v,
+                          " defined outside the region");
       in.push_back(it->second);
     }
     if (op.name == "stablehlo.return") {
