@@ -49,7 +49,7 @@ test-tsan: setup $(TSAN_BUILD)/build.ninja
 	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_runtime_tests --gtest_filter='ParallelFor.*:PackedWeightTiles.*:Gemm.*:DotGroup.*:PackedWeightInt8.*:Attention.*:NativeAttention.*'
 	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_engine_tests --gtest_filter='*BatchEngine*:SessionCancel.*'
 
-test: test-release test-sanitize test-tsan
+test: format-check test-release test-sanitize test-tsan
 
 # .clang-format over every C and C++ file git tracks: `format` rewrites them, `format-check` (part of
 # `make test`) fails naming the files it would change.
