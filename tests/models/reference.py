@@ -488,23 +488,35 @@ def logits(model_dir, tokens, bf16_matmul=False, bf16_kv=False):
     return load(model_dir).forward(list(tokens), bf16_matmul, bf16_kv)
 
 
-def greedy(model_dir, tokens, n, stop_at_eos=False, return_logits=False, bf16_matmul=False, bf16_kv=False):
-    """Greedy decoding by full recomputation. With return_logits, also the last-row logits of every
-    step (for tie analysis). stop_at_eos stops after emitting an id of generation_config's eos."""
-    m = load(model_dir)
+def greedy_model(model, tokens, n, stop_at_eos=False, bf16_matmul=False, bf16_kv=False):
+    """Greedy decoding of a loaded model (or a subclass that quantizes its matmuls) by full
+    recomputation: (ids, last-row logits of every step). stop_at_eos stops after emitting an id of
+    generation_config's eos."""
     seq = list(tokens)
     out, steps = [], []
-    eos = m.eos_ids()
+    eos = model.eos_ids()
     for _ in range(n):
-        row = m.forward(seq, bf16_matmul, bf16_kv)[-1]
+        row = model.forward(seq, bf16_matmul, bf16_kv)[-1]
         t = int(np.argmax(row))
         out.append(t)
         steps.append(row)
         seq.append(t)
         if stop_at_eos and t in eos:
             break
+    return out, steps
+
+
+def greedy(model_dir, tokens, n, stop_at_eos=False, return_logits=False, bf16_matmul=False, bf16_kv=False):
+    """greedy_model on the checkpoint in model_dir; with return_logits also every step's logits
+    (for tie analysis)."""
+    out, steps = greedy_model(load(model_dir), tokens, n, stop_at_eos, bf16_matmul, bf16_kv)
     return (out, steps) if return_logits else out
 
+
+def top2_gap(row):
+    """Distance between the two largest logits of a row: how near a greedy choice is to a tie."""
+    s = np.sort(row)
+    return float(s[-1] - s[-2])
 
 if __name__ == "__main__":
     import sys

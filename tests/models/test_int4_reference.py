@@ -90,25 +90,6 @@ class Int4Model(reference.Model):
         return y.astype(np.float32)
 
 
-def greedy(model, tokens, n):
-    seq, out, steps = list(tokens), [], []
-    eos = model.eos_ids()
-    for _ in range(n):
-        row = model.forward(seq)[-1]
-        t = int(np.argmax(row))
-        out.append(t)
-        steps.append(row)
-        seq.append(t)
-        if t in eos:
-            break
-    return out, steps
-
-
-def top2_gap(row):
-    s = np.sort(row)
-    return float(s[-1] - s[-2])
-
-
 def hlx_generate(hlx, model, prompt, kv):
     out = run([hlx, "generate", "-m", model, "--tokens", ",".join(map(str, prompt)), "-n", str(N_NEW),
                "--kv-dtype", kv, "--weights", "int4"]).stdout.strip()
@@ -121,7 +102,7 @@ def test_f32(hlx, tmp, family):
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "0", "--no-tokenizer"])
     qm = Int4Model(model_dir)
     prompt = CANDIDATE_PROMPTS[0]
-    want, steps = greedy(qm, prompt, N_NEW)
+    want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True)
     ref_q = qm.forward(prompt)
     ref_f = reference.logits(model_dir, prompt)
     tol = LOGIT_REL_TOL * float(ref_q.std())
@@ -147,7 +128,7 @@ def compare_tokens(what, got, want, steps, err):
         check(got == want, f"{what}: {got} is a prefix/extension of {want}")
         print(f"{what}: {len(got)} greedy tokens match")
         return len(want)
-    gap = top2_gap(steps[div])
+    gap = reference.top2_gap(steps[div])
     check(gap < 2 * err, f"{what}: diverges at step {div} where the reference's top-2 gap {gap:.4f} >= 2 x {err:.4f}")
     print(f"{what}: greedy tokens equal for {div} steps, then a near-tie (gap {gap:.4f})")
     return div
@@ -158,7 +139,7 @@ def test_bf16(hlx, tmp, family):
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "bf16", "--seed", "1", "--no-tokenizer"])
     qm = Int4Model(model_dir)
     prompt = CANDIDATE_PROMPTS[1]
-    want, steps = greedy(qm, prompt, N_NEW)
+    want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True)
     out = os.path.join(tmp, family + "-bf16-int4.npy")
     run([hlx, "logits", "-m", model_dir, "--tokens", ",".join(map(str, prompt)), "--all", "--kv-dtype", "f32",
          "--weights", "int4", "-o", out])

@@ -129,25 +129,6 @@ class Int8Model(reference.Model):
         return y.astype(np.float32)
 
 
-def greedy(model, tokens, n, bf16_matmul=False):
-    seq, out, steps = list(tokens), [], []
-    eos = model.eos_ids()
-    for _ in range(n):
-        row = model.forward(seq, bf16_matmul=bf16_matmul)[-1]
-        t = int(np.argmax(row))
-        out.append(t)
-        steps.append(row)
-        seq.append(t)
-        if t in eos:
-            break
-    return out, steps
-
-
-def top2_gap(row):
-    s = np.sort(row)
-    return float(s[-1] - s[-2])
-
-
 def hlx_generate(hlx, model, prompt, kv):
     out = run([hlx, "generate", "-m", model, "--tokens", ",".join(map(str, prompt)), "-n", str(N_NEW),
                "--kv-dtype", kv, "--weights", "int8"]).stdout.strip()
@@ -168,8 +149,8 @@ def test_f32(hlx, tmp, family):
     tol = max(LOGIT_TOL, LOGIT_TOL_FACTOR * sens)
     prompt, want = None, None
     for p in CANDIDATE_PROMPTS:
-        toks, steps = greedy(qm, p, N_NEW)
-        if len(toks) == N_NEW and min(top2_gap(r) for r in steps) >= 2 * tol:
+        toks, steps = reference.greedy_model(qm, p, N_NEW, stop_at_eos=True)
+        if len(toks) == N_NEW and min(reference.top2_gap(r) for r in steps) >= 2 * tol:
             prompt, want = p, toks
             break
     if not check(prompt is not None, f"{family} f32: no prompt gives 32 unambiguous quantized-reference tokens"):
@@ -205,14 +186,14 @@ def test_bf16(hlx, tmp, family):
     qm = Int8Model(model_dir)
     compared = 0
     for prompt in CANDIDATE_PROMPTS[:2]:
-        want, steps = greedy(qm, prompt, N_NEW, bf16_matmul=True)
+        want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True, bf16_matmul=True)
         got = hlx_generate(hlx, model_dir, prompt, "f32")
         div = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), None)
         if div is None:
             check(got == want, f"{family} bf16 int8 {prompt}: {got} is a prefix/extension of {want}")
             compared += len(want)
             continue
-        gap = top2_gap(steps[div])
+        gap = reference.top2_gap(steps[div])
         check(gap < BF16_TIE_GAP, f"{family} bf16 int8 {prompt}: diverges at step {div} where the quantized "
                                   f"reference's top-2 gap is {gap:.4f} >= {BF16_TIE_GAP}")
         compared += div

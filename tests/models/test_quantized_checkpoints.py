@@ -109,32 +109,13 @@ class QuantModel(reference.Model):
         return y.astype(np.float32)
 
 
-def greedy(model, tokens, n):
-    seq, out, steps = list(tokens), [], []
-    eos = model.eos_ids()
-    for _ in range(n):
-        row = model.forward(seq)[-1]
-        t = int(np.argmax(row))
-        out.append(t)
-        steps.append(row)
-        seq.append(t)
-        if t in eos:
-            break
-    return out, steps
-
-
-def top2_gap(row):
-    s = np.sort(row)
-    return float(s[-1] - s[-2])
-
-
 def test_method(hlx, tmp, family, quant):
     model_dir = os.path.join(tmp, f"{family}-{quant}")
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "3", "--no-tokenizer",
          "--quant", quant])
     qm = QuantModel(model_dir)
     prompt = PROMPTS[0]
-    want, steps = greedy(qm, prompt, N_NEW)
+    want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True)
     ref = qm.forward(prompt)
     tol = LOGIT_REL_TOL * float(ref.std())
     wrong = QuantModel(model_dir, plain_order=True).forward(prompt)
@@ -158,7 +139,7 @@ def test_method(hlx, tmp, family, quant):
         check(got_tokens == want, f"{family} {quant}: generate {got_tokens} != reference {want}")
         print(f"{family} {quant}: {len(got_tokens)} greedy tokens match")
     else:
-        gap = top2_gap(steps[div])
+        gap = reference.top2_gap(steps[div])
         check(gap < 2 * err, f"{family} {quant}: diverges at step {div} where the reference's top-2 gap {gap:.4f} "
                              f">= 2 x the logit error {err:.4f}")
         print(f"{family} {quant}: greedy tokens equal for {div} steps, then a near-tie (gap {gap:.4f})")
