@@ -111,7 +111,8 @@ void BM_Gemma3VisionEncode4B(benchmark::State& state) {
 }
 BENCHMARK(BM_Gemma3VisionEncode4B)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(2.0);
 
-// One layer's attention of the tower: q/k/v [1, 4096, 16, 72] f32, bidirectional (kernel picked by
+// One layer's attention of the tower: q/k/v [1, 4096, 16, head_dim], f32 or (second argument 1)
+// bf16 as a bf16 checkpoint's tower has them, bidirectional (kernel picked by
 // kernels::attention_path, reported as `path`: 0 prefill, 2 generic attention_impl.h).
 void BM_Gemma3TowerAttention(benchmark::State& state) {
   kernels::AttentionDesc d;
@@ -119,7 +120,7 @@ void BM_Gemma3TowerAttention(benchmark::State& state) {
   d.q_len = d.capacity = 4096;
   d.q_heads = d.kv_heads = 16;
   d.head_dim = state.range(0);
-  d.q_type = d.kv_type = DType::kF32;
+  d.q_type = d.kv_type = state.range(1) ? DType::kBF16 : DType::kF32;
   d.scale = 1.f / std::sqrt(float(d.head_dim));
   d.causal = false;
   const int64_t n = d.q_len * d.q_heads * d.head_dim;
@@ -131,11 +132,15 @@ void BM_Gemma3TowerAttention(benchmark::State& state) {
     k[size_t(i)] = bf16_to_f32(r[size_t(n + i)]);
     v[size_t(i)] = bf16_to_f32(r[size_t(2 * n + i)]);
   }
+  const bool b16 = d.kv_type == DType::kBF16;
+  const void* qp = b16 ? static_cast<const void*>(r.data()) : q.data();
+  const void* kp = b16 ? static_cast<const void*>(r.data() + n) : k.data();
+  const void* vp = b16 ? static_cast<const void*>(r.data() + 2 * n) : v.data();
   const int32_t slot = 0, kv_len = int32_t(d.capacity);
   std::vector<int32_t> pos(size_t(d.q_len));
   for (int64_t t = 0; t < d.q_len; ++t) pos[size_t(t)] = int32_t(t);
   for (auto _ : state) {
-    auto s = kernels::attention(d, q.data(), k.data(), v.data(), &slot, pos.data(), &kv_len, nullptr, out.data());
+    auto s = kernels::attention(d, qp, kp, vp, &slot, pos.data(), &kv_len, nullptr, out.data());
     if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
     benchmark::DoNotOptimize(out.data());
   }
@@ -144,6 +149,6 @@ void BM_Gemma3TowerAttention(benchmark::State& state) {
       benchmark::Counter(4.0 * double(d.q_len) * double(d.capacity) * double(d.q_heads * d.head_dim),
                          benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
-BENCHMARK(BM_Gemma3TowerAttention)->Arg(72)->Arg(64)->Arg(80)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Gemma3TowerAttention)->ArgsProduct({{72, 64, 80}, {0, 1}})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace

@@ -135,12 +135,16 @@ Value block(Ctx& c, int64_t i, const Value& x, const Value& rows, const Value& c
   Value qkv = f.reshape(c.linear(c.layer_norm(x, p + "norm1"), p + "attn.qkv"), {n, 3, heads, hd});
   auto part = [&](int64_t k) { return f.reshape(f.slice(qkv, {0, k, 0, 0}, {n, k + 1, heads, hd}), {n, heads, hd}); };
   Value q = rotary_2d(c, part(0), rows, cols), k = rotary_2d(c, part(1), rows, cols), v = part(2);
+  const DType qkv_dtype = tower_attention_dtype(c.v.weight_dtype);
+  auto operand = [&](const Value& x) {
+    Value r = f.reshape(x, {1, n, heads, hd});
+    return qkv_dtype == DType::kF32 ? r : f.convert(r, qkv_dtype);
+  };
   // Bidirectional attention over this image's rows: k/v are a one-slot "cache" of exactly N rows.
   shlo::AttentionOptions o;
   o.scale = float(1.0 / std::sqrt(double(hd)));
   o.causal = false;
-  Value a = shlo::attention(f, f.reshape(q, {1, n, heads, hd}), f.reshape(k, {1, n, heads, hd}),
-                            f.reshape(v, {1, n, heads, hd}), f.zeros(TensorType{DType::kI32, {1}}),
+  Value a = shlo::attention(f, operand(q), operand(k), operand(v), f.zeros(TensorType{DType::kI32, {1}}),
                             f.iota(TensorType{DType::kI32, {1, n}}, 1), kv_len, std::nullopt, o);
   Value r = f.add(x, c.linear(f.reshape(a, {n, d}), p + "attn.proj"));
   f.set_scope(str_cat("vision block ", i, " mlp"));
@@ -265,7 +269,8 @@ std::string qwen3_vl_vision_description(const Qwen3VLSpec& spec, const VisionGri
     d += str_cat(i ? "," : "", v.deepstack_visual_indexes[i]);
   d += str_cat("\nactivation=", vision_activation_name(v.activation),
                "\nlayer_norm_eps=", identity_number(v.layer_norm_eps), "\nweight_prefix=", v.weight_prefix,
-               "\nweight_dtype=", dtype_name(v.weight_dtype), "\n");
+               "\nweight_dtype=", dtype_name(v.weight_dtype),
+               "\nattention_dtype=", dtype_name(tower_attention_dtype(v.weight_dtype)), "\n");
   d += str_cat("grid=", g.t, "x", g.h, "x", g.w, "\nactivation_dtype=f32\n");
   return d;
 }

@@ -124,9 +124,12 @@ Value encoder_layer(VisionContext& c, int64_t layer, const Value& x) {
   f.set_scope(str_cat("vision layer ", layer, " attention"));
   Value h = shlo::layer_norm(f, x, lw("layer_norm1.weight"), lw("layer_norm1.bias"), eps);
   if (v.weight_dtype != DType::kF32) h = f.convert(h, v.weight_dtype);  // rounded once for q, k and v
-  Value q = f.reshape(lin(h, "self_attn.q_proj"), {1, t, heads, dh});
-  Value k = f.reshape(lin(h, "self_attn.k_proj"), {1, t, heads, dh});
-  Value vv = f.reshape(lin(h, "self_attn.v_proj"), {1, t, heads, dh});
+  const DType qkv_dtype = tower_attention_dtype(v.weight_dtype);
+  auto qkv = [&](const std::string& name) {
+    Value x = f.reshape(lin(h, name), {1, t, heads, dh});
+    return qkv_dtype == DType::kF32 ? x : f.convert(x, qkv_dtype);
+  };
+  Value q = qkv("self_attn.q_proj"), k = qkv("self_attn.k_proj"), vv = qkv("self_attn.v_proj");
   // Bidirectional attention: k/v are a one-slot "cache" of exactly the T rows, all visible.
   shlo::AttentionOptions o;
   o.scale = float(1.0 / std::sqrt(double(dh)));
@@ -225,6 +228,7 @@ std::string vision_entry_description(const VlmSpec& s, VisionStage stage) {
   d += str_cat("feature_layer=", v.feature_layer, "\nselect_strategy=", v.select_strategy,
                "\nuse_post_layernorm=", v.use_post_layernorm, "\n");
   d += str_cat("vision_weight_prefix=", v.weight_prefix, "\nvision_weight_dtype=", dtype_name(v.weight_dtype), "\n");
+  d += str_cat("attention_dtype=", dtype_name(tower_attention_dtype(v.weight_dtype)), "\n");
   if (s.family == VlmFamily::kGemma3) {
     d += str_cat("projector_prefix=", s.projector_prefix,
                  "\nprojector=avg_pool+gemma_rms_norm+matmul\nmm_tokens_per_image=", s.mm_tokens_per_image,

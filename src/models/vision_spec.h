@@ -152,4 +152,11 @@ namespace hlx::models {
 // vision_encoder.cc); shared by the vision towers.
 shlo::Value vision_activation(shlo::FunctionBuilder& f, VisionActivation a, const shlo::Value& x);
 
+// The dtype of the towers' attention operands Q, K and V: bf16 for a bf16 checkpoint, as upstream
+// runs that tower (its q, k and v are bf16 tensors), which lets the attention kernel take one bf16
+// dot product per pair; f32 otherwise. Part of each tower entry's identity (`attention_dtype`).
+inline DType tower_attention_dtype(DType weight_dtype) {
+  return weight_dtype == DType::kBF16 ? DType::kBF16 : DType::kF32;
+}
+
 }  // namespace hlx::models

@@ -135,6 +135,20 @@ int64_t pick_structural(const std::vector<uint64_t>& mask, const TokenTrie& trie
   return t;
 }
 
+// The sanitizer tree (make test-sanitize) checks every 8th step: its job there is memory safety, and
+// the full brute force (160 x 151,936 tokens) took most of that tree's ten minutes under ASan.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kBruteForceEvery = 8;
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+constexpr int kBruteForceEvery = 8;
+#else
+constexpr int kBruteForceEvery = 1;
+#endif
+#else
+constexpr int kBruteForceEvery = 1;
+#endif
+
 TEST(JsonConstraint, MaskEqualsBruteForceOverQwen3Vocabulary) {
   std::shared_ptr<const tok::Tokenizer> tok;
   auto trie = qwen3_trie(&tok);
@@ -151,7 +165,7 @@ TEST(JsonConstraint, MaskEqualsBruteForceOverQwen3Vocabulary) {
       // Random prefixes along a walk; the brute force at every step.
       for (int step = 0; step < 40 && !c.done(); ++step) {
         const std::vector<uint64_t> mask = c.allowed();
-        {
+        if (step % kBruteForceEvery == 0) {
           for (int64_t id = 0; id < trie->vocab(); ++id) {
             // Every byte of the token through the automaton, from the prefix's state.
             bool ok = id < int64_t(tok->vocab_size()) && !tok->is_special(uint32_t(id)) && !trie->bytes(id).empty();
@@ -168,7 +182,7 @@ TEST(JsonConstraint, MaskEqualsBruteForceOverQwen3Vocabulary) {
       }
     }
   }
-  EXPECT_GE(checked, 60);
+  EXPECT_GE(checked * kBruteForceEvery, 60);
 }
 
 // Every walk over the real vocabulary that ends gives text an independent parser accepts and

@@ -10,7 +10,8 @@ reference.Model; the attention here takes an explicit visibility matrix per laye
 
 Numerics: f32 activations; bf16 checkpoints widen exactly. With bf16=True, every weight matmul's
 activation operand is rounded to bf16 (a bf16 GEMM with f32 accumulation) and K/V are rounded as a
-bf16 cache stores them (bf16_kv) - the engine's dtype policy, not model math.
+bf16 cache stores them (bf16_kv), and the tower's attention rounds as reference.tower_attention
+says - the engine's dtype policy, not model math.
 
 Ablations (keyword flags, each a plausible implementation mistake) let tests show that their
 tolerances see every feature: see Gemma3Vlm.features() and Gemma3Vlm.visibility().
@@ -22,7 +23,7 @@ import os
 import numpy as np
 
 import reference
-from reference import act, bf16_round, layer_norm, read_checkpoint
+from reference import act, bf16_round, layer_norm, read_checkpoint, tower_attention
 
 NEG = np.float32(-3.4028234663852886e38)  # torch.finfo(torch.float32).min: a blocked mask cell
 
@@ -74,9 +75,7 @@ class SiglipTower:
         h = layer_norm(x, p("layer_norm1.weight"), p("layer_norm1.bias"), self.eps)
         q, k, v = (self.linear(h, p(f"self_attn.{n}_proj.weight"), p(f"self_attn.{n}_proj.bias"))
                    .reshape(T, H, dh).transpose(1, 0, 2) for n in ("q", "k", "v"))
-        s = (q @ k.transpose(0, 2, 1)) * np.float32(dh ** -0.5)  # no mask
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        a = ((s / s.sum(axis=-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(T, D).astype(np.float32)
+        a = tower_attention(q, k, v, dh ** -0.5, self.bf16)  # no mask
         x = x + self.linear(a, p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"))
         h = layer_norm(x, p("layer_norm2.weight"), p("layer_norm2.bias"), self.eps)
         h = act(self.act, self.linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias")))

@@ -10,7 +10,8 @@ activations are f32. The one place where upstream rounds to the weight dtype on 
 Gemma's embedding scale sqrt(hidden) is cast to the embedding's dtype before the multiply
 (55.4256 -> 55.5 in bf16). For bf16 checkpoints two optional roundings model a bf16 engine's dtype
 policy (not model math): bf16_matmul rounds each weight matmul's activation operand to bf16 (bf16
-GEMM, f32 accumulation) and bf16_kv rounds K/V as a bf16 cache stores them.
+GEMM, f32 accumulation) and bf16_kv rounds K/V as a bf16 cache stores them. The vision tower's
+bf16_matmul also rounds its attention's Q/K/V and softmax weights (tower_attention).
 
 API:
     logits(model_dir, tokens) -> np.ndarray [T, vocab] (f32, every row)
@@ -357,6 +358,35 @@ def layer_norm(x, w, b, eps):
 _ERF = np.vectorize(math.erf, otypes=[np.float64])
 
 
+def _cpu_has_avx512_bf16():
+    try:
+        with open("/proc/cpuinfo") as f:
+            return " avx512_bf16" in f.read()
+    except OSError:
+        return False
+
+
+CPU_AVX512_BF16 = _cpu_has_avx512_bf16()
+
+
+def tower_attention(q, k, v, scale, bf16=False):
+    """Bidirectional softmax(q k^T * scale) v for q, k, v [H, T, dh] -> [T, H * dh] f32.
+
+    bf16 models the engine's dtype policy for a bf16 tower: q, k and v are bf16 (as upstream's bf16
+    tower holds them). Where hlx's kernel takes bf16 dot products (head_dim % 8 == 0 on a CPU with
+    AVX512-BF16, runtime/kernels/attention.cc) it also rounds the softmax weights to bf16 for P.V
+    after subtracting the row max, normalising by the sum of the rounded weights: modelled here
+    exactly for rows that see at most 32 keys (one key block), to within f32 rounding beyond."""
+    if bf16:
+        q, k, v = bf16_round(q), bf16_round(k), bf16_round(v)
+    s = (q @ k.transpose(0, 2, 1)) * np.float32(scale)
+    p = np.exp(s - s.max(axis=-1, keepdims=True)).astype(np.float32)
+    if bf16 and q.shape[-1] % 8 == 0 and CPU_AVX512_BF16:
+        p = bf16_round(p)
+    a = (p @ v) / p.sum(axis=-1, keepdims=True)  # [H, T, dh]
+    return a.transpose(1, 0, 2).reshape(q.shape[1], -1).astype(np.float32)
+
+
 def act(name, x):
     """transformers ACT2FN for the activations the vision path uses."""
     x = x.astype(np.float32)
@@ -437,10 +467,7 @@ class VisionTower:
         h = layer_norm(x, p("layer_norm1.weight"), p("layer_norm1.bias"), self.eps)
         q, k, v = (self.linear(h, p(f"self_attn.{n}_proj.weight"), p(f"self_attn.{n}_proj.bias")).reshape(T, H, dh).transpose(1, 0, 2)
                    for n in ("q", "k", "v"))
-        s = (q @ k.transpose(0, 2, 1)) * np.float32(dh ** -0.5)  # no mask: bidirectional
-        s = np.exp(s - s.max(axis=-1, keepdims=True))
-        a = (s / s.sum(axis=-1, keepdims=True)) @ v  # [H, T, dh]
-        a = a.transpose(1, 0, 2).reshape(T, D).astype(np.float32)
+        a = tower_attention(q, k, v, dh ** -0.5, self.bf16_matmul)
         x = x + self.linear(a, p("self_attn.out_proj.weight"), p("self_attn.out_proj.bias"))
         h = layer_norm(x, p("layer_norm2.weight"), p("layer_norm2.bias"), self.eps)
         h = act(self.hidden_act, self.linear(h, p("mlp.fc1.weight"), p("mlp.fc1.bias")))

@@ -3,7 +3,9 @@
 against a numpy reference written from transformers' Qwen3VLVisionModel: Conv3d patch embed
 (bias), the learned position table bilinearly interpolated (fast_pos_embed_interpolate) in
 merge-block order, 2D rotary (rot_pos_emb), LayerNorm blocks with fused qkv, tanh-GELU MLP,
-bidirectional attention, the main merger and each DeepStack merger.
+bidirectional attention, the main merger and each DeepStack merger. f32 and bf16 checkpoints: with
+bf16, each weight matmul's activation operand and the attention's operands round to bf16 as hlx's
+dtype policy says (reference.tower_attention).
 
 Images go through `hlx preprocess` (whose patches are checked against PIL + numpy in
 tests/multimodal/test_qwen3_vl_preprocess.py); two grid sizes; the module also runs on its
@@ -28,6 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
 TOL = 1e-4
+BF16_TOL = 2e-3  # a bf16 operand rounding the other way moves an output by ~1e-3 (gemma3's tower: the same)
 _erf = np.frompyfunc(math.erf, 1, 1)
 
 
@@ -45,7 +48,8 @@ def rotate_half(x):
 
 
 class Tower:
-    def __init__(self, model_dir):
+    def __init__(self, model_dir, bf16=False):
+        self.bf16 = bf16
         root = json.load(open(os.path.join(model_dir, "config.json")))
         self.vc = root["vision_config"]
         self.w, _ = reference.read_checkpoint(model_dir)
@@ -62,6 +66,8 @@ class Tower:
         return self.w["model.visual." + n]
 
     def lin(self, x, n):
+        if self.bf16:
+            x = reference.bf16_round(x)  # a bf16 GEMM's activation operand
         return (x @ self.W(n + ".weight").T + self.W(n + ".bias")).astype(np.float32)
 
     def ln(self, x, n):
@@ -109,9 +115,7 @@ class Tower:
             q = (q * cos[:, None] + rotate_half(q) * sin[:, None]).astype(np.float32)
             k = (k * cos[:, None] + rotate_half(k) * sin[:, None]).astype(np.float32)
         q, k, v = (t.transpose(1, 0, 2) for t in (q, k, v))
-        s = (q @ k.transpose(0, 2, 1)) * np.float32(hd ** -0.5)
-        s = np.exp(s - s.max(-1, keepdims=True))
-        a = ((s / s.sum(-1, keepdims=True)) @ v).transpose(1, 0, 2).reshape(n, self.d).astype(np.float32)
+        a = reference.tower_attention(q, k, v, hd ** -0.5, self.bf16)
         x = x + self.lin(a, p + "attn.proj")
         return x + self.lin(self.act(self.lin(self.ln(x, p + "norm2"), p + "mlp.linear_fc1")), p + "mlp.linear_fc2")
 
@@ -122,6 +126,8 @@ class Tower:
 
     def forward(self, patches, h, w):
         pw = self.W("patch_embed.proj.weight")
+        if self.bf16:
+            patches = reference.bf16_round(patches)
         x = (patches @ pw.reshape(pw.shape[0], -1).T + self.W("patch_embed.proj.bias")).astype(np.float32)
         if self.use_pos:
             x = x + self.pos_embed(h, w)
@@ -208,6 +214,28 @@ def main():
             f, _ = tower.forward(raster, gh, gw)
             e = float(np.abs(f - want_f).max())
             check(e > 100 * TOL, f"{w}x{h}: patches in raster order move features by {e:.3g}")
+
+        # bf16 checkpoint: the same images against the reference with hlx's bf16 roundings.
+        model16 = os.path.join(tmp, "fx16")
+        run([args.hlx, "fixture", "--family", "qwen3-vl", "--dtype", "bf16", "--out", model16, "--no-tokenizer"])
+        tower16 = Tower(model16, bf16=True)
+        for (w, h) in ((37, 29), (20, 52)):
+            px = os.path.join(tmp, "px16.npy")
+            out = run([args.hlx, "preprocess", "--image", os.path.join(tmp, f"im{w}x{h}.png"), "--preprocessor-config",
+                       model16, "-o", px])
+            gt, gh, gw = (int(v) for v in out.split("grid_thw")[1].split()[:3])
+            mlir = os.path.join(tmp, "v16.mlir")
+            run([args.hlx, "emit", "-m", model16, "--entry", "vision_encode", "--grid", f"{gh},{gw}", "-o", mlir])
+            od = os.path.join(tmp, "out16")
+            run([args.hlx, "exec", mlir, "--entry", "vision_encode", "--input", px, "--weights-from", model16,
+                 "--output-dir", od])
+            want = tower16.forward(np.load(px), gh, gw)
+            for name, got, ref in zip(("features", "DeepStack features"),
+                                      (np.load(os.path.join(od, f"out_{i}.npy")) for i in (0, 1)), want):
+                ok = got.shape == ref.shape
+                err = float(np.abs(got - ref).max()) if ok else float("inf")
+                check(ok and err <= BF16_TOL, f"bf16 {w}x{h} (grid {gh}x{gw}): {name} max abs err {err:.3g} <= "
+                      f"{BF16_TOL:g} (std {float(ref.std()):.2f})")
 
         # Video grids are refused, odd grids are invalid.
         for grid, kind in (("3,4", "invalid argument"),):

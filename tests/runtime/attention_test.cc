@@ -6,7 +6,7 @@
 // two; outputs are convex combinations of values in [-1, 1], and the f32 dot products over
 // head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
 //
-// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0, AVX512-BF16): f32 Q is carried as a
+// bf16 kernel (bf16 cache, q_len > 1, head_dim % 8 == 0, AVX512-BF16): f32 Q is carried as a
 // sum of two bf16 (hi + lo, relative error <= 2^-16), and the softmax weights P are rounded to
 // bf16 (unit roundoff u = 2^-9). Q's residue moves each score by at most
 // D = 2^-16 * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
@@ -89,7 +89,7 @@ Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int3
 
 // Whether attention() takes a bf16 dot-product kernel (prefill or decode) for these shapes on this CPU.
 bool bf16_kernel(const AttentionDesc& d) {
-  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 16 == 0;
+  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 8 == 0;
 }
 
 // Double-precision reference; tol receives each output element's allowed error (see the top).
@@ -411,59 +411,61 @@ TEST(Attention, PrefillWideAndNarrowHeads) {
 }
 
 // head_dim a multiple of 8 but not of 16 (SigLIP so400m's 72; 8, 24 and 136: a lone 8-column tail,
-// a tail after one vector, a tail after a full 128-column pass) and 80, over f32 caches: the vision
-// towers' bidirectional attention (q_len = kv_len = T, no mask) takes the prefill kernel (with
-// AVX-512F), matches the reference within the f32 tolerance, and each query row's bits do not depend
-// on the thread count or the query chunk. Also causal + window at 72.
-TEST(Attention, PrefillHeadDimMultipleOf8F32Cache) {
+// a tail after one vector, a tail after a full 128-column pass) and 80, with f32 or bf16 Q, K and V
+// (a bf16 checkpoint's tower): the vision towers' bidirectional attention (q_len = kv_len = T, no
+// mask) takes the prefill kernel (with AVX-512F, or AVX512-BF16 for bf16), matches the reference
+// within the kernel's tolerance, and
+// each query row's bits do not depend on the thread count or the query chunk. Also causal + window
+// at 72.
+TEST(Attention, PrefillHeadDimMultipleOf8) {
   uint32_t seed = 700;
-  for (int64_t dh : {72, 8, 24, 80, 136})
-    for (int64_t gqa : {1, 2})
-      for (bool causal : {false, true}) {
-        if (causal && dh != 72) continue;
-        AttentionDesc d;
-        d.batch = 1;
-        d.q_len = 70;
-        d.kv_heads = 3;
-        d.q_heads = 3 * gqa;
-        d.head_dim = dh;
-        d.num_slots = 1;
-        d.capacity = 70;
-        d.q_type = DType::kF32;
-        d.kv_type = DType::kF32;
-        d.scale = 1.f / std::sqrt(float(dh));
-        d.causal = causal;
-        d.sliding_window = causal ? 11 : 0;
-        std::vector<int32_t> slot = {0}, kv_len = {70}, q_pos;
-        for (int32_t t = 0; t < 70; ++t) q_pos.push_back(t);
-        Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
-        const std::string what = str_cat("Dh=", dh, " gqa=", gqa, " causal=", causal);
-        if (kernels::cpu_features().avx512f) {
-          EXPECT_EQ(kernels::attention_path(d), kernels::AttentionPath::kPrefill) << what;
-        }
-        run_and_compare(d, in, what);
-        const size_t row = size_t(d.q_heads * d.head_dim);
-        std::vector<float> whole(70 * row);
-        ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                       in.kv_len.data(), nullptr, whole.data())
-                        .ok());
-        for (int threads : {1, 2})
-          for (int64_t chunk : {70, 23}) {
-            kernels::ThreadLimit limit(threads);
-            for (int64_t t0 = 0; t0 < 70; t0 += chunk) {
-              AttentionDesc e = d;
-              e.q_len = std::min<int64_t>(chunk, 70 - t0);
-              if (e.q_len < 2) continue;  // one token is decode, another kernel
-              std::vector<float> part(size_t(e.q_len) * row);
-              ASSERT_TRUE(kernels::attention(e, in.q.data() + t0 * int64_t(row), in.kb.data(), in.vb.data(),
-                                             in.slot.data(), &in.q_pos[size_t(t0)], in.kv_len.data(), nullptr,
-                                             part.data())
-                              .ok());
-              ASSERT_EQ(std::memcmp(part.data(), whole.data() + t0 * int64_t(row), part.size() * 4), 0)
-                  << what << " threads=" << threads << " chunk=" << chunk << " tokens from " << t0;
-            }
+  for (DType kvt : {DType::kF32, DType::kBF16})
+    for (int64_t dh : {72, 8, 24, 80, 136})
+      for (int64_t gqa : {1, 2})
+        for (bool causal : {false, true}) {
+          if (causal && dh != 72) continue;
+          AttentionDesc d;
+          d.batch = 1;
+          d.q_len = 70;
+          d.kv_heads = 3;
+          d.q_heads = 3 * gqa;
+          d.head_dim = dh;
+          d.num_slots = 1;
+          d.capacity = 70;
+          d.q_type = d.kv_type = kvt;
+          d.scale = 1.f / std::sqrt(float(dh));
+          d.causal = causal;
+          d.sliding_window = causal ? 11 : 0;
+          std::vector<int32_t> slot = {0}, kv_len = {70}, q_pos;
+          for (int32_t t = 0; t < 70; ++t) q_pos.push_back(t);
+          Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+          const std::string what = str_cat(dtype_name(kvt), " Dh=", dh, " gqa=", gqa, " causal=", causal);
+          if (kvt == DType::kF32 ? kernels::cpu_features().avx512f : kernels::cpu_features().avx512bf16) {
+            EXPECT_EQ(kernels::attention_path(d), kernels::AttentionPath::kPrefill) << what;
           }
-      }
+          run_and_compare(d, in, what);
+          const size_t row = size_t(d.q_heads * d.head_dim);
+          std::vector<float> whole(70 * row);
+          ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                         in.kv_len.data(), nullptr, whole.data())
+                          .ok());
+          for (int threads : {1, 2})
+            for (int64_t chunk : {70, 23}) {
+              kernels::ThreadLimit limit(threads);
+              for (int64_t t0 = 0; t0 < 70; t0 += chunk) {
+                AttentionDesc e = d;
+                e.q_len = std::min<int64_t>(chunk, 70 - t0);
+                if (e.q_len < 2) continue;  // one token is decode, another kernel
+                std::vector<float> part(size_t(e.q_len) * row);
+                ASSERT_TRUE(kernels::attention(e, in.qb.data() + t0 * int64_t(row * dtype_size(kvt)), in.kb.data(),
+                                               in.vb.data(), in.slot.data(), &in.q_pos[size_t(t0)], in.kv_len.data(),
+                                               nullptr, part.data())
+                                .ok());
+                ASSERT_EQ(std::memcmp(part.data(), whole.data() + t0 * int64_t(row), part.size() * 4), 0)
+                    << what << " threads=" << threads << " chunk=" << chunk << " tokens from " << t0;
+              }
+            }
+        }
 }
 
 TEST(Attention, EmptyVisibleSetGivesZeros) {

@@ -1,8 +1,8 @@
 // hlx.attention for more than one query token (prefill chunks, the vision tower), query rows in
 // the lanes of a zmm. attention.cc calls it when q_len > 1 (decode has attention_decode_avx512.cc
-// and attention_impl.h) and the cache is bf16 with head_dim % 16 == 0 on a CPU with AVX512-BF16, or
-// f32 with head_dim % 8 == 0 on one with AVX-512F (f32 P.V ends in a masked 8-column vector when
-// head_dim % 16 == 8: the SigLIP towers' head_dim 72).
+// and attention_impl.h), head_dim % 8 == 0, and the cache is bf16 on a CPU with AVX512-BF16 or f32
+// on one with AVX-512F (P.V ends in a masked 8-column vector when head_dim % 16 == 8: the SigLIP
+// towers' head_dim 72).
 //
 // f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
 // differs from attention_impl.h.
@@ -10,11 +10,12 @@
 // bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. Q (f32 in the
 // models) is split as hi + lo, two bf16 whose sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T
 // takes two vdpbf16ps per pair: rounding Q to one bf16 moved the scores enough to flip greedy tokens of the bf16
-// fixtures of tests/models/test_text_families.py at top-2 gaps of 0.02. The softmax weights P are rounded to bf16
-// (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied to the f32 scores; statistics
-// (running max, sum) stay f32, and the sum is taken over the bf16-rounded weights, so each output row is exactly a
-// convex combination of V rows with the weights the P.V product used. tests/runtime/attention_test.cc checks the
-// resulting error bound against a double-precision reference.
+// fixtures of tests/models/test_text_families.py at top-2 gaps of 0.02. A bf16 Q (the bf16 vision towers, whose
+// operands are bf16 as upstream's) is its own hi, and one vdpbf16ps per pair does. The softmax weights P are rounded to
+// bf16 (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied to the f32 scores;
+// statistics (running max, sum) stay f32, and the sum is taken over the bf16-rounded weights, so each output row is
+// exactly a convex combination of V rows with the weights the P.V product used. tests/runtime/attention_test.cc checks
+// the resulting error bound against a double-precision reference.
 //
 // Layout: a work item is (batch row, kv head, tile of query tokens); its query rows (G heads x
 // tokens) are split into groups of 16 that sit in the 16 f32 lanes of a zmm:
@@ -68,7 +69,10 @@ inline __m512 dp_bcast(__m512 acc, __m512bh a, const uint32_t* p) {
 // Scores of one 16-row group against 16 keys: out[j][lane] = sum_p dot(qt[p][lane], kt[p][j]) over
 // P head_dim pairs, with qt = [pair][hi, lo][16 lanes] (Q = hi + lo, both bf16) and kt = the
 // block's keys packed as [pair][kKeyBlock] dwords (so the 16 broadcast sources sit at fixed
-// offsets from one pointer). Both halves go into the same accumulator, hi first.
+// offsets from one pointer). Both halves go into the same accumulator, hi first. LO = false skips
+// the lo products: for a bf16 Q, whose lo halves are all zero, it gives the same bits in half the
+// instructions.
+template <bool LO>
 inline void qk16(const uint32_t* qt, const uint32_t* kt, int64_t P, float* out) {
   __m512 acc[16];
 #pragma GCC unroll 16
@@ -78,7 +82,10 @@ inline void qk16(const uint32_t* qt, const uint32_t* kt, int64_t P, float* out) 
     const __m512bh ql = as_bh(_mm512_loadu_si512(qt + p * 2 * kLanes + kLanes));
     const uint32_t* kp = kt + p * kKeyBlock;
 #pragma GCC unroll 16
-    for (int j = 0; j < 16; ++j) acc[j] = dp_bcast(dp_bcast(acc[j], qh, kp + j), ql, kp + j);
+    for (int j = 0; j < 16; ++j) {
+      acc[j] = dp_bcast(acc[j], qh, kp + j);
+      if constexpr (LO) acc[j] = dp_bcast(acc[j], ql, kp + j);
+    }
   }
 #pragma GCC unroll 16
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
@@ -88,7 +95,7 @@ inline void qk16(const uint32_t* qt, const uint32_t* kt, int64_t P, float* out) 
 // dword is broadcast once and feeds 2 * NG products (hi and lo of every group), where qk16 loads it
 // for every group. Each score is the same sum in the same order as in qk16 (hi then lo per pair),
 // so the same bits.
-template <int NG>
+template <int NG, bool LO>
 inline void qk_groups(const uint32_t* q, const uint32_t* kt, int64_t P, float* out, int64_t out_stride) {
   constexpr int kKeys = 16 / NG;
   __m512 acc[NG][kKeys];
@@ -106,7 +113,10 @@ inline void qk_groups(const uint32_t* q, const uint32_t* kt, int64_t P, float* o
     for (int j = 0; j < kKeys; ++j) {
       const __m512bh kb = as_bh(_mm512_set1_epi32(int(kp[j])));
 #pragma GCC unroll 4
-      for (int g = 0; g < NG; ++g) acc[g][j] = _mm512_dpbf16_ps(_mm512_dpbf16_ps(acc[g][j], h[g], kb), l[g], kb);
+      for (int g = 0; g < NG; ++g) {
+        acc[g][j] = _mm512_dpbf16_ps(acc[g][j], h[g], kb);
+        if constexpr (LO) acc[g][j] = _mm512_dpbf16_ps(acc[g][j], l[g], kb);
+      }
     }
   }
 #pragma GCC unroll 16
@@ -264,38 +274,47 @@ void pack_k(const uint16_t* k, int64_t stride, int64_t nk, int64_t P, uint32_t* 
 }
 
 // acc[row] = acc[row] * alpha[row] + sum_{pair in [jp0, jp1)} P[pair][lane] . V[pair] for two rows
-// (lanes l0, l1 of the group), NV column vectors of 16 from column c0.
-template <int NV>
+// (lanes l0, l1 of the group), NV column vectors of 16 from column c0, then, with TAIL, one of 8
+// (head_dim % 16 == 8: SigLIP's 72) with the same products in the same order.
+template <int NV, bool TAIL = false>
 inline void pv2(float* acc0, float* acc1, float a0, float a1, const uint32_t* pp, int l0, int l1, const uint16_t* vt,
                 int64_t Dh, int64_t c0, int64_t jp0, int64_t jp1) {
-  __m512 r0[NV], r1[NV];
+  constexpr int NR = NV + (TAIL ? 1 : 0);
+  constexpr __mmask16 kTailMask = 0x00ff;  // 8 columns = 8 dwords of key pairs, 8 f32 accumulators
+  __m512 r0[NR], r1[NR];
   const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
 #pragma GCC unroll 8
-  for (int i = 0; i < NV; ++i) {
-    r0[i] = _mm512_mul_ps(_mm512_loadu_ps(acc0 + c0 + 16 * i), al0);
-    r1[i] = _mm512_mul_ps(_mm512_loadu_ps(acc1 + c0 + 16 * i), al1);
+  for (int i = 0; i < NR; ++i) {
+    const __mmask16 m = TAIL && i == NV ? kTailMask : __mmask16(0xffff);
+    r0[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc0 + c0 + 16 * i), al0);
+    r1[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc1 + c0 + 16 * i), al1);
   }
   for (int64_t jp = jp0; jp < jp1; ++jp) {
     const __m512bh b0 = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l0])));
     const __m512bh b1 = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l1])));
     const uint16_t* vr = vt + (jp * Dh + c0) * 2;
 #pragma GCC unroll 8
-    for (int i = 0; i < NV; ++i) {
-      const __m512bh vv = as_bh(_mm512_loadu_si512(vr + 32 * i));
+    for (int i = 0; i < NR; ++i) {
+      const __m512bh vv =
+          as_bh(TAIL && i == NV ? _mm512_maskz_loadu_epi32(kTailMask, vr + 32 * i) : _mm512_loadu_si512(vr + 32 * i));
       r0[i] = _mm512_dpbf16_ps(r0[i], b0, vv);
       r1[i] = _mm512_dpbf16_ps(r1[i], b1, vv);
     }
   }
 #pragma GCC unroll 8
-  for (int i = 0; i < NV; ++i) {
-    _mm512_storeu_ps(acc0 + c0 + 16 * i, r0[i]);
-    _mm512_storeu_ps(acc1 + c0 + 16 * i, r1[i]);
+  for (int i = 0; i < NR; ++i) {
+    const __mmask16 m = TAIL && i == NV ? kTailMask : __mmask16(0xffff);
+    _mm512_mask_storeu_ps(acc0 + c0 + 16 * i, m, r0[i]);
+    _mm512_mask_storeu_ps(acc1 + c0 + 16 * i, m, r1[i]);
   }
 }
 
 using Pv2Fn = void (*)(float*, float*, float, float, const uint32_t*, int, int, const uint16_t*, int64_t, int64_t,
                        int64_t, int64_t);
 constexpr Pv2Fn kPv2[9] = {nullptr, &pv2<1>, &pv2<2>, &pv2<3>, &pv2<4>, &pv2<5>, &pv2<6>, &pv2<7>, &pv2<8>};
+// [n]: n full vectors then 8 tail columns.
+constexpr Pv2Fn kPv2Tail[8] = {&pv2<0, true>, &pv2<1, true>, &pv2<2, true>, &pv2<3, true>,
+                               &pv2<4, true>, &pv2<5, true>, &pv2<6, true>, &pv2<7, true>};
 
 // Keys [j0, j0 + nk) of one kv head from the cache (row j at v + j * stride), packed as
 // [key pair][Dh][2] bf16 for kKeyBlock keys; keys past nk are zeros.
@@ -311,8 +330,13 @@ void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t*
       const __mmask32 m = Dh - d0 >= 32 ? __mmask32(0xffffffffu) : __mmask32((1u << (Dh - d0)) - 1);
       const __m512i ra = a < nk ? _mm512_maskz_loadu_epi16(m, v + a * stride + d0) : _mm512_setzero_si512();
       const __m512i rb = b < nk ? _mm512_maskz_loadu_epi16(m, v + b * stride + d0) : _mm512_setzero_si512();
-      _mm512_storeu_si512(dst + d0 * 2, _mm512_permutex2var_epi16(ra, lo_idx, rb));
-      if (Dh - d0 > 16) _mm512_storeu_si512(dst + d0 * 2 + 32, _mm512_permutex2var_epi16(ra, hi_idx, rb));
+      // Columns d0.. of keys a and b interleaved; a last 8 columns (head_dim % 16 == 8) are 16 values.
+      const __mmask32 lo_m = Dh - d0 >= 16 ? __mmask32(0xffffffffu) : __mmask32(0xffffu);
+      _mm512_mask_storeu_epi16(dst + d0 * 2, lo_m, _mm512_permutex2var_epi16(ra, lo_idx, rb));
+      if (Dh - d0 > 16) {
+        const __mmask32 hi_m = Dh - d0 >= 32 ? __mmask32(0xffffffffu) : __mmask32(0xffffu);
+        _mm512_mask_storeu_epi16(dst + d0 * 2 + 32, hi_m, _mm512_permutex2var_epi16(ra, hi_idx, rb));
+      }
     }
   }
 }
@@ -334,8 +358,9 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
   const float* k32 = static_cast<const float*>(k_cache);
   const float* v32 = static_cast<const float*>(v_cache);
-  const int64_t kv_stride = Hkv * Dh;    // elements between consecutive keys of one kv head
-  constexpr int64_t kEsz = F32 ? 4 : 2;  // bytes per cache element
+  const int64_t kv_stride = Hkv * Dh;          // elements between consecutive keys of one kv head
+  constexpr int64_t kEsz = F32 ? 4 : 2;        // bytes per cache element
+  const bool q_lo = d.q_type != DType::kBF16;  // a bf16 Q is its own hi: every lo half is zero
 
   parallel_for(items, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
@@ -416,18 +441,21 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           }
           continue;
         }
-        for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 values) at a time; Dh % 16 == 0
+        for (int64_t d0 = 0; d0 < Dh; d0 += 32) {  // 16 pairs (32 values) at a time; Dh % 8 == 0
           alignas(64) uint32_t hi[16], lo[16];
-          const __mmask16 hi_m = Dh - d0 >= 32 ? __mmask16(0xffff) : __mmask16(0);
+          const int64_t left = Dh - d0;  // a multiple of 8
+          const __mmask16 lo_m = left >= 16 ? __mmask16(0xffff) : __mmask16(0x00ff);
+          const __mmask16 hi_m = left >= 32 ? __mmask16(0xffff) : left > 16 ? __mmask16(0x00ff) : __mmask16(0);
           __m512 x0, x1;
           if (d.q_type == DType::kBF16) {
-            const __m512i raw = _mm512_maskz_loadu_epi32(__mmask16(0x00ff) | __mmask16(hi_m & 0xff00),
-                                                         static_cast<const uint16_t*>(q) + qoff + d0);
+            const __m512i raw =
+                _mm512_maskz_loadu_epi16(left >= 32 ? __mmask32(0xffffffffu) : __mmask32((1ull << left) - 1),
+                                         static_cast<const uint16_t*>(q) + qoff + d0);
             x0 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(raw)), 16));
             x1 = _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(raw, 1)), 16));
           } else {
             const float* qf = static_cast<const float*>(q) + qoff + d0;
-            x0 = _mm512_loadu_ps(qf);
+            x0 = _mm512_maskz_loadu_ps(lo_m, qf);
             x1 = _mm512_maskz_loadu_ps(hi_m, qf + 16);
           }
           // hi = bf16(x), lo = bf16(x - hi) (x - hi is exact): Q to ~16 significant bits.
@@ -497,11 +525,13 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
                 for (int i = 0; i < nb; ++i) count += needs(kc, ba[i], be[i]);
                 if (count == nb) {
                   for (int64_t k0 = kc; k0 < kc + 16; k0 += 16 / nb)
-                    qk_groups<nb>(q0, kt.data() + k0, P, s + k0 * kLanes, kKeyBlock * kLanes);
+                    q_lo ? qk_groups<nb, true>(q0, kt.data() + k0, P, s + k0 * kLanes, kKeyBlock * kLanes)
+                         : qk_groups<nb, false>(q0, kt.data() + k0, P, s + k0 * kLanes, kKeyBlock * kLanes);
                 } else {
                   for (int i = 0; i < nb; ++i)
                     if (needs(kc, ba[i], be[i]))
-                      qk16(q0 + i * P * 2 * kLanes, kt.data() + kc, P, s + (i * kKeyBlock + kc) * kLanes);
+                      (q_lo ? qk16<true> : qk16<false>)(q0 + i * P * 2 * kLanes, kt.data() + kc, P,
+                                                        s + (i * kKeyBlock + kc) * kLanes);
                 }
               }
             }
@@ -513,7 +543,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
               if constexpr (F32)
                 qk16_f32(reinterpret_cast<const float*>(&qt[g * Dh * kLanes]), ktf.data() + kc, Dh, s + kc * kLanes);
               else
-                qk16(&qt[g * P * 2 * kLanes], kt.data() + kc, P, s + kc * kLanes);
+                (q_lo ? qk16<true> : qk16<false>)(&qt[g * P * 2 * kLanes], kt.data() + kc, P, s + kc * kLanes);
             }
           // Scale, softcap, bias, mask; block max per lane.
           const __m512 scale = _mm512_set1_ps(d.scale), ninf = _mm512_set1_ps(neg_inf);
@@ -599,12 +629,13 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             float* a1 = a0 + Dh;
             for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
               const int nv = int(std::min<int64_t>(8, (Dh - c0) / 16));
-              const bool tail = Dh - c0 < 128 && (Dh - c0) % 16 != 0;  // 8 columns (f32 only)
+              const bool tail = Dh - c0 < 128 && (Dh - c0) % 16 != 0;  // 8 columns
               if constexpr (F32)
                 (tail ? kPv2F32Tail[nv] : kPv2F32[nv])(a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(), Dh,
                                                        c0, ka, ke);
               else
-                kPv2[nv](a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0, jp1);
+                (tail ? kPv2Tail[nv] : kPv2[nv])(a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0,
+                                                 jp1);
             }
           }
         }
