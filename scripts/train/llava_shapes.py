@@ -17,14 +17,17 @@ Images are what CLIPImageProcessor makes of a PIL image (the processor hlx imple
 so the shortest edge is IMAGE (PIL bicubic, long side int(IMAGE * long / short)), center crop
 IMAGE x IMAGE, rescale 1/255, normalise with CLIP's mean and std, CHW f32.
 
+Here IMAGE is 32 and the patch 8: 16 image tokens per picture.
+
 Scenes: 1 to 3 shapes of one kind and one colour on a plain dark background; the picture is
 28 to 96 pixels a side (any aspect), the shapes lie in distinct quarters of its central square
-(what the crop keeps). Questions: "What colour?" (red, green, blue, yellow, white), "What shape?" (circle,
-square, triangle), "How many?" (1, 2, 3). A scene is held out (never trained on)
-when crc32 of its parameters is 0 mod 16; `held_out_items` draws test items from that set only.
+(what the crop keeps). Questions: "What colour?" (red, green, blue, yellow, white), "What
+shape?" (circle, square, triangle), "How many?" (1, 2, 3). A scene is held out (never trained
+on) when crc32 of its parameters is 0 mod 16; `held_out_items` draws test items from that set.
 
 tests/models/test_trained_llava.py imports this file as the reference hlx's answers are compared
-with, token for token. Run under Debian's /usr/bin/python3 (python3-torch, python3-pil). Exits 1
+with, token for token. Run under Debian's /usr/bin/python3 (python3-torch, python3-pil). The
+defaults made assets/models/llava-shapes in 267 s on 2 shared cores (see its README). Exits 1
 when the held-out accuracy is below 95 %.
 """
 import argparse
@@ -218,7 +221,8 @@ class ClipAttention(nn.Module):
 
     def forward(self, x):
         B, T, D = x.shape
-        q, k, v = (p(x).view(B, T, self.heads, self.hd).transpose(1, 2) for p in (self.q_proj, self.k_proj, self.v_proj))
+        q, k, v = (p(x).view(B, T, self.heads, self.hd).transpose(1, 2)
+                   for p in (self.q_proj, self.k_proj, self.v_proj))
         w = torch.softmax((q * self.hd ** -0.5) @ k.transpose(2, 3), dim=-1)
         return self.out_proj((w @ v).transpose(1, 2).reshape(B, T, D))
 
