@@ -13,8 +13,8 @@ in f32:
   - the reference prompt is what jinja2 renders from tokenizer_config.json's chat template (a
     user message [image, text]) with the image token repeated once per image row, and its ids are
     what HF's Rust tokenizers (node) make of it;
-  - a handful through `hlx serve` (/v1/chat/completions, images as data: URLs, concurrent) give
-    the same answers.
+  - a handful through `hlx serve` (/v1/chat/completions, images as data: URLs, concurrent) and
+    three more through the official OpenAI SDK (node; plain and streamed) give the same answers.
 --hlx-model runs hlx on another checkpoint against the same reference: a copy whose patch
 embedding reads the colour channels swapped (what a BGR image path would do) fails this test.
 Skips (77) when Debian's python3-torch, python3-pil or python3-jinja2 is not installed.
@@ -163,6 +163,26 @@ def main():
 
             with concurrent.futures.ThreadPoolExecutor(3) as ex:
                 served = list(ex.map(ask, sample))
+
+            # The official OpenAI SDK (node, pinned in package.json), plain and streamed, when installed.
+            sdk_items = [6, 7, 8]
+            if os.path.isdir(os.path.join(REPO, "node_modules", "openai")):
+                script = os.path.join(tmp, "sdk.js")
+                open(script, "w").write(SDK_SCRIPT)
+                reqs = [{"url": f"data:{'image/png' if paths[i].endswith('.png') else 'image/jpeg'};base64,"
+                         + base64.b64encode(open(paths[i], "rb").read()).decode(), "q": qs[i]} for i in sdk_items]
+                env = dict(os.environ, NODE_PATH=os.path.join(REPO, "node_modules"))
+                r = subprocess.run(["node", script, str(srv.port), json.dumps(reqs)], cwd=REPO, capture_output=True,
+                                   text=True, timeout=120, env=env)
+                if check(r.returncode == 0, f"openai SDK script ran ({r.stderr[-300:]})"):
+                    sdk = json.loads(r.stdout)
+                    for i, got_sdk in zip(sdk_items, sdk["answers"]):
+                        w_text = tok.decode([t for t in want[i] if t != tok.eos])
+                        check(got_sdk == [w_text, "stop", w_text],
+                              f"openai SDK {sdk['version']} {os.path.basename(paths[i])} {qs[i]!r}: "
+                              f"[plain, finish, streamed] {got_sdk}, PyTorch {w_text!r}")
+            else:
+                print("skip: node_modules/openai is not installed (npm ci): the SDK check did not run")
         for i, (status, body) in zip(sample, served):
             s, f = items[i]
             if not check(status == 200, f"serve {os.path.basename(paths[i])}: HTTP {status}"):
@@ -175,6 +195,28 @@ def main():
                   f"({ch['finish_reason']}); PyTorch {w_text!r}, answer {ref.answer(s, f)!r}")
     return hlxtest.finish()
 
+
+SDK_SCRIPT = r"""
+const OpenAI = require("openai").default || require("openai").OpenAI;
+const path = require("path");
+const version = require(path.join(path.dirname(require.resolve("openai")), "package.json")).version;
+const [port, reqs] = [process.argv[2], JSON.parse(process.argv[3])];
+(async () => {
+  const client = new OpenAI({ apiKey: "none", baseURL: `http://127.0.0.1:${port}/v1` });
+  const answers = [];
+  for (const r of reqs) {
+    const body = { model: "llava-shapes", max_tokens: 10, temperature: 0,
+                   messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: r.url } },
+                                                        { type: "text", text: r.q }] }] };
+    const plain = await client.chat.completions.create(body);
+    let streamed = "";
+    for await (const chunk of await client.chat.completions.create({ ...body, stream: true }))
+      if (chunk.choices.length && chunk.choices[0].delta.content) streamed += chunk.choices[0].delta.content;
+    answers.push([plain.choices[0].message.content, plain.choices[0].finish_reason, streamed]);
+  }
+  console.log(JSON.stringify({ version, answers }));
+})().catch((e) => { console.error(e); process.exit(1); });
+"""
 
 if __name__ == "__main__":
     sys.exit(main())
