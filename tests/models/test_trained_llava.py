@@ -10,6 +10,8 @@ in f32:
     The reference decodes each file with PIL (ImageOps.exif_transpose), so hlx's decoders, EXIF
     handling, resize, crop, normalisation, tower, projector and the merge of the image rows into
     the prompt are all on the path being checked;
+  - `hlx preprocess` gives the training script's processor tensors for 10 of those files (exactly,
+    so a failure below is localised to the image path or to the model);
   - the reference prompt is what jinja2 renders from tokenizer_config.json's chat template (a
     user message [image, text]) with the image token repeated once per image row, and its ids are
     what HF's Rust tokenizers (node) make of it;
@@ -119,6 +121,21 @@ def main():
         pixels = [ref.preprocess(ImageOps.exif_transpose(Image.open(p)).convert("RGB"), side) for p in paths]
         qs = [ref.QUESTIONS[f] for _, f in items]
         want = ref.greedy_items(model, tok, [(q, None) for q in qs], pixels)
+
+        # The training script's processor (PIL) and hlx's give the same tensors (localises a failure
+        # below to the image path or to the model).
+        import numpy as np
+        worst = 0.0
+        for i in range(min(10, len(paths))):
+            out = os.path.join(tmp, f"{i}.npy")
+            hlxtest.run([args.hlx, "preprocess", "--image", paths[i], "--preprocessor-config", hlx_model, "-o", out])
+            got_px = np.load(out)
+            if got_px.shape != tuple(pixels[i].shape):
+                check(False, f"hlx preprocess {os.path.basename(paths[i])}: shape {got_px.shape}")
+                continue
+            worst = max(worst, float(np.abs(got_px - pixels[i].numpy()).max()))
+        check(worst <= 1e-5, f"hlx preprocess equals the training script's CLIP processor on 10 files "
+              f"(PNG, JPEG, EXIF): max |diff| {worst:.2e}")
 
         with concurrent.futures.ThreadPoolExecutor(2) as ex:  # two hlx processes at a time
             got = list(ex.map(lambda a: hlx_generate(args.hlx, hlx_model, *a), zip(paths, qs)))
