@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# make demo: the richest end-to-end job at this commit. First a tiny trained checkpoint answers a
-# question correctly (assets/models/qwen3-add, trained in PyTorch by scripts/train/qwen3_add.py);
-# then embedded default models that hlx generates itself (tiny random-weight Qwen3 and LLaVA
-# checkpoints in Hugging Face layout) at larger shapes.
+# make demo: the richest end-to-end job at this commit. First tiny trained checkpoints answer
+# questions correctly (assets/models/qwen3-add and llava-shapes, trained in PyTorch by
+# scripts/train/qwen3_add.py and llava_shapes.py; the image is a held-out scene); then embedded
+# default models that hlx generates itself (tiny random-weight Qwen3 and LLaVA checkpoints in
+# Hugging Face layout) at larger shapes.
 set -euo pipefail
 HLX=${1:-build/bin/hlx}
 DIR=${HLX_DEMO_DIR:-build/demo}
@@ -14,6 +15,14 @@ ANSWER=$("$HLX" generate -m "$ROOT/assets/models/qwen3-add" --chat -p "What is 2
 echo "$ANSWER"
 if [ "$ANSWER" != "113" ]; then
   echo "demo: the trained model answered '$ANSWER', expected 113" >&2; exit 1
+fi
+
+echo "== 0b. a trained tiny LLaVA (assets/models/llava-shapes) answers about assets/shapes.png: how many?"
+ANSWER=$("$HLX" generate -m "$ROOT/assets/models/llava-shapes" --image "$ROOT/assets/shapes.png" --chat \
+  -p "How many?" -n 8 --capacity 64)
+echo "$ANSWER"
+if [ "$ANSWER" != "3" ]; then
+  echo "demo: the trained VLM answered '$ANSWER', expected 3" >&2; exit 1
 fi
 
 echo "== 1. a tiny Qwen3 checkpoint (random weights, real Hugging Face layout, real Qwen3 tokenizer)"
