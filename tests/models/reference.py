@@ -373,8 +373,8 @@ def tower_attention(q, k, v, scale, bf16=False):
     """Bidirectional softmax(q k^T * scale) v for q, k, v [H, T, dh] -> [T, H * dh] f32.
 
     bf16 models the engine's dtype policy for a bf16 tower: q, k and v are bf16 (as upstream's bf16
-    tower holds them). Where hlx's kernel takes bf16 dot products (head_dim % 8 == 0 on a CPU with
-    AVX512-BF16, runtime/kernels/attention.cc) it also rounds the softmax weights to bf16 for P.V
+    tower holds them). Where hlx's kernel takes bf16 dot products (a bf16 Q at head_dim % 8 == 0 on a
+    CPU with AVX512-BF16, runtime/kernels/attention.cc) it also rounds the softmax weights to bf16 for P.V
     after subtracting the row max, normalising by the sum of the rounded weights: modelled here
     exactly for rows that see at most 32 keys (one key block), to within f32 rounding beyond."""
     if bf16:

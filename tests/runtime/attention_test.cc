@@ -6,7 +6,7 @@
 // two; outputs are convex combinations of values in [-1, 1], and the f32 dot products over
 // head_dim <= 128 plus the softmax have errors ~1e-6; tolerance 2e-5 absolute.
 //
-// bf16 kernel (bf16 cache, q_len > 1, head_dim % 8 == 0, AVX512-BF16): f32 Q is carried as a
+// bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0 or % 8 == 0 with a bf16 Q, AVX512-BF16): f32 Q is carried as a
 // sum of two bf16 (hi + lo, relative error <= 2^-16), and the softmax weights P are rounded to
 // bf16 (unit roundoff u = 2^-9). Q's residue moves each score by at most
 // D = 2^-16 * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
@@ -89,7 +89,8 @@ Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int3
 
 // Whether attention() takes a bf16 dot-product kernel (prefill or decode) for these shapes on this CPU.
 bool bf16_kernel(const AttentionDesc& d) {
-  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 && d.head_dim % 8 == 0;
+  return kernels::cpu_features().avx512bf16 && d.kv_type == DType::kBF16 && d.q_len > 1 &&
+         (d.head_dim % 16 == 0 || (d.head_dim % 8 == 0 && d.q_type == DType::kBF16));
 }
 
 // Double-precision reference; tol receives each output element's allowed error (see the top).

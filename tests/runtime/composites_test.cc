@@ -149,9 +149,7 @@ TEST(Composites, Attention) {
           if (c.bias) bias = a[6];
           return shlo::attention(f, a[0], a[1], a[2], a[3], a[4], a[5], bias, o);
         },
-        // Over a bf16 cache the native prefill kernel rounds the softmax weights to bf16 (relative
-        // error <= 2^-9 per weight; attention_test.cc derives the bound); f32: rounding order only.
-        c.kv == DType::kBF16 ? 5e-3f : 1e-5f, "hlx.attention");
+        1e-5f, "hlx.attention");
   }
 }
 

@@ -1,8 +1,8 @@
 // hlx.attention for more than one query token (prefill chunks, the vision tower), query rows in
 // the lanes of a zmm. attention.cc calls it when q_len > 1 (decode has attention_decode_avx512.cc
-// and attention_impl.h), head_dim % 8 == 0, and the cache is bf16 on a CPU with AVX512-BF16 or f32
-// on one with AVX-512F (P.V ends in a masked 8-column vector when head_dim % 16 == 8: the SigLIP
-// towers' head_dim 72).
+// and attention_impl.h), the cache is bf16 on a CPU with AVX512-BF16 (head_dim % 16 == 0, or % 8
+// == 0 with a bf16 Q) or f32 on one with AVX-512F (head_dim % 8 == 0). P.V ends in a masked 8-column
+// vector when head_dim % 16 == 8: the SigLIP towers' head_dim 72.
 //
 // f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
 // differs from attention_impl.h.
