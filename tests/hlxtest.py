@@ -117,3 +117,18 @@ class Server:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+def openai_sdk_chat(port, bodies, timeout=120):
+    """Each chat request body through the official OpenAI SDK (node, tests/server/openai_sdk_chat.js),
+    plain and streamed, against hlx serve on port. Returns {"version", "answers": [[content,
+    finish_reason, streamed content], ...]}; None (with a printed note) when node_modules/openai is
+    not installed; a failed run is a failed check and returns None."""
+    if not os.path.isdir(os.path.join(REPO, "node_modules", "openai")):
+        print("skip: node_modules/openai is not installed (npm ci): the SDK check did not run")
+        return None
+    r = subprocess.run(["node", os.path.join(REPO, "tests", "server", "openai_sdk_chat.js"), str(port),
+                        json.dumps(bodies)], cwd=REPO, capture_output=True, text=True, timeout=timeout)
+    if not check(r.returncode == 0, f"openai SDK script ran ({r.stderr[-300:]})"):
+        return None
+    return json.loads(r.stdout)

@@ -53,6 +53,15 @@ def write_image(img, path, kind):
         img.transpose(Image.ROTATE_90).save(path, "JPEG", quality=95, exif=exif.tobytes())
 
 
+def chat_body(image, q):
+    """A greedy /v1/chat/completions body asking q about an image file sent as a data: URL."""
+    mime = "image/png" if image.endswith(".png") else "image/jpeg"
+    url = f"data:{mime};base64," + base64.b64encode(open(image, "rb").read()).decode()
+    msg = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
+                                        {"type": "text", "text": q}]}]
+    return {"model": "llava-shapes", "messages": msg, "max_tokens": 10, "temperature": 0}
+
+
 def hlx_generate(hlx, model, image, q):
     """(text, ids) of hlx's greedy chat answer to one question about one image file."""
     p = subprocess.run([hlx, "generate", "-m", model, "--image", image, "--chat", "-p", q, "-n", "10",
@@ -170,36 +179,19 @@ def main():
         sample = list(range(6))
         with hlxtest.Server(args.hlx, hlx_model, "--slots", "3", "--capacity", "64", "--quiet") as srv:
             def ask(i):
-                data = open(paths[i], "rb").read()
-                mime = "image/png" if paths[i].endswith(".png") else "image/jpeg"
-                url = f"data:{mime};base64," + base64.b64encode(data).decode()
-                msg = [{"role": "user", "content": [{"type": "image_url", "image_url": {"url": url}},
-                                                    {"type": "text", "text": qs[i]}]}]
-                return srv.post("/v1/chat/completions", {"model": "llava-shapes", "messages": msg,
-                                                         "max_tokens": 10, "temperature": 0})
+                return srv.post("/v1/chat/completions", chat_body(paths[i], qs[i]))
 
             with concurrent.futures.ThreadPoolExecutor(3) as ex:
                 served = list(ex.map(ask, sample))
 
             # The official OpenAI SDK (node, pinned in package.json), plain and streamed, when installed.
             sdk_items = [6, 7, 8]
-            if os.path.isdir(os.path.join(REPO, "node_modules", "openai")):
-                script = os.path.join(tmp, "sdk.js")
-                open(script, "w").write(SDK_SCRIPT)
-                reqs = [{"url": f"data:{'image/png' if paths[i].endswith('.png') else 'image/jpeg'};base64,"
-                         + base64.b64encode(open(paths[i], "rb").read()).decode(), "q": qs[i]} for i in sdk_items]
-                env = dict(os.environ, NODE_PATH=os.path.join(REPO, "node_modules"))
-                r = subprocess.run(["node", script, str(srv.port), json.dumps(reqs)], cwd=REPO, capture_output=True,
-                                   text=True, timeout=120, env=env)
-                if check(r.returncode == 0, f"openai SDK script ran ({r.stderr[-300:]})"):
-                    sdk = json.loads(r.stdout)
-                    for i, got_sdk in zip(sdk_items, sdk["answers"]):
-                        w_text = tok.decode([t for t in want[i] if t != tok.eos])
-                        check(got_sdk == [w_text, "stop", w_text],
-                              f"openai SDK {sdk['version']} {os.path.basename(paths[i])} {qs[i]!r}: "
-                              f"[plain, finish, streamed] {got_sdk}, PyTorch {w_text!r}")
-            else:
-                print("skip: node_modules/openai is not installed (npm ci): the SDK check did not run")
+            sdk = hlxtest.openai_sdk_chat(srv.port, [chat_body(paths[i], qs[i]) for i in sdk_items])
+            for i, got_sdk in zip(sdk_items, sdk["answers"] if sdk else []):
+                w_text = tok.decode([t for t in want[i] if t != tok.eos])
+                check(got_sdk == [w_text, "stop", w_text],
+                      f"openai SDK {sdk['version']} {os.path.basename(paths[i])} {qs[i]!r}: "
+                      f"[plain, finish, streamed] {got_sdk}, PyTorch {w_text!r}")
         for i, (status, body) in zip(sample, served):
             s, f = items[i]
             if not check(status == 200, f"serve {os.path.basename(paths[i])}: HTTP {status}"):
@@ -212,28 +204,6 @@ def main():
                   f"({ch['finish_reason']}); PyTorch {w_text!r}, answer {ref.answer(s, f)!r}")
     return hlxtest.finish()
 
-
-SDK_SCRIPT = r"""
-const OpenAI = require("openai").default || require("openai").OpenAI;
-const path = require("path");
-const version = require(path.join(path.dirname(require.resolve("openai")), "package.json")).version;
-const [port, reqs] = [process.argv[2], JSON.parse(process.argv[3])];
-(async () => {
-  const client = new OpenAI({ apiKey: "none", baseURL: `http://127.0.0.1:${port}/v1` });
-  const answers = [];
-  for (const r of reqs) {
-    const body = { model: "llava-shapes", max_tokens: 10, temperature: 0,
-                   messages: [{ role: "user", content: [{ type: "image_url", image_url: { url: r.url } },
-                                                        { type: "text", text: r.q }] }] };
-    const plain = await client.chat.completions.create(body);
-    let streamed = "";
-    for await (const chunk of await client.chat.completions.create({ ...body, stream: true }))
-      if (chunk.choices.length && chunk.choices[0].delta.content) streamed += chunk.choices[0].delta.content;
-    answers.push([plain.choices[0].message.content, plain.choices[0].finish_reason, streamed]);
-  }
-  console.log(JSON.stringify({ version, answers }));
-})().catch((e) => { console.error(e); process.exit(1); });
-"""
 
 if __name__ == "__main__":
     sys.exit(main())
