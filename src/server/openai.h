@@ -146,8 +146,7 @@ struct ChoiceResult {
   // them and an empty content is written as null.
   json tool_calls;
 };
-// message.tool_calls entries: {id, type "function", function {name, arguments}}; ids are
-// `id_prefix` + the call's index.
+// One message.tool_calls entry: {id, type "function", function {name, arguments}}.
 json tool_call_json(const std::string& id, const std::string& name, const std::string& arguments);
 // Non-streamed responses: choices[i] from choices[i] (index i).
 json chat_completion_json(const std::string& id, int64_t created, const std::string& model,
