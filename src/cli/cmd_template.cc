@@ -11,7 +11,7 @@ namespace hlx::cli {
 namespace {
 
 struct TemplateOptions {
-  std::string model_dir, tokenizer_config, template_file, messages;
+  std::string model_dir, tokenizer_config, template_file, messages, tools;
   bool add_generation_prompt = false;
   std::vector<std::string> vars;
 };
@@ -57,7 +57,14 @@ Status run_template(const TemplateOptions& o) {
   HLX_ASSIGN_OR_RETURN(std::string mtext, read_text(o.messages));
   auto messages = nlohmann::ordered_json::parse(mtext, nullptr, false);
   if (messages.is_discarded()) return make_error(ErrorKind::kParse, "'", o.messages, "' is not valid JSON");
-  HLX_ASSIGN_OR_RETURN(std::string out, tmpl->render(messages, o.add_generation_prompt, vars));
+  nlohmann::ordered_json tools = nullptr;
+  if (!o.tools.empty()) {
+    HLX_ASSIGN_OR_RETURN(std::string ttext, read_text(o.tools));
+    tools = nlohmann::ordered_json::parse(ttext, nullptr, false);
+    if (tools.is_discarded() || !tools.is_array())
+      return make_error(ErrorKind::kParse, "'", o.tools, "' is not a JSON array of tools");
+  }
+  HLX_ASSIGN_OR_RETURN(std::string out, tmpl->render(messages, o.add_generation_prompt, vars, SIZE_MAX, tools));
   std::cout << out;
   std::cout.flush();
   return ok_status();
@@ -72,6 +79,7 @@ static CommandRun setup_template(CLI::App& root) {
   sub->add_option("--tokenizer-config", o->tokenizer_config, "Path to tokenizer_config.json");
   sub->add_option("--template", o->template_file, "Path to a bare Jinja template file");
   sub->add_option("--messages", o->messages, "JSON file with the messages array")->required();
+  sub->add_option("--tools", o->tools, "JSON file with the tools array (the template's `tools` variable)");
   sub->add_flag("--add-generation-prompt", o->add_generation_prompt, "Append the assistant prompt");
   sub->add_option("--var", o->vars, "Extra template variable name=value (JSON value or text)");
   return [o] { return report(run_template(*o)); };

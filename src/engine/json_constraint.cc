@@ -22,7 +22,10 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-enum NodeKind : uint8_t { kAny, kObject, kAnyObject, kArray, kString, kNumber, kInteger, kLiterals, kUnion };
+// kTagged: anyOf over objects told apart by their first property, a required const string (the
+// tool-call shape {"name": const, "arguments": ...}): keys/values/required hold that one
+// property (its value: the literals of every branch, sorted), branches[i] the object of literal i.
+enum NodeKind : uint8_t { kAny, kObject, kAnyObject, kArray, kString, kNumber, kInteger, kLiterals, kUnion, kTagged };
 
 // One pattern position: a byte class (bits 128..255 = any non-ASCII character's lead byte) and
 // how often it may repeat.
@@ -104,6 +107,7 @@ ByteSet first_bytes(const JsonGrammarImpl& g, int n) {
       break;
     case kObject:
     case kAnyObject:
+    case kTagged:
       s.add('{');
       break;
     case kArray:
@@ -234,6 +238,8 @@ class Compiler {
     if (has_number)
       branches.erase(std::remove_if(branches.begin(), branches.end(), [&](int b) { return kind(b) == kInteger; }),
                      branches.end());
+    if (branches.size() > 1)
+      if (Result<int> t = tagged(branches); !t.ok() || *t >= 0) return t;
     for (size_t i = 0; i < branches.size(); ++i)
       for (size_t j = i + 1; j < branches.size(); ++j)
         if (first_bytes(g_, branches[i]).overlaps(first_bytes(g_, branches[j])))
@@ -243,6 +249,36 @@ class Compiler {
     Node n;
     n.kind = kUnion;
     n.branches = std::move(branches);
+    return add(std::move(n));
+  }
+
+  // Branches that are all objects whose first property is required, has the same key in each and
+  // a const string value that differs between them: a kTagged node. -1: not that shape.
+  Result<int> tagged(const std::vector<int>& branches) {
+    std::vector<std::pair<std::string, int>> tags;  // literal text, branch node
+    for (int b : branches) {
+      const Node& n = g_.nodes[size_t(b)];
+      if (n.kind != kObject || n.keys.empty() || !n.required[0] || n.keys[0] != g_.nodes[size_t(branches[0])].keys[0])
+        return -1;
+      const Node& v = g_.nodes[size_t(n.values[0])];
+      if (v.kind != kLiterals || v.literals.size() != 1 || v.literals[0][0] != '"') return -1;
+      tags.emplace_back(v.literals[0], b);
+    }
+    if (tags.size() > 64) return -1;
+    std::sort(tags.begin(), tags.end());
+    for (size_t i = 1; i < tags.size(); ++i)
+      if (tags[i].first == tags[i - 1].first) return -1;
+    Node lits;
+    lits.kind = kLiterals;
+    Node n;
+    n.kind = kTagged;
+    for (const auto& [text, b] : tags) {
+      lits.literals.push_back(text);
+      n.branches.push_back(b);
+    }
+    n.keys = {g_.nodes[size_t(branches[0])].keys[0]};
+    n.values = {add(std::move(lits))};
+    n.required = {true};
     return add(std::move(n));
   }
 
@@ -711,6 +747,19 @@ Step step_string(JsonFrame& f, const Node& n, uint8_t c) {
   return kReject;
 }
 
+// Pops a complete literal frame. Under a kTagged object the literal was the tag: the object
+// continues as the branch it names (after its first property, which the tag was).
+void pop_literal(const JsonGrammarImpl& g, JsonState& s) {
+  const JsonFrame& f = s.frames[--s.depth];
+  if (s.depth == 0) return;
+  JsonFrame& parent = s.frames[s.depth - 1];
+  const Node& pn = g.nodes[size_t(parent.node)];
+  if (parent.kind != kFObject || pn.kind != kTagged) return;
+  const auto& lits = g.nodes[size_t(f.node)].literals;
+  for (size_t i = 0; i < lits.size(); ++i)
+    if (((f.mask >> i) & 1) && lits[i].size() == size_t(f.a)) parent.node = pn.branches[i];
+}
+
 }  // namespace
 
 bool json_feed(const JsonGrammarImpl& g, JsonState& s, uint8_t c) {
@@ -747,6 +796,7 @@ bool json_feed(const JsonGrammarImpl& g, JsonState& s, uint8_t c) {
               node = kNodeAnyLiterals, k = kFLiteral;
             break;
           case kObject:
+          case kTagged:  // an object frame on the tag property; the tag's value picks the branch
             k = kFObject;
             break;
           case kAnyObject:
@@ -904,8 +954,12 @@ bool json_feed(const JsonGrammarImpl& g, JsonState& s, uint8_t c) {
       case kFLiteral:
         r = step_literal(f, n.literals, c);
         if (r == kConsumed && literal_complete(f, n.literals) && !literal_can_continue(f, n.literals)) {
-          --s.depth;  // nothing more can follow inside it
+          pop_literal(g, s);  // nothing more can follow inside it
           return true;
+        }
+        if (r == kPopRetry) {
+          pop_literal(g, s);
+          r = kRetry;
         }
         break;
     }

@@ -9,6 +9,7 @@
 #include <random>
 
 #include "engine/json_constraint.h"
+#include "engine/tool_calls.h"
 #include "tokenizer/template.h"
 #include "tokenizer/tokenizer.h"
 #include "tokenizer/unicode.h"
@@ -238,9 +239,9 @@ ApiError parse_common(const json& body, GenerationParams& p) {
   if (!(e = parse_logit_bias(body, p.sampling.logit_bias)).ok()) return e;
 
   // Features that would change the output if silently ignored.
-  for (const char* key : {"tools", "functions"})
-    if (const json* v = field(body, key); v && !(v->is_array() && v->empty()))
-      return bad_request(std::string("'") + key + "' (tool calling) is not supported", key, "unsupported");
+  if (const json* v = field(body, "functions"); v && !(v->is_array() && v->empty()))
+    return bad_request("'functions' (the legacy form of tool calling) is not supported; use 'tools'", "functions",
+                       "unsupported");
   return parse_response_format(body, p.json_grammar);
 }
 
@@ -368,6 +369,153 @@ ApiError template_kwargs(const json& kw, json& out) {
   return {};
 }
 
+bool function_name_ok(const std::string& n) {
+  return !n.empty() && n.size() <= 64 &&
+         std::all_of(n.begin(), n.end(), [](char c) { return std::isalnum(uint8_t(c)) || c == '_' || c == '-'; });
+}
+
+// tools, tool_choice, parallel_tool_calls (see ChatRequest).
+ApiError parse_tools(const json& body, ChatRequest& out) {
+  const json* tools = field(body, "tools");
+  if (tools && !tools->is_array()) return wrong_type("tools", "an array of tool objects", *tools);
+  if (tools && tools->size() > kMaxTools)
+    return bad_request(
+        "'tools' has " + std::to_string(tools->size()) + " entries; at most " + std::to_string(kMaxTools), "tools",
+        "invalid_value");
+  std::vector<std::string> names;
+  if (tools)
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const json& t = (*tools)[i];
+      const std::string at = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object()) return wrong_type(at, "an object", t);
+      const json* type = field(t, "type");
+      if (!type) return bad_request("'" + at + ".type' is required", at + ".type", "missing_field");
+      if (!type->is_string() || type->get<std::string>() != "function")
+        return bad_request("'" + at + ".type' must be \"function\" (the only tool type hlx supports)", at + ".type",
+                           "invalid_value");
+      const json* fn = field(t, "function");
+      if (!fn) return bad_request("'" + at + ".function' is required", at + ".function", "missing_field");
+      if (!fn->is_object()) return wrong_type(at + ".function", "an object", *fn);
+      const json* name = field(*fn, "name");
+      if (!name) return bad_request("'" + at + ".function.name' is required", at + ".function.name", "missing_field");
+      if (!name->is_string()) return wrong_type(at + ".function.name", "a string", *name);
+      const std::string& n = name->get_ref<const std::string&>();
+      if (!function_name_ok(n))
+        return bad_request("'" + at + ".function.name' is '" + n.substr(0, 64) +
+                               "'; names are 1-64 characters of a-z, A-Z, 0-9, '_' and '-'",
+                           at + ".function.name", "invalid_value");
+      if (std::find(names.begin(), names.end(), n) != names.end())
+        return bad_request("'" + at + ".function.name' '" + n + "' is declared twice", at + ".function.name",
+                           "invalid_value");
+      if (const json* d = field(*fn, "description"); d && !d->is_string())
+        return wrong_type(at + ".function.description", "a string", *d);
+      if (const json* p = field(*fn, "parameters"); p && !p->is_object())
+        return wrong_type(at + ".function.parameters", "a JSON schema object", *p);
+      if (const json* st = field(*fn, "strict"); st && !st->is_boolean())
+        return wrong_type(at + ".function.strict", "a boolean", *st);
+      names.push_back(n);
+    }
+  if (const json* p = field(body, "parallel_tool_calls")) {
+    if (!p->is_boolean()) return wrong_type("parallel_tool_calls", "a boolean", *p);
+    out.parallel_tool_calls = p->get<bool>();
+  }
+  // tool_choice: "none", "auto", "required" or {"type":"function","function":{"name"}}.
+  std::string choice = names.empty() ? "none" : "auto", named;
+  if (const json* tc = field(body, "tool_choice")) {
+    if (tc->is_string()) {
+      choice = tc->get<std::string>();
+      if (choice != "none" && choice != "auto" && choice != "required")
+        return bad_request("'tool_choice' is '" + choice.substr(0, 32) +
+                               "'; expected none, auto, required or {\"type\": \"function\", \"function\": "
+                               "{\"name\": ...}}",
+                           "tool_choice", "invalid_value");
+    } else if (tc->is_object()) {
+      const json* type = field(*tc, "type");
+      if (!type || !type->is_string() || type->get<std::string>() != "function")
+        return bad_request("'tool_choice.type' must be \"function\"", "tool_choice.type", "invalid_value");
+      const json* fn = field(*tc, "function");
+      const json* name = fn && fn->is_object() ? field(*fn, "name") : nullptr;
+      if (!name || !name->is_string())
+        return bad_request("'tool_choice.function.name' must be a string", "tool_choice.function.name", "invalid_type");
+      named = name->get<std::string>();
+      if (std::find(names.begin(), names.end(), named) == names.end())
+        return bad_request(
+            "'tool_choice.function.name' is '" + named.substr(0, 64) + "', which is not among the functions in 'tools'",
+            "tool_choice.function.name", "invalid_value");
+      choice = "named";
+    } else {
+      return wrong_type("tool_choice", "a string or an object", *tc);
+    }
+    if ((choice == "required" || choice == "auto") && names.empty())
+      return bad_request("'tool_choice' is '" + choice + "' but no 'tools' are given", "tool_choice", "invalid_value");
+  }
+  if (names.empty()) return {};
+  out.tools = *tools;
+  if (choice == "none") {
+    out.tool_mode = ToolMode::kOff;
+    return {};
+  }
+  if (out.params.json_grammar)
+    return bad_request(
+        "'response_format' json_object / json_schema together with 'tools' is not supported (the "
+        "output could not be both); send tool_choice \"none\" or drop one",
+        "response_format", "unsupported");
+  out.tool_names = choice == "named" ? std::vector<std::string>{named} : names;
+  if (choice == "auto") {
+    out.tool_names = names;
+    out.tool_mode = ToolMode::kAuto;
+    return {};
+  }
+  // Forced: one call of these functions, its arguments valid for the function's schema.
+  std::vector<engine::ToolFunction> fns;
+  for (size_t i = 0; i < tools->size(); ++i) {
+    const json& fn = (*tools)[i]["function"];
+    const std::string& n = fn["name"].get_ref<const std::string&>();
+    if (choice == "named" && n != named) continue;
+    const json* params = field(fn, "parameters");
+    const std::string param = "tools[" + std::to_string(i) + "].function.parameters";
+    if (params) {
+      auto g = engine::JsonGrammar::compile_cached(params->dump());
+      if (!g.ok()) {
+        const bool unsupported = g.status().kind() == ErrorKind::kUnsupported;
+        return bad_request("'" + param + "' cannot constrain a forced tool call: " + g.status().message(), param,
+                           unsupported ? "unsupported" : "invalid_value");
+      }
+    }
+    fns.push_back({n, params ? params->dump() : std::string()});
+  }
+  auto g = engine::tool_call_grammar(fns);
+  if (!g.ok()) return bad_request(g.status().message(), "tools", "invalid_value");
+  out.params.json_grammar = *g;
+  out.tool_mode = ToolMode::kForced;
+  return {};
+}
+
+// An assistant message's tool_calls: [{id, type "function", function {name, arguments: JSON
+// text}}], passed to the template as given (Qwen3's writes the arguments string verbatim).
+ApiError check_tool_calls(const json& calls, const std::string& at) {
+  if (!calls.is_array()) return wrong_type(at, "an array", calls);
+  for (size_t k = 0; k < calls.size(); ++k) {
+    const json& c = calls[k];
+    const std::string p = at + "[" + std::to_string(k) + "]";
+    if (!c.is_object()) return wrong_type(p, "an object", c);
+    if (const json* id = field(c, "id"); id && !id->is_string()) return wrong_type(p + ".id", "a string", *id);
+    if (const json* t = field(c, "type"); t && !(t->is_string() && t->get<std::string>() == "function"))
+      return bad_request("'" + p + ".type' must be \"function\"", p + ".type", "invalid_value");
+    const json* fn = field(c, "function");
+    if (!fn) return bad_request("'" + p + ".function' is required", p + ".function", "missing_field");
+    if (!fn->is_object()) return wrong_type(p + ".function", "an object", *fn);
+    const json* name = field(*fn, "name");
+    if (!name || !name->is_string())
+      return bad_request("'" + p + ".function.name' must be a string", p + ".function.name", "invalid_type");
+    const json* args = field(*fn, "arguments");
+    if (!args || !args->is_string())
+      return bad_request("'" + p + ".function.arguments' must be a string of JSON (as OpenAI sends it)",
+                         p + ".function.arguments", "invalid_type");
+  }
+  return {};
+}
+
 }  // namespace
 
 ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimits& limits) {
@@ -448,13 +596,24 @@ ApiError parse_chat_request(const json& body, ChatRequest& out, const PromptLimi
     } else {
       return wrong_type(at + ".content", "a string, an array of content parts or null", *content);
     }
+    if (const json* tc = field(m, "tool_calls")) {
+      if (r != "assistant")
+        return bad_request("'" + at + ".tool_calls' is only allowed on assistant messages", at + ".tool_calls",
+                           "invalid_value");
+      if (!(e = check_tool_calls(*tc, at + ".tool_calls")).ok()) return e;
+    }
+    if (const json* id = field(m, "tool_call_id"); id && !id->is_string())
+      return wrong_type(at + ".tool_call_id", "a string", *id);
+    if (r == "tool" && !field(m, "tool_call_id"))
+      return bad_request("'" + at + ".tool_call_id' is required for a tool message", at + ".tool_call_id",
+                         "missing_field");
     for (const char* key : {"name", "tool_calls", "tool_call_id", "reasoning_content"})
       if (const json* v = field(m, key)) msg[key] = *v;
     out.messages.push_back(std::move(msg));
   }
   if (const json* kw = field(body, "chat_template_kwargs"))
     if (!(e = template_kwargs(*kw, out.template_kwargs)).ok()) return e;
-  return {};
+  return parse_tools(body, out);
 }
 
 ApiError parse_completion_request(const json& body, CompletionRequest& out, const PromptLimits& limits) {
@@ -562,13 +721,23 @@ json chat_completion_json(const std::string& id, int64_t created, const std::str
                           std::span<const ChoiceResult> choices, const Usage& usage) {
   json r = choice_envelope(id, "chat.completion", created, model);
   r["choices"] = json::array();
-  for (size_t i = 0; i < choices.size(); ++i)
+  for (size_t i = 0; i < choices.size(); ++i) {
+    json message = {{"role", "assistant"}, {"content", choices[i].text}};
+    if (!choices[i].tool_calls.is_null()) {
+      if (choices[i].text.empty()) message["content"] = nullptr;
+      if (!choices[i].tool_calls.empty()) message["tool_calls"] = choices[i].tool_calls;
+    }
     r["choices"].push_back(json{{"index", i},
-                                {"message", {{"role", "assistant"}, {"content", choices[i].text}}},
+                                {"message", message},
                                 {"logprobs", choices[i].logprobs},
                                 {"finish_reason", finish_value(choices[i].finish_reason)}});
+  }
   r["usage"] = usage.to_json();
   return r;
+}
+
+json tool_call_json(const std::string& id, const std::string& name, const std::string& arguments) {
+  return json{{"id", id}, {"type", "function"}, {"function", json{{"name", name}, {"arguments", arguments}}}};
 }
 
 json text_completion_json(const std::string& id, int64_t created, const std::string& model,

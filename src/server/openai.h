@@ -13,8 +13,9 @@
 // logit_bias ({"<token id>": bias in [-100, 100]}, at most 1024; ids past the vocabulary: 400).
 // response_format: {"type":"text"}, {"type":"json_object"} or {"type":"json_schema","json_schema":
 // {"name", "schema", "strict", "description"}} (the schema subset of engine/json_constraint.h;
-// other keywords: 400 code unsupported naming them). Unsupported features that change the
-// output (tools, echo, suffix, best_of > 1) are refused with 400 rather than ignored; other
+// other keywords: 400 code unsupported naming them). Chat takes tools, tool_choice and
+// parallel_tool_calls (see ChatRequest). Unsupported features that change the output
+// (functions, echo, suffix, best_of > 1) are refused with 400 rather than ignored; other
 // unknown fields are ignored. null means "not given" for every optional field.
 #pragma once
 
@@ -64,8 +65,25 @@ struct ImageRef {
   std::string param;  // e.g. "messages[0].content[1].image_url.url"
 };
 
+// What the server does with the model's <tool_call> blocks (engine/tool_calls.h).
+enum class ToolMode {
+  kOff,     // no tools, or tool_choice "none": the tools are rendered, the output is text
+  kAuto,    // tool_choice "auto" (the default with tools): well-formed blocks become tool_calls
+  kForced,  // "required" / a named function: the prompt ends with <tool_call>\n and
+            // params.json_grammar (engine::tool_call_grammar) makes the output one call
+};
+
+inline constexpr size_t kMaxTools = 128;
+
 struct ChatRequest {
   GenerationParams params;
+  // tools: [{"type":"function","function":{name, description?, parameters?, strict?}}] (at most
+  // kMaxTools, names 1-64 of a-z A-Z 0-9 _ -, unique); null when none. Passed to the template
+  // as given. tool_names: the functions a call may name (forced to a named one: only it).
+  json tools;
+  std::vector<std::string> tool_names;
+  ToolMode tool_mode = ToolMode::kOff;
+  bool parallel_tool_calls = true;  // accepted; forced modes always write one call
   // Ready for ChatTemplate::render: {role, content} where content is a string, or (for messages
   // with images) a list of {"type":"text","text"} and {"type":"image"} parts in request order.
   json messages = json::array();
@@ -124,7 +142,12 @@ json completion_logprobs_json(std::span<const engine::TokenLogprobs> lps, const 
 struct ChoiceResult {
   std::string text, finish_reason;
   json logprobs;
+  // Chat with tools: the parsed calls (tool_calls_json); then `text` is the content outside
+  // them and an empty content is written as null.
+  json tool_calls;
 };
+// One message.tool_calls entry: {id, type "function", function {name, arguments}}.
+json tool_call_json(const std::string& id, const std::string& name, const std::string& arguments);
 // Non-streamed responses: choices[i] from choices[i] (index i).
 json chat_completion_json(const std::string& id, int64_t created, const std::string& model,
                           std::span<const ChoiceResult> choices, const Usage& usage);

@@ -16,6 +16,7 @@
 
 #include "core/clock.h"
 #include "core/sha256.h"
+#include "engine/tool_calls.h"
 
 namespace hlx::server {
 namespace {
@@ -515,6 +516,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   GenerationParams params;
   engine::GenerationRequest g;
   std::vector<mm::Image> images;
+  ToolMode tool_mode = ToolMode::kOff;
+  std::vector<std::string> tool_names;
   const char* prompt_param = chat ? "messages" : "prompt";
   if (chat) {
     ChatRequest cr;
@@ -556,10 +559,19 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
           c, endpoint,
           bad_request("the checkpoint has no chat template (tokenizer_config.json); use /v1/completions", "messages",
                       "no_chat_template"));
+    // Tools need a template that renders them and teaches the <tool_call> syntax the output is
+    // parsed in (Qwen2.5/Qwen3); others (Gemma3) have no format hlx could parse: refused.
+    if (!cr.tools.is_null() && !engine::template_has_tool_calls(model_.chat_template->source()))
+      return respond_error(c, endpoint,
+                           bad_request("tools are not supported by this model's chat template (it has no "
+                                       "<tool_call> format); send the request without 'tools'",
+                                       "tools", "tools_not_supported"));
+    tool_mode = cr.tool_mode;
+    tool_names = cr.tool_names;
     // The rendering stops at the byte limit, the tokenization at the token limit: a prompt that
     // cannot fit costs no more than one that just fits.
     auto rendered = model_.chat_template->render(cr.messages, /*add_generation_prompt=*/true, cr.template_kwargs,
-                                                 prompt_limits_.max_bytes);
+                                                 prompt_limits_.max_bytes, cr.tools);
     if (!rendered.ok() && rendered.status().kind() == ErrorKind::kCapacityExceeded)
       return respond_error(c, endpoint,
                            prompt_error(bad_request("the rendered chat prompt is longer than " +
@@ -581,6 +593,8 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       if (!expanded.ok()) return respond_error(c, endpoint, from_status(expanded.status(), "messages"));
       *rendered = std::move(*expanded);
     }
+    // A forced call: the model continues after the opening tag, the grammar writes the JSON.
+    if (tool_mode == ToolMode::kForced) *rendered += engine::kToolCallPrefix;
     // As apply_chat_template(tokenize=True): the template carries BOS itself.
     const size_t limit = prompt_token_limit();
     auto ids = model_.tokenizer->encode(*rendered, /*add_special_tokens=*/false, limit);
@@ -680,8 +694,17 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
     // text, else collected for the response.
     std::vector<engine::TokenLogprobs> lps;
     size_t text_offset = 0;  // completions' streamed text_offset
+    // Tools (tool_mode kAuto / kForced): the text split into content and calls.
+    std::unique_ptr<engine::ToolCallParser> parser;
+    std::string content;
+    json calls = json::array();
   };
   std::vector<Choice> choices(static_cast<size_t>(n));
+  if (tool_mode != ToolMode::kOff)
+    for (Choice& k : choices) {
+      k.parser = std::make_unique<engine::ToolCallParser>(tool_names);
+      if (tool_mode == ToolMode::kForced) k.parser->feed(engine::kToolCallPrefix);  // the prompt's end
+    }
   std::shared_ptr<RequestChannel> ch;
   engine::Admission adm;
   const uint64_t seed = g.sampling.seed;
@@ -736,6 +759,45 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
              : text_chunk_json(id, created, model, index, piece, "", params.include_usage, logprobs);
     c.send_piece(sse_event(chunk));
   };
+  // Tools: content pieces go out as content deltas, a call as a delta naming it (index, id,
+  // type, name, empty arguments) and then its arguments in pieces, as the OpenAI SDK accumulates.
+  auto send_pieces = [&](int64_t index, std::vector<engine::ToolCallParser::Piece> pieces,
+                         const engine::TokenLogprobs* lp = nullptr) {
+    Choice& k = choices[size_t(index)];
+    std::string text;
+    for (auto& piece : pieces) {
+      if (!piece.call) {
+        text += piece.content;
+        continue;
+      }
+      send_text(index, text);
+      k.content += text;
+      text.clear();
+      const int64_t ci = int64_t(k.calls.size());
+      const std::string call_id =
+          "call_" + id.substr(id.find('-') + 1) + "_" + std::to_string(index) + "_" + std::to_string(ci);
+      k.calls.push_back(tool_call_json(call_id, piece.call->name, piece.call->arguments));
+      if (!params.stream) continue;
+      json head = json{{"index", ci},
+                       {"id", call_id},
+                       {"type", "function"},
+                       {"function", json{{"name", piece.call->name}, {"arguments", ""}}}};
+      c.send_piece(sse_event(chat_chunk_json(id, created, model, index, json{{"tool_calls", json::array({head})}}, "",
+                                             params.include_usage)));
+      // Arguments in pieces of about 16 bytes, cut between UTF-8 characters.
+      const std::string& args = piece.call->arguments;
+      for (size_t at = 0; at < args.size();) {
+        size_t end = std::min(args.size(), at + 16);
+        while (end < args.size() && (uint8_t(args[end]) & 0xC0) == 0x80) ++end;
+        json part = json{{"index", ci}, {"function", json{{"arguments", args.substr(at, end - at)}}}};
+        c.send_piece(sse_event(chat_chunk_json(id, created, model, index, json{{"tool_calls", json::array({part})}}, "",
+                                               params.include_usage)));
+        at = end;
+      }
+    }
+    k.content += text;
+    send_text(index, text, lp);
+  };
   if (params.stream) {
     c.begin_stream(200, "text/event-stream", {"Cache-Control: no-cache", "X-Accel-Buffering: no"});
     if (chat)
@@ -769,7 +831,21 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       if (e.kind == engine::Event::Kind::kToken) {
         ++k.tokens;
         if (e.logprobs && !params.stream) k.lps.push_back(*e.logprobs);
-        send_text(int64_t(index), e.text, e.logprobs ? &*e.logprobs : nullptr);
+        if (k.parser)
+          send_pieces(int64_t(index), k.parser->feed(e.text), e.logprobs ? &*e.logprobs : nullptr);
+        else
+          send_text(int64_t(index), e.text, e.logprobs ? &*e.logprobs : nullptr);
+      } else if (k.parser) {
+        auto pieces = k.parser->feed(e.text);
+        // A forced call's grammar closed the JSON: the block closes (max_tokens: it stays text).
+        if (tool_mode == ToolMode::kForced && e.finish == engine::Finish::kStop)
+          for (auto& p : k.parser->feed(engine::kToolCallSuffix)) pieces.push_back(std::move(p));
+        for (auto& p : k.parser->finish()) pieces.push_back(std::move(p));
+        send_pieces(int64_t(index), std::move(pieces));
+        k.finish = e.finish;
+        k.error = e.error;
+        k.cached_tokens = e.cached_tokens;
+        --open;
       } else {
         send_text(int64_t(index), e.text);
         k.finish = e.finish;
@@ -791,7 +867,10 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
   Usage usage{adm.effective_prompt_len, 0};
   usage.cached_tokens = choices[0].cached_tokens;
   for (const Choice& k : choices) usage.completion_tokens += k.tokens;
-  auto reason_of = [](const Choice& k) { return k.finish == engine::Finish::kLength ? "length" : "stop"; };
+  auto reason_of = [](const Choice& k) {
+    if (!k.calls.empty()) return "tool_calls";
+    return k.finish == engine::Finish::kLength ? "length" : "stop";
+  };
   auto log = [&](int status, const char* what) {
     if (opts_.log_requests)
       std::fprintf(stderr, "hlx serve: %s %d %s prompt=%lld completion=%lld %.1f ms\n", endpoint.c_str(), status, what,
@@ -830,7 +909,10 @@ void Server::handle_generation(Connection& c, const HttpRequest& req, bool chat)
       if (params.sampling.logprobs)
         logprobs =
             chat ? chat_logprobs_json(k.lps, tokenizer) : completion_logprobs_json(k.lps, tokenizer, &k.text_offset);
-      results.push_back(ChoiceResult{std::move(k.text), reason_of(k), std::move(logprobs)});
+      if (k.parser)
+        results.push_back(ChoiceResult{std::move(k.content), reason_of(k), std::move(logprobs), std::move(k.calls)});
+      else
+        results.push_back(ChoiceResult{std::move(k.text), reason_of(k), std::move(logprobs), nullptr});
     }
     json r = chat ? chat_completion_json(id, created, model, results, usage)
                   : text_completion_json(id, created, model, results, usage);

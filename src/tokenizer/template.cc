@@ -83,7 +83,8 @@ bool ChatTemplate::is_reserved_variable(std::string_view name) {
 }
 
 Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                                         const nlohmann::ordered_json& extra_vars, size_t max_output_bytes) const {
+                                         const nlohmann::ordered_json& extra_vars, size_t max_output_bytes,
+                                         const nlohmann::ordered_json& tools) const {
   if (!messages.is_array())
     return make_error(ErrorKind::kInvalidArgument, "messages must be a JSON array, got ", messages.type_name());
   for (size_t i = 0; i < messages.size(); ++i) {
@@ -102,7 +103,9 @@ Result<std::string> ChatTemplate::render(const nlohmann::ordered_json& messages,
   // (which cannot replace any of them, see reserved_variables()).
   nlohmann::ordered_json ctx = special_tokens_;
   ctx["messages"] = messages;
-  ctx["tools"] = nullptr;
+  if (!tools.is_null() && !tools.is_array())
+    return make_error(ErrorKind::kInvalidArgument, "tools must be a JSON array or null, got ", tools.type_name());
+  ctx["tools"] = tools;
   ctx["documents"] = nullptr;
   ctx["add_generation_prompt"] = add_generation_prompt;
   if (extra_vars.is_object())

