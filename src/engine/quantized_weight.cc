@@ -38,10 +38,11 @@ Result<std::unique_ptr<kernels::PackedWeight>> pack_quantized_linear(const Int4L
   return kernels::pack_int4(src);
 }
 
-Result<std::unique_ptr<kernels::PackedWeight>> pack_fp8_linear(const Fp8Linear& l, kernels::WeightFormat format) {
+Result<std::unique_ptr<kernels::PackedWeight>> pack_fp8_linear(const Fp8Linear& l, kernels::WeightFormat format,
+                                                               std::vector<float>& w) {
   const int64_t n = l.n(), k = l.k();
-  // One layer's f32 copy at a time (freed on return): at Qwen3-0.6B's largest, 3072 x 1024, 12 MiB.
-  std::vector<float> w(static_cast<size_t>(n * k));
+  // One layer's f32 copy at a time: at Qwen3-0.6B's largest, 3072 x 1024, 12 MiB.
+  w.resize(static_cast<size_t>(n * k));
   for (int64_t r = 0; r < n; ++r) {
     float* row = w.data() + r * k;
     l.dequantize_row(r, row);

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "core/status.h"
 #include "io/quantized.h"
@@ -24,7 +25,9 @@ Result<std::unique_ptr<kernels::PackedWeight>> pack_quantized_linear(const Int4L
 // the same byte per weight (plus 4 bytes per row), so decode streams the stored checkpoint's bytes
 // at the int8 kernels' measured DRAM roofline and prefill reuses their VNNI tiles; an e4m3 kernel
 // would be exact but needs its own streaming, tiled and portable variants. kInvalidArgument for a
-// NaN weight code.
-Result<std::unique_ptr<kernels::PackedWeight>> pack_fp8_linear(const Fp8Linear& linear, kernels::WeightFormat format);
+// NaN weight code. `scratch` holds the layer's f32 copy; reusing one across layers keeps the load
+// from leaving a freed copy per layer in the heap.
+Result<std::unique_ptr<kernels::PackedWeight>> pack_fp8_linear(const Fp8Linear& linear, kernels::WeightFormat format,
+                                                               std::vector<float>& scratch);
 
 }  // namespace hlx::engine

@@ -239,6 +239,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   // packed from its stored tensors here and bound as a placeholder (runtime/program.h); an FP8 one:
   // each linear layer stored F8_E4M3 (or with a weight_scale_inv), packed int8 (engine/quantized_weight.h).
   HLX_ASSIGN_OR_RETURN(QuantConfig quant, quant_config(config));
+  std::vector<float> fp8_scratch;
   for (const auto& info : models::text_checkpoint_layout(spec)) {
     const std::string suffix = ".weight";
     const bool linear = info.shape.size() == 2 && info.name.size() > suffix.size() &&
@@ -247,7 +248,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     if (quant.method == QuantMethod::kFp8 && linear &&
         (Fp8Linear::stored(*m->checkpoint_, base) || m->checkpoint_->has(base + ".weight_scale_inv"))) {
       HLX_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
-      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_fp8_linear(l, options.weight_format);
+      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_fp8_linear(l, options.weight_format, fp8_scratch);
       if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
       m->checkpoint_->release_pages(info.name);  // packed now: the stored bytes need not stay resident
       m->stats_.weight_bytes += (*packed)->packed_bytes();
