@@ -113,9 +113,17 @@ typedef enum hlx_kv_dtype_e {
 
 #define HLX_MAX_IMAGE_CACHE_MIB (1 << 20)
 
+/* How matmul weights are stored in memory (hlx_model_options_t.weights, since version 3). */
+typedef enum hlx_weights_e {
+  HLX_WEIGHTS_AS_STORED = 0, /* default: the checkpoint's dtype; AWQ/GPTQ 4-bit, FP8 as int8 */
+  HLX_WEIGHTS_INT8 = 1,      /* quantized at load per output channel (the CLI's --weights int8) */
+  HLX_WEIGHTS_INT4 = 2       /* quantized at load in groups of 128 (the CLI's --weights int4) */
+} hlx_weights_t;
+
 /* Growth (docs/C_API.md, "Versions and ABI promises"): fields are only ever appended, and
  * struct_size says how many bytes of this struct the caller has. The library accepts the size of
- * every release of this struct (40 bytes in version 1, 48 since version 2, on LP64) and gives the
+ * every release of this struct (40 bytes in version 1, 48 in version 2, 56 since version 3, on
+ * LP64) and gives the
  * fields past the caller's size their defaults; any other size is HLX_STATUS_INVALID_ARGUMENT.
  * Initialise with hlx_model_options_init(&o), which passes sizeof(hlx_model_options_t). */
 typedef struct hlx_model_options_s {
@@ -134,6 +142,8 @@ typedef struct hlx_model_options_s {
   /* Image-feature cache for vision-language models, in MiB: recent images' encoded features are
    * reused instead of re-encoded. [0, HLX_MAX_IMAGE_CACHE_MIB]; default 256; 0 disables it. */
   int32_t image_cache_mib;
+  /* ---- version 3 ---- */
+  int32_t weights; /* an hlx_weights_t; default HLX_WEIGHTS_AS_STORED */
 } hlx_model_options_t;
 
 /* Fills the first `struct_size` bytes of *options with defaults and sets options->struct_size.

@@ -172,6 +172,10 @@ struct ModelOptionsV1 {
   int64_t context_capacity, slots;
   int32_t threads, kv_dtype, load_tokenizer, skip_special_tokens;
 };
+struct ModelOptionsV2 {
+  ModelOptionsV1 v1;
+  int32_t prefix_cache, image_cache_mib;
+};
 struct GenerationParamsV1 {
   size_t struct_size;
   int64_t max_new_tokens;
@@ -188,12 +192,15 @@ struct GenerationParamsV1 {
 static_assert(offsetof(hlx_model_options_t, skip_special_tokens) == offsetof(ModelOptionsV1, skip_special_tokens) &&
                   sizeof(ModelOptionsV1) <= offsetof(hlx_model_options_t, prefix_cache),
               "hlx_model_options_t must start with version 1's layout");
+static_assert(offsetof(hlx_model_options_t, image_cache_mib) == offsetof(ModelOptionsV2, image_cache_mib) &&
+                  sizeof(ModelOptionsV2) <= offsetof(hlx_model_options_t, weights),
+              "hlx_model_options_t must start with version 2's layout");
 static_assert(offsetof(hlx_generation_params_t, user_data) == offsetof(GenerationParamsV1, user_data) &&
                   sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
               "hlx_generation_params_t must start with version 1's layout");
 static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
 
-constexpr size_t kOptionsSizes[] = {sizeof(ModelOptionsV1), sizeof(hlx_model_options_t)};
+constexpr size_t kOptionsSizes[] = {sizeof(ModelOptionsV1), sizeof(ModelOptionsV2), sizeof(hlx_model_options_t)};
 constexpr size_t kParamsSizes[] = {sizeof(GenerationParamsV1), sizeof(hlx_generation_params_t)};
 
 std::string known_sizes(const size_t* sizes, size_t n) {
@@ -245,6 +252,7 @@ hlx_model_options_t default_options() {
   o.skip_special_tokens = 1;
   o.prefix_cache = 1;
   o.image_cache_mib = 256;
+  o.weights = HLX_WEIGHTS_AS_STORED;
   return o;
 }
 
@@ -473,6 +481,9 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     if (o.image_cache_mib < 0 || o.image_cache_mib > HLX_MAX_IMAGE_CACHE_MIB)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "image_cache_mib ", o.image_cache_mib, " is outside [0, ",
                   HLX_MAX_IMAGE_CACHE_MIB, "] (0 disables the image-feature cache)");
+    if (o.weights != HLX_WEIGHTS_AS_STORED && o.weights != HLX_WEIGHTS_INT8 && o.weights != HLX_WEIGHTS_INT4)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "weights ", o.weights,
+                  " is unknown (expected HLX_WEIGHTS_AS_STORED = 0, HLX_WEIGHTS_INT8 = 1 or HLX_WEIGHTS_INT4 = 2)");
 
     auto m = std::make_unique<hlx_model_t>();
     m->owner = std::this_thread::get_id();
@@ -492,6 +503,9 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     to.threads = o.threads;
     if (o.kv_dtype != HLX_KV_DTYPE_AUTO)
       to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
+    to.weight_format = o.weights == HLX_WEIGHTS_INT8   ? hlx::kernels::WeightFormat::kInt8
+                       : o.weights == HLX_WEIGHTS_INT4 ? hlx::kernels::WeightFormat::kInt4
+                                                       : hlx::kernels::WeightFormat::kAsStored;
     auto model = hlx::engine::TextModel::load(m->dir, to);
     if (!model.ok()) return fail(model.status().with_context("hlx_model_load: '" + m->dir + "'"));
     m->model = std::move(*model);

@@ -116,8 +116,8 @@ Status run_fixture(const FixtureArgs& a) {
     std::cerr << note;
     return ok_status();
   }
-  if (!a.quant.empty() && a.quant != "awq" && a.quant != "gptq")
-    return make_error(ErrorKind::kInvalidArgument, "--quant '", a.quant, "' (expected awq or gptq)");
+  if (!a.quant.empty() && a.quant != "awq" && a.quant != "gptq" && a.quant != "fp8")
+    return make_error(ErrorKind::kInvalidArgument, "--quant '", a.quant, "' (expected awq, gptq or fp8)");
   if (a.quant.empty())
     HLX_RETURN_IF_ERROR(models::write_text_fixture(a.out, o));
   else
@@ -149,8 +149,8 @@ CommandRun setup_fixture(CLI::App& root) {
   sub->add_option("--vocab-size", args->vocab_size,
                   "embedding rows (default: the real model's with a tokenizer, else 320 for tiny)");
   sub->add_option("--quant", args->quant,
-                  "awq | gptq: decoder linear layers stored as that method's 4-bit tensors, every code, zero "
-                  "point and scale random (text families)");
+                  "awq | gptq | fp8: decoder linear layers stored as that method's tensors (4-bit codes, or "
+                  "F8_E4M3 with 128x128 block scales), every code, zero point and scale random (text families)");
   sub->add_option("--quant-group", args->quant_group, "group size of --quant (default 32 for tiny, 128 otherwise)");
   return [args] { return report(run_fixture(*args)); };
 }

@@ -1,6 +1,7 @@
 #include "engine/quantized_weight.h"
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 #include <vector>
 
@@ -35,6 +36,23 @@ Result<std::unique_ptr<kernels::PackedWeight>> pack_quantized_linear(const Int4L
     return ok_status();
   };
   return kernels::pack_int4(src);
+}
+
+Result<std::unique_ptr<kernels::PackedWeight>> pack_fp8_linear(const Fp8Linear& l, kernels::WeightFormat format,
+                                                               std::vector<float>& w) {
+  const int64_t n = l.n(), k = l.k();
+  // One layer's f32 copy at a time: at Qwen3-0.6B's largest, 3072 x 1024, 12 MiB.
+  w.resize(static_cast<size_t>(n * k));
+  for (int64_t r = 0; r < n; ++r) {
+    float* row = w.data() + r * k;
+    l.dequantize_row(r, row);
+    for (int64_t i = 0; i < k; ++i)
+      if (std::isnan(row[i]))
+        return make_error(ErrorKind::kInvalidArgument, "weight[", r, ", ", i, "] is the F8_E4M3 NaN code");
+  }
+  return kernels::PackedWeight::pack(
+      DType::kF32, k, n, /*transposed=*/true, w.data(),
+      format == kernels::WeightFormat::kInt4 ? kernels::WeightFormat::kInt4 : kernels::WeightFormat::kInt8);
 }
 
 }  // namespace hlx::engine

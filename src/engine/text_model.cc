@@ -236,13 +236,27 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     return make_error(ErrorKind::kInvalidArgument, "deepstack_visual_rows ", options.deepstack_visual_rows,
                       " must be >= 0");
   // A checkpoint stored 4-bit (quantization_config): each linear layer with `<base>.qweight` is
-  // packed from its stored tensors here and bound as a placeholder (runtime/program.h).
+  // packed from its stored tensors here and bound as a placeholder (runtime/program.h); an FP8 one:
+  // each linear layer stored F8_E4M3 (or with a weight_scale_inv), packed int8 (engine/quantized_weight.h).
   HLX_ASSIGN_OR_RETURN(QuantConfig quant, quant_config(config));
+  std::vector<float> fp8_scratch;
   for (const auto& info : models::text_checkpoint_layout(spec)) {
     const std::string suffix = ".weight";
     const bool linear = info.shape.size() == 2 && info.name.size() > suffix.size() &&
                         info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix) == 0;
     const std::string base = linear ? info.name.substr(0, info.name.size() - suffix.size()) : "";
+    if (quant.method == QuantMethod::kFp8 && linear &&
+        (Fp8Linear::stored(*m->checkpoint_, base) || m->checkpoint_->has(base + ".weight_scale_inv"))) {
+      HLX_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
+      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_fp8_linear(l, options.weight_format, fp8_scratch);
+      if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
+      m->checkpoint_->release_pages(info.name);  // packed now: the stored bytes need not stay resident
+      m->stats_.weight_bytes += (*packed)->packed_bytes();
+      HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
+      m->packed_weights_.push_back(rt::register_packed_weight(t, std::move(*packed)));
+      m->weights_.emplace_back(info.name, std::move(t));
+      continue;
+    }
     if (quant.method != QuantMethod::kNone && linear && m->checkpoint_->has(base + ".qweight")) {
       HLX_ASSIGN_OR_RETURN(Int4Linear l, Int4Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
       Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_quantized_linear(l);

@@ -133,11 +133,19 @@ Result<Tensor> Checkpoint::tensor(const std::string& name) const {
   return f->tensor(name);
 }
 
+void Checkpoint::release_pages(const std::string& name) const {
+  if (auto f = shard(name); f.ok()) (*f)->release_pages(name);
+}
+
 Result<Tensor> Checkpoint::weight(const std::string& name, const Shape& shape) const {
   if (!has(name))
     return make_error(ErrorKind::kNotFound, source_, ": missing tensor '", name, "' (expected shape [",
                       shape_to_string(shape), "])");
   HLX_ASSIGN_OR_RETURN(Tensor t, tensor(name));
+  if (auto e = entry(name); e.ok() && e->f8_e4m3)
+    return make_error(ErrorKind::kInvalidArgument, source_, ": tensor '", name,
+                      "' has dtype F8_E4M3, which only loads as a linear layer of a checkpoint whose "
+                      "quantization_config has quant_method fp8 (with its weight_scale_inv)");
   if (t.shape() != shape)
     return make_error(ErrorKind::kInvalidArgument, source_, ": tensor '", name, "' has shape [",
                       shape_to_string(t.shape()), "], expected [", shape_to_string(shape), "]");

@@ -29,6 +29,8 @@ class Checkpoint {
   // kNotFound naming the tensor and the checkpoint when absent.
   Result<SafetensorsEntry> entry(const std::string& name) const;
   Result<Tensor> tensor(const std::string& name) const;
+  // SafetensorsFile::release_pages of the shard holding `name` (no-op when absent).
+  void release_pages(const std::string& name) const;
   // A model weight: `name` must exist with exactly `shape` and a float dtype (bf16, f16 or f32;
   // kept as stored). Errors (kNotFound / kInvalidArgument) name the checkpoint, the tensor and
   // both the expected and the found value.

@@ -61,6 +61,13 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
+void MappedFile::release_pages(const void* p, size_t bytes) const {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (uintptr_t(p) + page - 1) / page * page, hi = (uintptr_t(p) + bytes) / page * page;
+  if (hi <= lo || lo < uintptr_t(data_) || hi > uintptr_t(data_) + size_) return;
+  madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+}
+
 Result<std::string> read_file(const std::string& path, size_t max_bytes) {
   struct stat st;
   HLX_ASSIGN_OR_RETURN(int fd, open_regular_file(path, &st));

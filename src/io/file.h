@@ -25,6 +25,10 @@ class MappedFile {
   const uint8_t* data() const { return data_; }
   size_t size() const { return size_; }
   const std::string& path() const { return path_; }
+  // Drops the whole pages inside [p, p + bytes) (which must lie in this mapping) from the
+  // process's resident set: a private read-only file mapping re-reads them from the page cache if
+  // touched again. For bytes a loader has copied into packed weights.
+  void release_pages(const void* p, size_t bytes) const;
 
  private:
   MappedFile() = default;

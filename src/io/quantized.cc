@@ -3,6 +3,7 @@
 #include "io/quantized.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 
@@ -50,8 +51,33 @@ Result<QuantConfig> quant_config(const HfConfig& config) {
     if (lower(format) != "gptq")
       return make_error(ErrorKind::kUnsupported, q.where(), ": gptq checkpoint_format '", format,
                         "' (supported: gptq)");
+  } else if (method == "fp8") {
+    // FineGrainedFP8Config: activation_scheme, weight_block_size, modules_to_not_convert (older
+    // writers: ignored_layers); DeepSeek-style configs add fmt "e4m3" and scale_fmt.
+    qc.method = QuantMethod::kFp8;
+    HLX_ASSIGN_OR_RETURN(std::string fmt, q.optional_string("fmt", "e4m3"));
+    if (lower(fmt) != "e4m3")
+      return make_error(ErrorKind::kUnsupported, q.where(), ": fp8 fmt '", fmt, "' (supported: e4m3)");
+    HLX_ASSIGN_OR_RETURN(std::string act, q.optional_string("activation_scheme", "dynamic"));
+    if (lower(act) != "dynamic")
+      return make_error(ErrorKind::kUnsupported, q.where(), ": fp8 activation_scheme '", act, "' (supported: dynamic)");
+    HLX_ASSIGN_OR_RETURN(std::vector<int64_t> block, q.optional_int_array("weight_block_size"));
+    if (block.empty()) block = {128, 128};
+    if (block.size() != 2 || block[0] != 128 || block[1] != 128) {
+      std::string got;
+      for (size_t i = 0; i < block.size(); ++i) got += str_cat(i ? ", " : "", block[i]);
+      return make_error(ErrorKind::kUnsupported, q.where(), ": fp8 weight_block_size [", got,
+                        "] (supported: [128, 128])");
+    }
+    qc.block_n = block[0];
+    qc.block_k = block[1];
+    HLX_ASSIGN_OR_RETURN(qc.modules_to_not_convert, q.optional_string_array("modules_to_not_convert"));
+    if (qc.modules_to_not_convert.empty()) {
+      HLX_ASSIGN_OR_RETURN(qc.modules_to_not_convert, q.optional_string_array("ignored_layers"));
+    }
+    return qc;
   } else {
-    return make_error(ErrorKind::kUnsupported, q.where(), ": quant_method '", method, "' (supported: awq, gptq)");
+    return make_error(ErrorKind::kUnsupported, q.where(), ": quant_method '", method, "' (supported: awq, gptq, fp8)");
   }
   if (qc.bits != 4)
     return make_error(ErrorKind::kUnsupported, q.where(), ": ", method, " bits ", qc.bits, " (supported: 4)");
@@ -63,7 +89,9 @@ Result<QuantConfig> quant_config(const HfConfig& config) {
 
 std::string weight_format_tag(const QuantConfig& qc, const std::string& runtime_format) {
   std::string tag;
-  if (qc.method != QuantMethod::kNone)
+  if (qc.method == QuantMethod::kFp8)
+    tag = str_cat("fp8-e4m3-b", qc.block_n, "x", qc.block_k);
+  else if (qc.method != QuantMethod::kNone)
     tag = str_cat(qc.method == QuantMethod::kAwq ? "awq" : "gptq", "-int", qc.bits, "-g", qc.group_size);
   if (!runtime_format.empty()) tag += (tag.empty() ? "" : "+") + runtime_format;
   return tag;
@@ -77,7 +105,7 @@ Result<Int4Linear> Int4Linear::load(const Checkpoint& ck, const std::string& bas
   l.k_ = k;
   l.group_ = qc.group_size;
   const bool awq = qc.method == QuantMethod::kAwq;
-  if (qc.method == QuantMethod::kNone)
+  if (qc.method != QuantMethod::kAwq && qc.method != QuantMethod::kGptq)
     return make_error(ErrorKind::kInvalidArgument, base, ": not a quantized checkpoint");
   if (awq && k % l.group_ != 0)
     return make_error(ErrorKind::kInvalidArgument, base, ".qweight: group_size ", l.group_,
@@ -140,6 +168,78 @@ float Int4Linear::scale(int64_t g, int64_t n) const {
     default:
       return scales_.data<float>()[i];
   }
+}
+
+float fp8_e4m3_to_f32(uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return std::nanf("");                  // e4m3fn: the only non-finite codes, no infinity
+  const float mag = e == 0 ? std::ldexp(float(m), -9)           // subnormal: m / 8 * 2^-6
+                           : std::ldexp(float(8 + m), e - 10);  // (1 + m / 8) * 2^(e - 7)
+  return (b & 0x80) ? -mag : mag;
+}
+
+bool Fp8Linear::stored(const Checkpoint& ck, const std::string& base) {
+  auto e = ck.entry(base + ".weight");
+  return e.ok() && e->f8_e4m3;
+}
+
+Result<Fp8Linear> Fp8Linear::load(const Checkpoint& ck, const std::string& base, const QuantConfig& qc, int64_t n,
+                                  int64_t k) {
+  if (qc.method != QuantMethod::kFp8) return make_error(ErrorKind::kInvalidArgument, base, ": not an fp8 checkpoint");
+  // As transformers matches them: a listed name anywhere in the module's name.
+  for (const std::string& m : qc.modules_to_not_convert)
+    if (!m.empty() && base.find(m) != std::string::npos)
+      return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", base,
+                        ".weight is stored F8_E4M3 but quantization_config.modules_to_not_convert lists '", m, "'");
+  Fp8Linear l;
+  l.n_ = n;
+  l.k_ = k;
+  l.bn_ = qc.block_n;
+  l.bk_ = qc.block_k;
+  const std::string wname = base + ".weight", sname = base + ".weight_scale_inv";
+  HLX_ASSIGN_OR_RETURN(SafetensorsEntry we, ck.entry(wname));
+  if (!we.f8_e4m3)
+    return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", wname, " has dtype ", dtype_name(we.dtype),
+                      ", expected F8_E4M3");
+  if (we.shape != Shape{n, k})
+    return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", wname, " has shape [", shape_to_string(we.shape),
+                      "], expected [", shape_to_string({n, k}), "]");
+  HLX_ASSIGN_OR_RETURN(l.weight_, ck.tensor(wname));
+  if (!ck.has(sname))
+    return make_error(ErrorKind::kNotFound, ck.source(), ": missing tensor '", sname, "' (the block scales of ", wname,
+                      ")");
+  HLX_ASSIGN_OR_RETURN(Tensor s, ck.tensor(sname));
+  const int64_t nb = (n + l.bn_ - 1) / l.bn_;
+  l.kb_ = (k + l.bk_ - 1) / l.bk_;
+  if (!is_float(s.dtype()))
+    return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", sname, " has dtype ", dtype_name(s.dtype()),
+                      ", expected f32 (or bf16/f16)");
+  if (s.shape() != Shape{nb, l.kb_})
+    return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", sname, " has shape [", shape_to_string(s.shape()),
+                      "], expected [", shape_to_string({nb, l.kb_}), "]: one scale per ", l.bn_, "x", l.bk_,
+                      " block of the ", n, "x", k, " weight (edge blocks included)");
+  l.scale_.resize(size_t(nb * l.kb_));
+  for (int64_t i = 0; i < nb * l.kb_; ++i) {
+    const float v = s.dtype() == DType::kF32    ? s.data<float>()[i]
+                    : s.dtype() == DType::kBF16 ? bf16_to_f32(s.data<bf16>()[i])
+                                                : f16_to_f32(s.data<f16>()[i]);
+    if (!std::isfinite(v))
+      return make_error(ErrorKind::kInvalidArgument, ck.source(), ": ", sname, "[", i / l.kb_, ", ", i % l.kb_,
+                        "] = ", v, " is not finite");
+    l.scale_[size_t(i)] = v;
+  }
+  return l;
+}
+
+void Fp8Linear::dequantize_row(int64_t n, float* out) const {
+  static const auto table = [] {
+    std::array<float, 256> t{};
+    for (int b = 0; b < 256; ++b) t[size_t(b)] = fp8_e4m3_to_f32(uint8_t(b));
+    return t;
+  }();
+  const uint8_t* w = weight_.data<uint8_t>() + n * k_;
+  const float* s = scale_.data() + (n / bn_) * kb_;
+  for (int64_t k = 0; k < k_; ++k) out[k] = table[w[k]] * s[k / bk_];
 }
 
 }  // namespace hlx

@@ -65,9 +65,13 @@ Result<SafetensorsEntry> parse_entry(const std::string& source, const std::strin
   SafetensorsEntry e;
   const std::string& dtype_str = dt->get_ref<const std::string&>();
   auto dtype = dtype_from_safetensors_name(dtype_str);
+  if (dtype_str == "F8_E4M3") {
+    dtype = DType::kU8;  // raw bytes, decoded by the FP8 loader
+    e.f8_e4m3 = true;
+  }
   if (!dtype)
     return make_error(ErrorKind::kUnsupported, source, ": tensor '", name, "' has dtype '", dtype_str,
-                      "', which hlx does not support (supported: ", supported_dtype_list(), ")");
+                      "', which hlx does not support (supported: ", supported_dtype_list(), ", F8_E4M3)");
   e.dtype = *dtype;
   for (size_t i = 0; i < sh->size(); ++i) {
     uint64_t d;
@@ -92,7 +96,15 @@ Result<SafetensorsFile> SafetensorsFile::open(const std::string& path) {
   HLX_ASSIGN_OR_RETURN(auto mapped, MappedFile::open(path));
   const uint8_t* data = mapped->data();
   size_t size = mapped->size();
-  return parse(std::move(mapped), data, size, path);
+  HLX_ASSIGN_OR_RETURN(SafetensorsFile file, parse(mapped, data, size, path));
+  file.mapping_ = std::move(mapped);
+  return file;
+}
+
+void SafetensorsFile::release_pages(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (!mapping_ || it == entries_.end()) return;
+  mapping_->release_pages(data_section_ + it->second.begin, it->second.end - it->second.begin);
 }
 
 Result<SafetensorsFile> SafetensorsFile::from_bytes(std::string bytes, const std::string& source) {
@@ -196,7 +208,8 @@ Result<Tensor> SafetensorsFile::tensor(const std::string& name) const {
 namespace {
 
 // The 8-byte length plus the padded JSON header.
-Result<std::string> build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata) {
+Result<std::string> build_header(const NamedTensors& tensors, const std::map<std::string, std::string>& metadata,
+                                 const std::set<std::string>& f8_e4m3 = {}) {
   nlohmann::ordered_json doc = nlohmann::ordered_json::object();
   if (!metadata.empty()) {
     nlohmann::ordered_json meta = nlohmann::ordered_json::object();
@@ -215,7 +228,11 @@ Result<std::string> build_header(const NamedTensors& tensors, const std::map<std
     if (!t.defined())
       return make_error(ErrorKind::kInvalidArgument, "safetensors writer: tensor '", name, "' has no data");
     uint64_t bytes = t.nbytes();
-    doc[name] = {{"dtype", std::string(dtype_safetensors_name(t.dtype()))},
+    const bool f8 = f8_e4m3.count(name) != 0;
+    if (f8 && t.dtype() != DType::kU8)
+      return make_error(ErrorKind::kInvalidArgument, "safetensors writer: F8_E4M3 tensor '", name, "' is ",
+                        dtype_name(t.dtype()), ", expected its raw bytes as u8");
+    doc[name] = {{"dtype", f8 ? std::string("F8_E4M3") : std::string(dtype_safetensors_name(t.dtype()))},
                  {"shape", t.shape()},
                  {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
@@ -247,8 +264,8 @@ Result<std::string> serialize_safetensors(const NamedTensors& tensors,
 }
 
 Status write_safetensors(const std::string& path, const NamedTensors& tensors,
-                         const std::map<std::string, std::string>& metadata) {
-  HLX_ASSIGN_OR_RETURN(std::string header, build_header(tensors, metadata));
+                         const std::map<std::string, std::string>& metadata, const std::set<std::string>& f8_e4m3) {
+  HLX_ASSIGN_OR_RETURN(std::string header, build_header(tensors, metadata, f8_e4m3));
   std::vector<std::string_view> pieces{header};
   for (const auto& [name, t] : tensors) pieces.push_back(payload(t));
   return write_file_pieces(path, pieces.data(), pieces.size());

@@ -6,6 +6,7 @@
 
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <utility>
 #include <vector>
@@ -25,13 +26,16 @@ struct SafetensorsEntry {
   Shape shape;
   uint64_t begin = 0;  // byte offsets within the data section, [begin, end)
   uint64_t end = 0;
+  // 8-bit float tensors ("F8_E4M3", the FP8 checkpoints' float8_e4m3fn) have no hlx DType: they
+  // are read as raw u8 bytes and this flag says what the bytes are (io/quantized.h decodes them).
+  bool f8_e4m3 = false;
 };
 
 // One parsed safetensors file. Immutable after open(); safe to share between threads.
 //
 // Validation on open (all failures are errors, never crashes):
 //   header length within the file and below kMaxSafetensorsHeaderBytes (kIo / kParse),
-//   header is a JSON object (kParse), every dtype is one hlx supports (kUnsupported),
+//   header is a JSON object (kParse), every dtype is one hlx supports or F8_E4M3 (kUnsupported),
 //   shapes are non-negative integers, offsets are [begin <= end] inside the data section and
 //   end - begin == num_elements * dtype size (kParse / kIo), tensors do not overlap and cover the
 //   data section without holes, exactly as the reference implementation requires (kParse).
@@ -55,13 +59,17 @@ class SafetensorsFile {
   // alignment must copy or pack first.
   Result<Tensor> tensor(const std::string& name) const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // After a loader copied a tensor into packed weights: drops its pages from the resident set
+  // when the file is memory-mapped (a later tensor() re-reads them); a no-op for from_bytes.
+  void release_pages(const std::string& name) const;
 
  private:
   static Result<SafetensorsFile> parse(std::shared_ptr<const void> keepalive, const uint8_t* data, size_t size,
                                        const std::string& source);
 
   std::string source_;
-  std::shared_ptr<const void> keepalive_;  // the mapping or the in-memory buffer
+  std::shared_ptr<const void> keepalive_;      // the mapping or the in-memory buffer
+  std::shared_ptr<const MappedFile> mapping_;  // set by open()
   const uint8_t* data_section_ = nullptr;
   std::map<std::string, SafetensorsEntry> entries_;
   std::map<std::string, std::string> metadata_;
@@ -74,9 +82,11 @@ using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 // reserved ("__metadata__") names and undefined tensors.
 Result<std::string> serialize_safetensors(const NamedTensors& tensors,
                                           const std::map<std::string, std::string>& metadata = {});
-// Same layout, streamed to `path` (written to a temporary file, then renamed).
+// Same layout, streamed to `path` (written to a temporary file, then renamed). The u8 tensors
+// named in `f8_e4m3` are written with dtype "F8_E4M3" (raw float8_e4m3fn bytes).
 Status write_safetensors(const std::string& path, const NamedTensors& tensors,
-                         const std::map<std::string, std::string>& metadata = {});
+                         const std::map<std::string, std::string>& metadata = {},
+                         const std::set<std::string>& f8_e4m3 = {});
 
 // Splits `tensors` (in order) into shards of at most `max_shard_bytes` payload each (a tensor
 // larger than that gets a shard of its own), writes `model-0000i-of-0000n.safetensors` into `dir`

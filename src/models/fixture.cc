@@ -100,6 +100,16 @@ Result<Arch> preset_arch(const FixtureOptions& o) {
       return make_error(ErrorKind::kInvalidArgument, "fixture: unknown family '", o.family, "' (expected ", names, ")");
     }
     family->fixture->tiny(a);
+    if (o.quant == "fp8") {
+      // FP8 blocks are 128 x 128: dimensions past 128 and not multiples of it, so every linear layer
+      // has full blocks and short edge blocks in both directions (hidden 200 = 128 + 72, q/o 192,
+      // k/v 96, intermediate 328 = 2 x 128 + 72).
+      a.hidden = 200;
+      a.heads = 4;
+      a.kv_heads = 2;
+      a.head_dim = 48;
+      a.intermediate = 328;
+    }
   } else if (o.preset == "qwen3-0.6b") {
     if (o.family != "qwen3")
       return make_error(ErrorKind::kInvalidArgument, "fixture: preset 'qwen3-0.6b' is a qwen3 model, not family '",

@@ -33,7 +33,9 @@ struct FixtureOptions {
   // 0: the preset's vocabulary (with a tokenizer: the real model's). Otherwise this many rows; with
   // a tokenizer it must cover every token id (kInvalidArgument otherwise).
   int64_t vocab_size = 0;
-  // write_quantized_text_fixture: "awq" or "gptq", and the group size (0: 32 for tiny, 128 otherwise).
+  // write_quantized_text_fixture: "awq", "gptq" or "fp8", and the group size (0: 32 for tiny, 128
+  // otherwise; unused by fp8, whose blocks are 128 x 128). The tiny preset with fp8 is wider
+  // (hidden 200, intermediate 328, head_dim 48) so that edge blocks exist.
   std::string quant;
   int64_t quant_group = 0;
 };

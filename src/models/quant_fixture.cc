@@ -1,10 +1,12 @@
-// Quantized text fixtures (`hlx fixture --quant awq|gptq`): the text fixture with every decoder
-// linear layer stored as that method's 4-bit tensors (layouts in io/quantized.h). Codes, zero
-// points and scales are all random (GPTQ: g_idx a shuffled act-order grouping), so a misread nibble
-// order, zero offset or group mapping changes the logits.
+// Quantized text fixtures (`hlx fixture --quant awq|gptq|fp8`): the text fixture with every decoder
+// linear layer stored as that method's tensors (layouts in io/quantized.h). Codes, zero points and
+// scales are all random (GPTQ: g_idx a shuffled act-order grouping; FP8: every finite e4m3 code,
+// subnormals included, and a random scale per 128 x 128 block), so a misread nibble order, zero
+// offset, group mapping, e4m3 decoding or block grid changes the logits.
 #include <algorithm>
 #include <numeric>
 #include <random>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -42,10 +44,59 @@ Tensor make_i32(const Shape& shape, const std::vector<int32_t>& v) {
 
 }  // namespace
 
+static Status write_fp8_text_fixture(const std::string& dir, const FixtureOptions& options) {
+  HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
+  HLX_ASSIGN_OR_RETURN(TextModelSpec spec, fixture_spec(options));
+  constexpr int64_t kB = 128;
+  ojson root = ojson::parse(configs.config_json);
+  // As Qwen3-*-FP8 publish it.
+  root["quantization_config"] = {
+      {"activation_scheme", "dynamic"}, {"fmt", "e4m3"}, {"quant_method", "fp8"}, {"weight_block_size", {kB, kB}}};
+  HLX_RETURN_IF_ERROR(write_fixture_files(
+      dir, {{"config.json", root.dump(2) + "\n"}, {"generation_config.json", configs.generation_config_json}}, options,
+      ""));
+  NamedTensors tensors;
+  std::set<std::string> f8;
+  for (const TensorInfo& info : text_checkpoint_layout(spec)) {
+    const FixtureTensor ft = text_fixture_tensor(spec, info);
+    if (!is_quantized_linear(info.name)) {
+      std::vector<float> v = fixture_tensor_values(spec, info, options.seed);
+      Tensor t = Tensor::zeros(options.dtype, info.shape);
+      if (options.dtype == DType::kF32)
+        std::copy(v.begin(), v.end(), t.data<float>());
+      else
+        for (size_t i = 0; i < v.size(); ++i) t.data<bf16>()[i] = f32_to_bf16(v[i]);
+      tensors.emplace_back(info.name, std::move(t));
+      continue;
+    }
+    const int64_t n = info.shape[0], k = info.shape[1], nb = (n + kB - 1) / kB, kb = (k + kB - 1) / kB;
+    std::mt19937_64 rng(name_seed(options.seed, info.name));
+    // Codes: every byte except the two NaNs (0x7f, 0xff), so |fp8| spans 2^-9 .. 448.
+    std::uniform_int_distribution<int> code(0, 253);
+    Tensor w = Tensor::zeros(DType::kU8, {n, k});
+    for (int64_t i = 0; i < n * k; ++i) {
+      const int c = code(rng);
+      w.data<uint8_t>()[i] = uint8_t(c < 127 ? c : c + 1);
+    }
+    // A typical |fp8| is ~2^3, so the weights' size is about scale * 8; scales vary 4x between blocks.
+    std::uniform_real_distribution<float> sd(0.5f, 2.f);
+    Tensor s = Tensor::zeros(DType::kF32, {nb, kb});
+    for (int64_t i = 0; i < nb * kb; ++i) s.data<float>()[i] = sd(rng) * ft.half_width / 64.f;
+    const std::string base = info.name.substr(0, info.name.size() - 7);  // drop ".weight"
+    f8.insert(info.name);
+    tensors.emplace_back(info.name, std::move(w));
+    tensors.emplace_back(base + ".weight_scale_inv", std::move(s));
+  }
+  return write_safetensors(dir + "/model.safetensors", tensors,
+                           {{"format", "pt"}, {"generator", "hlx fixture --quant fp8"}}, f8);
+}
+
 Status write_quantized_text_fixture(const std::string& dir, const FixtureOptions& options) {
+  if (options.quant == "fp8") return write_fp8_text_fixture(dir, options);
   const bool awq = options.quant == "awq";
   if (!awq && options.quant != "gptq")
-    return make_error(ErrorKind::kInvalidArgument, "fixture: --quant '", options.quant, "' (expected awq or gptq)");
+    return make_error(ErrorKind::kInvalidArgument, "fixture: --quant '", options.quant,
+                      "' (expected awq, gptq or fp8)");
   HLX_ASSIGN_OR_RETURN(FixtureConfigs configs, fixture_configs(options));
   HLX_ASSIGN_OR_RETURN(TextModelSpec spec, fixture_spec(options));
   const int64_t group = options.quant_group > 0 ? options.quant_group : (options.preset == "tiny" ? 32 : 128);

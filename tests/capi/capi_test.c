@@ -48,13 +48,13 @@ enum { kCapacity = 64, kMaxTokens = 64 };
 
 /* Runs `hlx generate --tokens` and parses the comma-separated ids it prints. Returns the count or
  * -1 on failure. */
-static int cli_generate(const char* hlx, const char* dir, const int64_t* prompt, size_t n, int max_new, int64_t* out,
-                        int out_cap) {
+static int cli_generate_args(const char* hlx, const char* dir, const int64_t* prompt, size_t n, int max_new,
+                             const char* extra, int64_t* out, int out_cap) {
   char cmd[4096];
   int len = snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' --capacity %d --tokens ", hlx, dir, kCapacity);
   for (size_t i = 0; i < n; ++i)
     len += snprintf(cmd + len, sizeof cmd - (size_t)len, "%s%lld", i ? "," : "", (long long)prompt[i]);
-  snprintf(cmd + len, sizeof cmd - (size_t)len, " -n %d 2>/dev/null", max_new);
+  snprintf(cmd + len, sizeof cmd - (size_t)len, " -n %d%s 2>/dev/null", max_new, extra);
   FILE* p = popen(cmd, "r");
   if (!p) return -1;
   char line[8192] = {0};
@@ -72,6 +72,11 @@ static int cli_generate(const char* hlx, const char* dir, const int64_t* prompt,
     if (*s == ',') ++s;
   }
   return count;
+}
+
+static int cli_generate(const char* hlx, const char* dir, const int64_t* prompt, size_t n, int max_new, int64_t* out,
+                        int out_cap) {
+  return cli_generate_args(hlx, dir, prompt, n, max_new, "", out, out_cap);
 }
 
 /* ---- callback collection ---- */
@@ -308,6 +313,7 @@ static void test_images(const char* hlx, const char* dir) {
 
 /* The version-1 sizes: version 2 appended its fields right after version 1's last one. */
 static const size_t kOptionsV1 = offsetof(hlx_model_options_t, prefix_cache);
+static const size_t kOptionsV2 = offsetof(hlx_model_options_t, weights);
 static const size_t kParamsV1 = offsetof(hlx_generation_params_t, logit_bias_ids);
 
 static int bytes_are(const unsigned char* p, size_t n, unsigned char v) {
@@ -355,7 +361,8 @@ static void test_growth(const char* model_dir, const int64_t* prompt, size_t n, 
     char want[64];
     snprintf(want, sizeof want, "struct_size %zu ", kOptionsV1 + 4);
     CHECK(contains(hlx_last_error_message(), want));
-    snprintf(want, sizeof want, "%zu (version 1), %zu (version 2)", kOptionsV1, sizeof(hlx_model_options_t));
+    snprintf(want, sizeof want, "%zu (version 1), %zu (version 2), %zu (version 3)", kOptionsV1, kOptionsV2,
+             sizeof(hlx_model_options_t));
     CHECK(contains(hlx_last_error_message(), want));
   }
   EXPECT_STATUS(hlx_model_options_init_sized(&uo.o, 0), HLX_STATUS_INVALID_ARGUMENT);
@@ -532,6 +539,48 @@ static void test_growth(const char* model_dir, const int64_t* prompt, size_t n, 
     EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
     CHECK(m == NULL && contains(hlx_last_error_message(), "hlx_model_options_t.struct_size is"));
   }
+}
+
+/* ---- version 3: the weights option ---- */
+
+/* Each format gives the tokens the CLI's --weights gives (int4 moves this fixture's greedy tokens
+ * away from the as-stored ones, so an option that never reached the engine fails here); an
+ * unknown value is refused by name; a version-2 caller's bytes past its size are not read. */
+static void test_weights(const char* hlx, const char* model_dir, const int64_t* prompt, size_t n, const int64_t* ref,
+                         int nref) {
+  static const char* const flags[] = {"", " --weights int8", " --weights int4"};
+  int differs = 0;
+  for (int w = HLX_WEIGHTS_INT8; w <= HLX_WEIGHTS_INT4; ++w) {
+    int64_t want[kMaxTokens], got[kMaxTokens];
+    int nw = cli_generate_args(hlx, model_dir, prompt, n, nref, flags[w], want, kMaxTokens);
+    hlx_model_options_t o;
+    EXPECT_OK(hlx_model_options_init(&o));
+    o.context_capacity = kCapacity;
+    o.weights = w;
+    hlx_model_t* m = NULL;
+    EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+    if (!m) continue;
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = nref;
+    int ng = run_one(m, prompt, n, &p, got, NULL);
+    CHECK(nw > 0 && ng == nw && same_tokens(got, (size_t)ng, want, (size_t)nw));
+    if (ng != nref || !same_tokens(got, (size_t)ng, ref, (size_t)nref)) ++differs;
+    hlx_model_release(m);
+  }
+  CHECK(differs > 0);
+  hlx_model_options_t o;
+  EXPECT_OK(hlx_model_options_init(&o));
+  o.context_capacity = kCapacity;
+  o.weights = 3;
+  hlx_model_t* m = (hlx_model_t*)0x1;
+  EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(m == NULL && contains(hlx_last_error_message(), "weights 3"));
+  EXPECT_OK(hlx_model_options_init_sized(&o, kOptionsV2));
+  o.context_capacity = kCapacity;
+  o.weights = 9; /* past a version-2 struct_size: ignored, the default applies */
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  hlx_model_release(m);
 }
 
 int main(int argc, char** argv) {
@@ -1201,6 +1250,7 @@ int main(int argc, char** argv) {
   }
 
   test_growth(model_dir, prompt, 5, ref, nref);
+  test_weights(hlx, model_dir, prompt, 5, ref, nref);
   test_images(hlx, dir);
 
   {

@@ -2,7 +2,9 @@
 // every unknown method, bit width, version or option.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
+#include <vector>
 
 #include "io/quantized.h"
 
@@ -56,6 +58,55 @@ TEST(QuantConfig, UnknownMethodsBitsAndOptionsAreUnsupported) {
     EXPECT_EQ(q.status().kind(), ErrorKind::kUnsupported) << qc;
     EXPECT_NE(q.status().to_string().find(needle), std::string::npos) << q.status().to_string();
   }
+}
+
+TEST(QuantConfig, Fp8AsQwen3PublishesIt) {
+  auto f = parse(R"({"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                     "weight_block_size": [128, 128], "ignored_layers": ["lm_head"]})");
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_EQ(f->method, QuantMethod::kFp8);
+  EXPECT_EQ(f->block_n, 128);
+  EXPECT_EQ(f->block_k, 128);
+  EXPECT_EQ(f->modules_to_not_convert, std::vector<std::string>{"lm_head"});
+  EXPECT_EQ(weight_format_tag(*f, ""), "fp8-e4m3-b128x128");
+  EXPECT_EQ(weight_format_tag(*f, "int4"), "fp8-e4m3-b128x128+int4");
+  auto d = parse(R"({"quant_method": "fp8"})");  // transformers' defaults: dynamic, [128, 128]
+  ASSERT_TRUE(d.ok()) << d.status().to_string();
+  EXPECT_EQ(d->block_k, 128);
+}
+
+TEST(QuantConfig, Fp8UnsupportedOptionsAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"quant_method": "fp8", "fmt": "e5m2"})", "fmt 'e5m2'"},
+      {R"({"quant_method": "fp8", "activation_scheme": "static"})", "activation_scheme 'static'"},
+      {R"({"quant_method": "fp8", "weight_block_size": [64, 64]})", "weight_block_size [64, 64]"},
+      {R"({"quant_method": "fp8", "weight_block_size": [128, 128, 1]})", "weight_block_size [128, 128, 1]"},
+  };
+  for (const auto& [qc, needle] : cases) {
+    auto q = parse(qc);
+    ASSERT_FALSE(q.ok()) << qc;
+    EXPECT_EQ(q.status().kind(), ErrorKind::kUnsupported) << qc;
+    EXPECT_NE(q.status().to_string().find(needle), std::string::npos) << q.status().to_string();
+  }
+}
+
+// Every e4m3fn code against its value built a second way: the f32 bit pattern for normals (sign,
+// exponent rebiased from 7 to 127, mantissa shifted to the top) and m * 2^-9 for subnormals.
+TEST(Fp8E4m3, EveryCode) {
+  for (int b = 0; b < 256; ++b) {
+    const uint32_t sign = uint32_t(b >> 7) << 31, e = (uint32_t(b) >> 3) & 15, m = uint32_t(b) & 7;
+    const float got = fp8_e4m3_to_f32(uint8_t(b));
+    if (e == 15 && m == 7) {
+      EXPECT_TRUE(std::isnan(got)) << b;
+      continue;
+    }
+    float want = e ? f32_from_bits(sign | ((e + 120) << 23) | (m << 20)) : float(m) / 512.f;
+    if (!e && sign) want = -want;
+    EXPECT_EQ(f32_bits(got), f32_bits(want)) << "code 0x" << std::hex << b;
+  }
+  EXPECT_EQ(fp8_e4m3_to_f32(0x7e), 448.f);  // largest finite
+  EXPECT_EQ(fp8_e4m3_to_f32(0x01), 1.f / 512.f);
+  EXPECT_EQ(fp8_e4m3_to_f32(0x38), 1.f);
 }
 
 }  // namespace

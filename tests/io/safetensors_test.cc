@@ -59,6 +59,24 @@ TEST(Safetensors, RoundTripEveryDType) {
   EXPECT_EQ(*mem, testing::read_bytes(path));
 }
 
+TEST(Safetensors, WritesF8E4m3Bytes) {
+  TempDir dir;
+  NamedTensors tensors{{"q", testing::pattern_tensor(DType::kU8, {2, 3}, 7)},
+                       {"u", testing::pattern_tensor(DType::kU8, {2}, 8)}};
+  std::string path = dir.file("f8.safetensors");
+  ASSERT_TRUE(write_safetensors(path, tensors, {}, {"q"}).ok());
+  EXPECT_NE(testing::read_bytes(path).find(R"("q":{"dtype":"F8_E4M3")"), std::string::npos);
+  auto f = SafetensorsFile::open(path);
+  ASSERT_TRUE(f.ok()) << f.status().to_string();
+  EXPECT_TRUE(f->entry("q")->f8_e4m3);
+  EXPECT_FALSE(f->entry("u")->f8_e4m3);
+  EXPECT_TRUE(testing::same_bytes(*f->tensor("q"), tensors[0].second));
+  // Only raw bytes can be labelled F8_E4M3.
+  NamedTensors wide{{"q", testing::pattern_tensor(DType::kF32, {2}, 9)}};
+  Status st = write_safetensors(dir.file("bad.safetensors"), wide, {}, {"q"});
+  EXPECT_EQ(st.kind(), ErrorKind::kInvalidArgument);
+}
+
 TEST(Safetensors, WriterPadsHeaderWithSpacesToEightBytes) {
   NamedTensors tensors{{"a", testing::pattern_tensor(DType::kF32, {3}, 7)}};
   auto bytes = serialize_safetensors(tensors);
@@ -203,6 +221,17 @@ TEST(Safetensors, HostileFiles) {
   EXPECT_NE(msg.find("'w'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("F64"), std::string::npos) << msg;
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":7,"shape":[2],"data_offsets":[0,8]}})", data8)), ErrorKind::kParse);
+  // 8-bit floats: E4M3 (float8_e4m3fn) is read as raw bytes; E5M2 is unsupported, by name.
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F8_E5M2","shape":[8],"data_offsets":[0,8]}})", data8), &msg),
+            ErrorKind::kUnsupported);
+  EXPECT_NE(msg.find("F8_E5M2"), std::string::npos) << msg;
+  auto f8 =
+      SafetensorsFile::from_bytes(st_bytes(R"({"w":{"dtype":"F8_E4M3","shape":[2,4],"data_offsets":[0,8]}})", data8));
+  ASSERT_TRUE(f8.ok()) << f8.status().to_string();
+  EXPECT_TRUE(f8->entry("w")->f8_e4m3);
+  EXPECT_EQ(f8->tensor("w")->dtype(), DType::kU8);
+  EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F8_E4M3","shape":[2,4],"data_offsets":[0,4]}})", data8.substr(0, 4))),
+            ErrorKind::kParse);
   // Shapes: negative, float, string, overflowing.
   EXPECT_EQ(open_kind(st_bytes(R"({"w":{"dtype":"F32","shape":[-2],"data_offsets":[0,8]}})", data8)),
             ErrorKind::kParse);

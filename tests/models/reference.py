@@ -27,7 +27,8 @@ import numpy as np
 # --- safetensors --------------------------------------------------------------------------------
 
 _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np.int64, "I32": np.int32,
-              "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_}
+              "I16": np.int16, "I8": np.int8, "U8": np.uint8, "BOOL": np.bool_,
+              "F8_E4M3": np.uint8}  # raw float8_e4m3fn bytes: the FP8 test decodes them itself
 
 
 def read_safetensors(path):
