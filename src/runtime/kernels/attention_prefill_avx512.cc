@@ -316,6 +316,51 @@ constexpr Pv2Fn kPv2[9] = {nullptr, &pv2<1>, &pv2<2>, &pv2<3>, &pv2<4>, &pv2<5>,
 constexpr Pv2Fn kPv2Tail[8] = {&pv2<0, true>, &pv2<1, true>, &pv2<2, true>, &pv2<3, true>,
                                &pv2<4, true>, &pv2<5, true>, &pv2<6, true>, &pv2<7, true>};
 
+// pv2 for four rows (lanes l0 .. l0 + 3, acc rows Dh apart) while NV + TAIL <= 5 vectors
+// (head_dim <= 80): each V vector is loaded once per key pair for four rows, as pv4_f32 does. Every
+// row gets exactly pv2's operations in the same order: the same bits.
+template <int NV, bool TAIL = false>
+inline void pv4(float* acc, const float* alpha, const uint32_t* pp, int l0, const uint16_t* vt, int64_t Dh, int64_t c0,
+                int64_t jp0, int64_t jp1) {
+  constexpr int NR = NV + (TAIL ? 1 : 0);
+  static_assert(NR <= 5, "4 rows x NR accumulators + NR values must fit the 32 zmm registers");
+  constexpr __mmask16 kTailMask = 0x00ff;
+  __m512 r[4][NR];
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k) {
+    const __m512 al = _mm512_set1_ps(alpha[l0 + k]);
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; ++i)
+      r[k][i] = _mm512_mul_ps(
+          _mm512_maskz_loadu_ps(TAIL && i == NV ? kTailMask : __mmask16(0xffff), acc + k * Dh + c0 + 16 * i), al);
+  }
+  for (int64_t jp = jp0; jp < jp1; ++jp) {
+    const uint16_t* vr = vt + (jp * Dh + c0) * 2;
+    __m512i vv[NR];
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; ++i) {
+      vv[i] = TAIL && i == NV ? _mm512_maskz_loadu_epi32(kTailMask, vr + 32 * i) : _mm512_loadu_si512(vr + 32 * i);
+      __asm__("" : "+v"(vv[i]));  // keep it in a register: one load for the four rows
+    }
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const __m512bh b = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l0 + k])));
+#pragma GCC unroll 8
+      for (int i = 0; i < NR; ++i) r[k][i] = _mm512_dpbf16_ps(r[k][i], b, as_bh(vv[i]));
+    }
+  }
+#pragma GCC unroll 4
+  for (int k = 0; k < 4; ++k)
+#pragma GCC unroll 8
+    for (int i = 0; i < NR; ++i)
+      _mm512_mask_storeu_ps(acc + k * Dh + c0 + 16 * i, TAIL && i == NV ? kTailMask : __mmask16(0xffff), r[k][i]);
+}
+
+using Pv4Fn = void (*)(float*, const float*, const uint32_t*, int, const uint16_t*, int64_t, int64_t, int64_t, int64_t);
+// [n]: n full vectors (n <= 5); [n] of the tail table: n full vectors then 8 columns (n <= 4).
+constexpr Pv4Fn kPv4[6] = {nullptr, &pv4<1>, &pv4<2>, &pv4<3>, &pv4<4>, &pv4<5>};
+constexpr Pv4Fn kPv4Tail[5] = {&pv4<0, true>, &pv4<1, true>, &pv4<2, true>, &pv4<3, true>, &pv4<4, true>};
+
 // Keys [j0, j0 + nk) of one kv head from the cache (row j at v + j * stride), packed as
 // [key pair][Dh][2] bf16 for kKeyBlock keys; keys past nk are zeros.
 void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t* vt) {
@@ -614,14 +659,17 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           // Lanes with a visible key here; the others would only add exact zeros.
           __mmask16 active = 0;
           for (int64_t jj = ka; jj < ke; ++jj) active |= vis[jj];
-          if constexpr (F32) {
-            if (Dh <= 80) {  // one pass of at most 5 vectors: four rows at a time
-              const int nv = int(Dh / 16);
-              const Pv4F32Fn fn = Dh % 16 ? kPv4F32Tail[nv] : kPv4F32[nv];
-              for (int l = 0; l < kLanes; l += 4)
-                if ((active >> l) & 0xf) fn(&acc[(g * kLanes + l) * Dh], al, ppf.data(), l, vtf.data(), Dh, 0, ka, ke);
-              continue;
+          if (Dh <= 80) {  // one pass of at most 5 vectors: four rows at a time
+            const int nv = int(Dh / 16);
+            for (int l = 0; l < kLanes; l += 4) {
+              if (!((active >> l) & 0xf)) continue;
+              float* a = &acc[(g * kLanes + l) * Dh];
+              if constexpr (F32)
+                (Dh % 16 ? kPv4F32Tail[nv] : kPv4F32[nv])(a, al, ppf.data(), l, vtf.data(), Dh, 0, ka, ke);
+              else
+                (Dh % 16 ? kPv4Tail[nv] : kPv4[nv])(a, al, pp.data(), l, vt.data(), Dh, 0, jp0, jp1);
             }
+            continue;
           }
           for (int l = 0; l < kLanes; l += 2) {
             if (!((active >> l) & 3)) continue;
