@@ -219,8 +219,11 @@ typedef void (*hlx_event_callback_t)(void* user_data, const hlx_event_t* event);
 
 #define HLX_MAX_LOGIT_BIAS 1024
 
-/* Grows as hlx_model_options_t (104 bytes in version 1, 128 since version 2, on LP64); fields past
- * the caller's struct_size get their defaults. Ranges are checked at submit. */
+#define HLX_MAX_JSON_SCHEMA_BYTES ((size_t)1 << 20)
+
+/* Grows as hlx_model_options_t (104 bytes in version 1, 128 in versions 2 and 3, 144 since version
+ * 4, on LP64); fields past the caller's struct_size get their defaults. Ranges are checked at
+ * submit. */
 typedef struct hlx_generation_params_s {
   size_t struct_size;
   int64_t max_new_tokens;   /* >= 0; prompt + max_new_tokens <= capacity; default 16 */
@@ -250,6 +253,19 @@ typedef struct hlx_generation_params_s {
   const int64_t* logit_bias_ids;
   const float* logit_bias_values;
   size_t logit_bias_count;
+  /* ---- version 4 ---- */
+  /* Structured output (OpenAI's response_format json_schema; needs a tokenizer): NULL (default) =
+   * unconstrained; else a NUL-terminated JSON-schema document (a JSON object, at most
+   * HLX_MAX_JSON_SCHEMA_BYTES) in the subset of docs/SERVER.md ("Structured outputs"). Tokens are
+   * sampled from the logits masked to what keeps the text valid against the schema (compact JSON,
+   * properties in the schema's order); the request finishes with HLX_FINISH_STOP once the value is
+   * closed, or HLX_FINISH_LENGTH (text incomplete) at max_new_tokens. Compiled at submit: malformed
+   * JSON is HLX_STATUS_INVALID_ARGUMENT, a keyword outside the subset HLX_STATUS_UNSUPPORTED naming
+   * it; "" or a document that is not an object is HLX_STATUS_INVALID_ARGUMENT. Copied at submit. */
+  const char* json_schema;
+  /* 1: the output is any JSON object (response_format json_object); 0 (default): off. Not together
+   * with json_schema. */
+  int32_t json_object;
 } hlx_generation_params_t;
 
 /* Fills the first `struct_size` bytes of *params with defaults, as hlx_model_options_init_sized.

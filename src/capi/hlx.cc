@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "engine/admission.h"
 #include "engine/batch_engine.h"
+#include "engine/json_constraint.h"
 #include "engine/request.h"
 #include "engine/sampling.h"
 #include "engine/text_model.h"
@@ -189,6 +190,12 @@ struct GenerationParamsV1 {
   hlx_event_callback_t on_event;
   void* user_data;
 };
+struct GenerationParamsV2 {  // versions 2 and 3
+  GenerationParamsV1 v1;
+  const int64_t* logit_bias_ids;
+  const float* logit_bias_values;
+  size_t logit_bias_count;
+};
 static_assert(offsetof(hlx_model_options_t, skip_special_tokens) == offsetof(ModelOptionsV1, skip_special_tokens) &&
                   sizeof(ModelOptionsV1) <= offsetof(hlx_model_options_t, prefix_cache),
               "hlx_model_options_t must start with version 1's layout");
@@ -198,26 +205,39 @@ static_assert(offsetof(hlx_model_options_t, image_cache_mib) == offsetof(ModelOp
 static_assert(offsetof(hlx_generation_params_t, user_data) == offsetof(GenerationParamsV1, user_data) &&
                   sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
               "hlx_generation_params_t must start with version 1's layout");
+static_assert(offsetof(hlx_generation_params_t, logit_bias_count) ==
+                      offsetof(GenerationParamsV2, logit_bias_count) &&
+                  sizeof(GenerationParamsV2) <= offsetof(hlx_generation_params_t, json_schema),
+              "hlx_generation_params_t must start with version 2's layout");
 static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
 
-constexpr size_t kOptionsSizes[] = {sizeof(ModelOptionsV1), sizeof(ModelOptionsV2), sizeof(hlx_model_options_t)};
-constexpr size_t kParamsSizes[] = {sizeof(GenerationParamsV1), sizeof(hlx_generation_params_t)};
+// A shipped size and the struct version that introduced it (a struct a version left unchanged has
+// no entry of that version).
+struct StructSize {
+  size_t size;
+  int version;
+};
+constexpr StructSize kOptionsSizes[] = {
+    {sizeof(ModelOptionsV1), 1}, {sizeof(ModelOptionsV2), 2}, {sizeof(hlx_model_options_t), 3}};
+constexpr StructSize kParamsSizes[] = {
+    {sizeof(GenerationParamsV1), 1}, {sizeof(GenerationParamsV2), 2}, {sizeof(hlx_generation_params_t), 4}};
 
-std::string known_sizes(const size_t* sizes, size_t n) {
+std::string known_sizes(const StructSize* sizes, size_t n) {
   std::string known;
-  for (size_t v = 0; v < n; ++v) known += hlx::str_cat(v ? ", " : "", sizes[v], " (version ", v + 1, ")");
+  for (size_t v = 0; v < n; ++v)
+    known += hlx::str_cat(v ? ", " : "", sizes[v].size, " (version ", sizes[v].version, ")");
   return known;
 }
 
 // The full struct from a caller's (possibly older, smaller) one at `in`: `out` holds the defaults
 // and gets the caller's struct_size bytes over its start (never more: the caller's object may end
-// there). `sizes` lists the accepted struct_size values (version i + 1 at index i).
+// there). `sizes` lists the accepted struct_size values.
 template <class T, size_t N>
-hlx_status_t widen(const char* what, const size_t (&sizes)[N], const T* in, T& out) {
+hlx_status_t widen(const char* what, const StructSize (&sizes)[N], const T* in, T& out) {
   size_t size;
   std::memcpy(&size, in, sizeof size);  // struct_size, the first field of every version
   for (size_t v = 0; v < N; ++v)
-    if (size == sizes[v]) {
+    if (size == sizes[v].size) {
       std::memcpy(&out, in, size);
       out.struct_size = sizeof(T);
       return HLX_STATUS_OK;
@@ -228,10 +248,10 @@ hlx_status_t widen(const char* what, const size_t (&sizes)[N], const T* in, T& o
 
 // Writes the first `size` bytes of `defaults` to `out` when `size` is one of `sizes`.
 template <class T, size_t N>
-hlx_status_t init_sized(const char* fn, const size_t (&sizes)[N], T defaults, T* out, size_t size) {
+hlx_status_t init_sized(const char* fn, const StructSize (&sizes)[N], T defaults, T* out, size_t size) {
   if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the struct pointer is NULL");
   for (size_t v = 0; v < N; ++v)
-    if (size == sizes[v]) {
+    if (size == sizes[v].size) {
       defaults.struct_size = size;
       std::memcpy(out, &defaults, size);
       return ok();
@@ -277,6 +297,8 @@ hlx_generation_params_t default_params() {
   p.logit_bias_ids = nullptr;
   p.logit_bias_values = nullptr;
   p.logit_bias_count = 0;
+  p.json_schema = nullptr;
+  p.json_object = 0;
   return p;
 }
 
@@ -354,6 +376,29 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller
     req.sampling.logit_bias.emplace_back(id, bias);
   }
   if (Status s = hlx::engine::validate_sampling(req.sampling); !s.ok()) return fail(s);
+  // Structured output: compiled here (through the shared cache, so requests of one schema share
+  // its masks); the engine checks for a tokenizer.
+  if (params->json_object != 0 && params->json_object != 1)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "json_object ", params->json_object, " must be 0 or 1");
+  if (params->json_object && params->json_schema)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "give one of json_object and json_schema, not both");
+  if (params->json_object) req.json_grammar = hlx::engine::JsonGrammar::any_object();
+  if (params->json_schema) {
+    const size_t len = strnlen(params->json_schema, HLX_MAX_JSON_SCHEMA_BYTES + 1);
+    if (len == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "json_schema is empty (NULL = no schema)");
+    if (len > HLX_MAX_JSON_SCHEMA_BYTES)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "json_schema is longer than HLX_MAX_JSON_SCHEMA_BYTES (",
+                  HLX_MAX_JSON_SCHEMA_BYTES, ")");
+    // A schema document is a JSON object (as the server's response_format); compile() alone
+    // would also take `true` and the like.
+    const std::string_view text(params->json_schema, len);
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos || text[first] != '{')
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "json_schema must be a JSON object (it does not start with '{')");
+    auto g = hlx::engine::JsonGrammar::compile_cached(text);
+    if (!g.ok()) return fail(g.status());  // its messages start with "json_schema: "
+    req.json_grammar = *g;
+  }
   if (!params->stop_at_eos) req.eos_token_ids = std::vector<int64_t>{};
   if (params->on_event) {
     hlx_event_callback_t cb = params->on_event;
@@ -449,7 +494,7 @@ hlx_status_t hlx_model_options_init_sized(hlx_model_options_t* o, size_t struct_
 
 hlx_status_t hlx_model_options_init(hlx_model_options_t* o) {
   if (!o) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_options_init: options is NULL");
-  return hlx_model_options_init_sized(o, kOptionsSizes[0]);
+  return hlx_model_options_init_sized(o, kOptionsSizes[0].size);
 }
 
 hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* options, hlx_model_t** out_model) {
@@ -560,7 +605,7 @@ hlx_status_t hlx_generation_params_init_sized(hlx_generation_params_t* p, size_t
 
 hlx_status_t hlx_generation_params_init(hlx_generation_params_t* p) {
   if (!p) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_generation_params_init: params is NULL");
-  return hlx_generation_params_init_sized(p, kParamsSizes[0]);
+  return hlx_generation_params_init_sized(p, kParamsSizes[0].size);
 }
 
 hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t count,
