@@ -5,6 +5,7 @@
 // records the message of its outcome in a thread-local string.
 #include "hlx/hlx.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -59,6 +60,7 @@ struct hlx_model_s {
   std::mutex ids_mu;
   std::set<hlx_request_id_t> untaken;
   std::set<hlx_request_id_t> cancelled;                       // hlx_cancel accepted; erased when the result is taken
+  std::map<hlx_request_id_t, int64_t> logprobs_k;             // params.logprobs > 0 of untaken requests
   std::map<hlx_request_id_t, hlx::engine::Completion> stash;  // taken, but copying out failed
 
   ~hlx_model_s() {
@@ -210,6 +212,7 @@ static_assert(offsetof(hlx_generation_params_t, logit_bias_count) ==
                   sizeof(GenerationParamsV2) <= offsetof(hlx_generation_params_t, json_schema),
               "hlx_generation_params_t must start with version 2's layout");
 static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
+static_assert(HLX_MAX_TOP_LOGPROBS == hlx::engine::kMaxTopLogprobs);
 
 // A shipped size and the struct version that introduced it (a struct a version left unchanged has
 // no entry of that version).
@@ -299,6 +302,7 @@ hlx_generation_params_t default_params() {
   p.logit_bias_count = 0;
   p.json_schema = nullptr;
   p.json_object = 0;
+  p.logprobs = 0;
   return p;
 }
 
@@ -308,6 +312,12 @@ struct ResultExtra {
   uint64_t magic;  // kResultMagic while the result is alive: catches a struct not from hlx_result()
   int64_t cached_tokens;
   int64_t cached_images;
+  // Logprobs (version 4): K = params.logprobs (0 = off) and `count` tokens' entries at byte
+  // `offset` of the block: double logprob[count], int64 top_count[count], int64 top_id[count * K],
+  // double top_logprob[count * K].
+  int64_t logprobs_k;
+  int64_t logprobs_count;
+  uint64_t logprobs_offset;
 };
 constexpr uint64_t kResultMagic = 0x686c78726573756cULL;  // "hlxresul"
 constexpr size_t kResultExtraOffset = (sizeof(hlx_result_t) + 7) & ~size_t(7);
@@ -375,6 +385,13 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller
                   ") is outside [-100, 100]");
     req.sampling.logit_bias.emplace_back(id, bias);
   }
+  if (params->logprobs < 0 || params->logprobs > HLX_MAX_TOP_LOGPROBS)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "logprobs ", params->logprobs, " is outside [0, ", HLX_MAX_TOP_LOGPROBS,
+                "] (0 = off)");
+  if (params->logprobs > 0) {
+    req.sampling.logprobs = true;
+    req.sampling.top_logprobs = params->logprobs;
+  }
   if (Status s = hlx::engine::validate_sampling(req.sampling); !s.ok()) return fail(s);
   // Structured output: compiled here (through the shared cache, so requests of one schema share
   // its masks); the engine checks for a tokenizer.
@@ -415,6 +432,7 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller
 hlx_status_t submit(hlx_model_t* m, std::vector<int64_t> prompt, hlx::engine::GenerationRequest req,
                     hlx_request_id_t* out_id) {
   req.prompt = std::move(prompt);
+  const int64_t logprobs_k = req.sampling.logprobs ? req.sampling.top_logprobs : 0;
   hlx::engine::Admission adm;
   auto r = m->engine->submit(std::move(req), &adm);
   t_last_admission = {adm.effective_prompt_len, adm.max_new_tokens, adm.context_capacity};
@@ -422,6 +440,7 @@ hlx_status_t submit(hlx_model_t* m, std::vector<int64_t> prompt, hlx::engine::Ge
   {
     std::lock_guard<std::mutex> lock(m->ids_mu);
     m->untaken.insert(*r);
+    if (logprobs_k > 0) m->logprobs_k[*r] = logprobs_k;
   }
   *out_id = *r;
   return ok();
@@ -826,11 +845,19 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     }
     if (!c) return fail(HLX_STATUS_UNAVAILABLE, "hlx_result: request ", id, " is still queued or running");
     const std::string err = c->error.ok() ? std::string() : c->error.message();
-    // One allocation: the struct, its private tail (ResultExtra), the token array, the text and
-    // the error message.
+    int64_t lp_k = 0;
+    {
+      std::lock_guard<std::mutex> lock(model->ids_mu);
+      if (auto it = model->logprobs_k.find(id); it != model->logprobs_k.end()) lp_k = it->second;
+    }
+    const size_t lp_n = lp_k > 0 ? c->logprobs.size() : 0;
+    // One allocation: the struct, its private tail (ResultExtra), the token array, the text, the
+    // error message and the logprobs (8-aligned).
     const size_t head = kResultExtraOffset + sizeof(ResultExtra);
     const size_t tok_bytes = c->tokens.size() * sizeof(int64_t);
-    const size_t total = head + tok_bytes + c->text.size() + 1 + err.size() + 1;
+    const size_t lp_offset = (head + tok_bytes + c->text.size() + 1 + err.size() + 1 + 7) & ~size_t(7);
+    const size_t lp_bytes = lp_n * (sizeof(double) + sizeof(int64_t)) * (1 + size_t(lp_k));
+    const size_t total = lp_offset + lp_bytes;
     char* block = static_cast<char*>(std::malloc(total));
     if (!block) {
       model->stash.emplace(id, std::move(*c));  // the caller may retry
@@ -854,12 +881,29 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     r->token_count = c->tokens.size();
     r->text = text;
     r->text_len = c->text.size();
-    const ResultExtra extra{kResultMagic, c->cached_tokens, c->cached_images};
+    if (lp_n) {
+      double* lp = reinterpret_cast<double*>(block + lp_offset);
+      int64_t* top_n = reinterpret_cast<int64_t*>(lp + lp_n);
+      int64_t* top_id = top_n + lp_n;
+      double* top_lp = reinterpret_cast<double*>(top_id + lp_n * size_t(lp_k));
+      for (size_t i = 0; i < lp_n; ++i) {
+        const hlx::engine::TokenLogprobs& t = c->logprobs[i];
+        lp[i] = t.logprob;
+        const size_t nt = std::min(t.top.size(), size_t(lp_k));
+        top_n[i] = int64_t(nt);
+        for (size_t k = 0; k < nt; ++k) {
+          top_id[i * size_t(lp_k) + k] = t.top[k].first;
+          top_lp[i * size_t(lp_k) + k] = t.top[k].second;
+        }
+      }
+    }
+    const ResultExtra extra{kResultMagic, c->cached_tokens, c->cached_images, lp_k, int64_t(lp_n), lp_offset};
     std::memcpy(block + kResultExtraOffset, &extra, sizeof extra);
     {
       std::lock_guard<std::mutex> lock(model->ids_mu);
       model->untaken.erase(id);
       model->cancelled.erase(id);
+      model->logprobs_k.erase(id);
     }
     *out_result = r;
     return ok();
@@ -872,7 +916,7 @@ void hlx_result_free(hlx_result_t* result) {
 }
 
 // The private tail of a result from hlx_result(), or an error naming `fn`.
-static hlx_status_t result_extra(const char* fn, const hlx_result_t* result, const int64_t* out, ResultExtra& extra) {
+static hlx_status_t result_extra(const char* fn, const hlx_result_t* result, const void* out, ResultExtra& extra) {
   if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the output pointer is NULL");
   if (!result) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": result is NULL");
   std::memcpy(&extra, reinterpret_cast<const char*>(result) + kResultExtraOffset, sizeof extra);
@@ -895,6 +939,62 @@ hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_c
   if (hlx_status_t s = result_extra("hlx_result_cached_images", result, out_cached_images, extra)) return s;
   *out_cached_images = extra.cached_images;
   return HLX_STATUS_OK;
+}
+
+// The logprobs of token `index` of a result: its entries' pointers, or an error naming `fn`.
+struct TokenLogprobsView {
+  double logprob;
+  size_t top_count;
+  const int64_t* top_id;
+  const double* top_logprob;
+};
+static hlx_status_t result_logprobs(const char* fn, const hlx_result_t* result, size_t index, const void* out,
+                                    TokenLogprobsView& view) {
+  ResultExtra extra;
+  if (hlx_status_t s = result_extra(fn, result, out, extra)) return s;
+  if (extra.logprobs_k == 0)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": request ", result->id,
+                " was submitted without logprobs (hlx_generation_params_t.logprobs = 0)");
+  if (index >= uint64_t(extra.logprobs_count))
+    return fail(HLX_STATUS_OUT_OF_RANGE, fn, ": index ", index, " is outside the ", extra.logprobs_count,
+                " generated tokens of request ", result->id);
+  const size_t n = size_t(extra.logprobs_count), k = size_t(extra.logprobs_k);
+  const char* base = reinterpret_cast<const char*>(result) + extra.logprobs_offset;
+  const double* lp = reinterpret_cast<const double*>(base);
+  const int64_t* top_n = reinterpret_cast<const int64_t*>(lp + n);
+  const int64_t* top_id = top_n + n;
+  const double* top_lp = reinterpret_cast<const double*>(top_id + n * k);
+  view = {lp[index], size_t(top_n[index]), top_id + index * k, top_lp + index * k};
+  return ok();
+}
+
+hlx_status_t hlx_result_token_logprob(const hlx_result_t* result, size_t index, double* out_logprob) {
+  if (out_logprob) *out_logprob = 0;
+  return guarded("hlx_result_token_logprob", [&]() -> hlx_status_t {
+    TokenLogprobsView v;
+    if (hlx_status_t s = result_logprobs("hlx_result_token_logprob", result, index, out_logprob, v)) return s;
+    *out_logprob = v.logprob;
+    return ok();
+  });
+}
+
+hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids,
+                                     double* logprobs, size_t* out_count) {
+  if (out_count) *out_count = 0;
+  return guarded("hlx_result_top_logprobs", [&]() -> hlx_status_t {
+    if (k > 0 && (!ids || !logprobs))
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result_top_logprobs: ", ids ? "logprobs" : "ids",
+                  " is NULL but k is ", k);
+    TokenLogprobsView v;
+    if (hlx_status_t s = result_logprobs("hlx_result_top_logprobs", result, index, out_count, v)) return s;
+    const size_t n = std::min(k, v.top_count);
+    for (size_t i = 0; i < n; ++i) {
+      ids[i] = v.top_id[i];
+      logprobs[i] = v.top_logprob[i];
+    }
+    *out_count = n;
+    return ok();
+  });
 }
 
 hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len, int32_t add_special_tokens,

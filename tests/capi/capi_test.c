@@ -748,7 +748,7 @@ static void test_structured(const char* model_dir) {
       "\"additionalProperties\":false}";
   hlx_generation_params_t p;
   EXPECT_OK(hlx_generation_params_init(&p));
-  CHECK(p.json_schema == NULL && p.json_object == 0);
+  CHECK(p.json_schema == NULL && p.json_object == 0 && p.logprobs == 0);
   p.max_new_tokens = kCapacity - 16;
   p.temperature = 1.0f;
   int stopped = 0, plain_json = 0;
@@ -852,6 +852,7 @@ static void test_structured(const char* model_dir) {
     CHECK(u.p.struct_size == kParamsV2);
     u.p.max_new_tokens = 4;
     u.p.json_object = 7;
+    u.p.logprobs = -3;
     u.p.json_schema = "{";
     hlx_result_t* r = run_text(m, "Hello", &u.p);
     CHECK(r != NULL && r->token_count == 4);
@@ -872,6 +873,148 @@ static void test_structured(const char* model_dir) {
     CHECK(x == 0 && contains(hlx_last_error_message(), "tokenizer"));
     hlx_model_release(m);
   }
+}
+
+/* ---- version 4: logprobs ---- */
+
+/* "%.9g", or null for a non-finite value: the CLI's number format (cli/text_gen.cc). */
+static void lp_num(char* out, size_t cap, double v) {
+  if (!isfinite(v)) snprintf(out, cap, "null");
+  else snprintf(out, cap, "%.9g", v);
+}
+
+/* The `logprobs: {...}` lines `hlx generate -p PROMPT --logprobs K` prints on stderr for `extra`
+ * flags, concatenated; 0 on failure. */
+static int cli_logprob_lines(const char* hlx, const char* dir, const char* prompt, int max_new, int k,
+                             const char* extra, char* out, size_t cap) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' --capacity %d -p '%s' -n %d --logprobs %d%s 2>&1 >/dev/null", hlx,
+           dir, kCapacity, prompt, max_new, k, extra);
+  FILE* p = popen(cmd, "r");
+  if (!p) return 0;
+  char line[8192];
+  size_t len = 0;
+  out[0] = '\0';
+  while (fgets(line, sizeof line, p))
+    if (strncmp(line, "logprobs: ", 10) == 0 && len + strlen(line) < cap) {
+      memcpy(out + len, line, strlen(line) + 1);
+      len += strlen(line);
+    }
+  return pclose(p) == 0 && len > 0;
+}
+
+/* The same lines built from a result through hlx_result_token_logprob / hlx_result_top_logprobs. */
+static int api_logprob_lines(const hlx_result_t* r, int k, char* out, size_t cap) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < r->token_count; ++i) {
+    double lp = 0;
+    int64_t ids[HLX_MAX_TOP_LOGPROBS];
+    double vals[HLX_MAX_TOP_LOGPROBS];
+    size_t n = 0;
+    if (hlx_result_token_logprob(r, i, &lp) != HLX_STATUS_OK ||
+        hlx_result_top_logprobs(r, i, (size_t)k, ids, vals, &n) != HLX_STATUS_OK)
+      return 0;
+    char num[64];
+    lp_num(num, sizeof num, lp);
+    len += (size_t)snprintf(out + len, cap - len, "logprobs: {\"i\":%zu,\"id\":%lld,\"logprob\":%s,\"top\":[", i,
+                            (long long)r->tokens[i], num);
+    for (size_t j = 0; j < n && len < cap; ++j) {
+      lp_num(num, sizeof num, vals[j]);
+      len += (size_t)snprintf(out + len, cap - len, "%s[%lld,%s]", j ? "," : "", (long long)ids[j], num);
+    }
+    if (len < cap) len += (size_t)snprintf(out + len, cap - len, "]}\n");
+    if (len >= cap) return 0;
+  }
+  return 1;
+}
+
+/* Each token's logprob and top-K equal what `hlx generate --logprobs K` prints for the same prompt,
+ * seed and temperature (sampled, and on the JSON-masked row), digit for digit in the CLI's format;
+ * misuse is refused. */
+static void test_logprobs(const char* hlx, const char* dir, const char* model_dir) {
+  hlx_model_options_t o;
+  EXPECT_OK(hlx_model_options_init(&o));
+  o.context_capacity = kCapacity;
+  hlx_model_t* m = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  if (!m) return;
+  char schema_path[600];
+  snprintf(schema_path, sizeof schema_path, "%s/schema.json", dir);
+  static const char kSchema[] =
+      "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}";
+  FILE* f = fopen(schema_path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs(kSchema, f);
+    fclose(f);
+  }
+  static char want[65536], got[65536];
+  struct {
+    uint64_t seed;
+    int k;
+    int json;
+  } cases[] = {{5, 3, 0}, {11, 20, 0}, {7, 2, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    char extra[900];
+    snprintf(extra, sizeof extra, " --temp 0.8 --seed %llu%s%s%s", (unsigned long long)cases[c].seed,
+             cases[c].json ? " --json-schema '" : "", cases[c].json ? schema_path : "", cases[c].json ? "'" : "");
+    CHECK(cli_logprob_lines(hlx, model_dir, "Hello", 8, cases[c].k, extra, want, sizeof want));
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = 8;
+    p.temperature = 0.8f;
+    p.seed = cases[c].seed;
+    p.logprobs = cases[c].k;
+    if (cases[c].json) p.json_schema = kSchema;
+    hlx_result_t* r = run_text(m, "Hello", &p);
+    CHECK(r != NULL && r->token_count > 0);
+    if (!r) continue;
+    CHECK(api_logprob_lines(r, cases[c].k, got, sizeof got));
+    if (strcmp(got, want) != 0) fprintf(stderr, "logprobs case %zu:\nC API:\n%sCLI:\n%s", c, got, want);
+    CHECK(strcmp(got, want) == 0);
+    /* fewer than K asked: the first ones; then misuse */
+    int64_t ids[2];
+    double vals[2];
+    size_t n = 9;
+    EXPECT_OK(hlx_result_top_logprobs(r, 0, 1, ids, vals, &n));
+    CHECK(n == 1 && strstr(want, "\"top\":[[") && ids[0] == strtoll(strstr(want, "\"top\":[[") + 8, NULL, 10));
+    EXPECT_OK(hlx_result_top_logprobs(r, 0, 0, NULL, NULL, &n));
+    CHECK(n == 0);
+    double lp = 1;
+    EXPECT_STATUS(hlx_result_token_logprob(r, r->token_count, &lp), HLX_STATUS_OUT_OF_RANGE);
+    CHECK(lp == 0 && contains(hlx_last_error_message(), "index"));
+    EXPECT_STATUS(hlx_result_top_logprobs(r, r->token_count, 2, ids, vals, &n), HLX_STATUS_OUT_OF_RANGE);
+    EXPECT_STATUS(hlx_result_top_logprobs(r, 0, 2, NULL, vals, &n), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_token_logprob(r, 0, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_token_logprob(NULL, 0, &lp), HLX_STATUS_INVALID_ARGUMENT);
+    hlx_result_free(r);
+  }
+  /* a request without logprobs: its result has none */
+  {
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = 2;
+    hlx_result_t* r = run_text(m, "Hello", &p);
+    double lp = 1;
+    EXPECT_STATUS(hlx_result_token_logprob(r, 0, &lp), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(lp == 0 && contains(hlx_last_error_message(), "without logprobs"));
+    hlx_result_free(r);
+    /* out of range: refused at submit, nothing queued */
+    const int32_t bad[2] = {-1, HLX_MAX_TOP_LOGPROBS + 1};
+    for (int i = 0; i < 2; ++i) {
+      p.logprobs = bad[i];
+      hlx_request_id_t x = 9;
+      EXPECT_STATUS(hlx_submit_text(m, "Hello", &p, &x), HLX_STATUS_INVALID_ARGUMENT);
+      char want_msg[32];
+      snprintf(want_msg, sizeof want_msg, "logprobs %d ", bad[i]);
+      CHECK(x == 0 && contains(hlx_last_error_message(), want_msg));
+    }
+    int32_t idle = 0;
+    EXPECT_OK(hlx_step(m, &idle));
+    CHECK(idle == 1);
+  }
+  hlx_model_release(m);
 }
 
 int main(int argc, char** argv) {
@@ -1544,6 +1687,7 @@ int main(int argc, char** argv) {
   test_weights(hlx, model_dir, prompt, 5, ref, nref);
   test_images(hlx, dir);
   test_structured(model_dir);
+  test_logprobs(hlx, dir, model_dir);
 
   {
     char cmd[600];
