@@ -219,8 +219,12 @@ typedef void (*hlx_event_callback_t)(void* user_data, const hlx_event_t* event);
 
 #define HLX_MAX_LOGIT_BIAS 1024
 
-/* Grows as hlx_model_options_t (104 bytes in version 1, 128 since version 2, on LP64); fields past
- * the caller's struct_size get their defaults. Ranges are checked at submit. */
+#define HLX_MAX_TOP_LOGPROBS 20
+#define HLX_MAX_JSON_SCHEMA_BYTES ((size_t)1 << 20)
+
+/* Grows as hlx_model_options_t (104 bytes in version 1, 128 in versions 2 and 3, 144 since version
+ * 4, on LP64); fields past the caller's struct_size get their defaults. Ranges are checked at
+ * submit. */
 typedef struct hlx_generation_params_s {
   size_t struct_size;
   int64_t max_new_tokens;   /* >= 0; prompt + max_new_tokens <= capacity; default 16 */
@@ -250,6 +254,25 @@ typedef struct hlx_generation_params_s {
   const int64_t* logit_bias_ids;
   const float* logit_bias_values;
   size_t logit_bias_count;
+  /* ---- version 4 ---- */
+  /* Structured output (OpenAI's response_format json_schema; needs a tokenizer): NULL (default) =
+   * unconstrained; else a NUL-terminated JSON-schema document (a JSON object, at most
+   * HLX_MAX_JSON_SCHEMA_BYTES) in the subset of docs/SERVER.md ("Structured outputs"). Tokens are
+   * sampled from the logits masked to what keeps the text valid against the schema (compact JSON,
+   * properties in the schema's order); the request finishes with HLX_FINISH_STOP once the value is
+   * closed, or HLX_FINISH_LENGTH (text incomplete) at max_new_tokens. Compiled at submit: malformed
+   * JSON is HLX_STATUS_INVALID_ARGUMENT, a keyword outside the subset HLX_STATUS_UNSUPPORTED naming
+   * it; "" or a document that is not an object is HLX_STATUS_INVALID_ARGUMENT. Copied at submit. */
+  const char* json_schema;
+  /* 1: the output is any JSON object (response_format json_object); 0 (default): off. Not together
+   * with json_schema. */
+  int32_t json_object;
+  /* Log-probabilities: 0 (default) = off; K in [1, HLX_MAX_TOP_LOGPROBS]: each generated token's
+   * log-probability and the K most likely ids, read with hlx_result_token_logprob() /
+   * hlx_result_top_logprobs(). Values are the log-softmax (in double) of the logits after the
+   * penalties, logit_bias and the JSON mask, before temperature / top_k / top_p / min_p: those of
+   * `hlx generate --logprobs K`. */
+  int32_t logprobs;
 } hlx_generation_params_t;
 
 /* Fills the first `struct_size` bytes of *params with defaults, as hlx_model_options_init_sized.
@@ -341,6 +364,19 @@ hlx_status_t hlx_result_cached_tokens(const hlx_result_t* result, int64_t* out_c
  * image-feature cache instead of encoded (0 with hlx_model_options_t.image_cache_mib = 0). As
  * hlx_result_cached_tokens otherwise. */
 hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_cached_images);
+
+/* Since version 4. With hlx_generation_params_t.logprobs = K > 0: the log-probability of generated
+ * token `index` (index < result->token_count) in *out_logprob (-INFINITY for a token the masked
+ * row excluded). HLX_STATUS_INVALID_ARGUMENT for NULL arguments, a result not from hlx_result(), or
+ * a request submitted without logprobs; HLX_STATUS_OUT_OF_RANGE for index >= token_count. Any
+ * thread. */
+hlx_status_t hlx_result_token_logprob(const hlx_result_t* result, size_t index, double* out_logprob);
+/* Since version 4. The min(k, K) most likely ids at generated token `index` and their
+ * log-probabilities, most likely first (ties: lower id first), into ids[0..] / logprobs[0..] (each
+ * holding at least k entries; NULL only when k is 0); *out_count gets how many were written.
+ * Errors as hlx_result_token_logprob(). Any thread. */
+hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids,
+                                     double* logprobs, size_t* out_count);
 
 /* ---- tokenizer helpers (any thread) -------------------------------------------------------- */
 

@@ -5,6 +5,7 @@
 // records the message of its outcome in a thread-local string.
 #include "hlx/hlx.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstddef>
@@ -24,6 +25,7 @@
 #include "core/status.h"
 #include "engine/admission.h"
 #include "engine/batch_engine.h"
+#include "engine/json_constraint.h"
 #include "engine/request.h"
 #include "engine/sampling.h"
 #include "engine/text_model.h"
@@ -58,6 +60,7 @@ struct hlx_model_s {
   std::mutex ids_mu;
   std::set<hlx_request_id_t> untaken;
   std::set<hlx_request_id_t> cancelled;                       // hlx_cancel accepted; erased when the result is taken
+  std::map<hlx_request_id_t, int64_t> logprobs_k;             // params.logprobs > 0 of untaken requests
   std::map<hlx_request_id_t, hlx::engine::Completion> stash;  // taken, but copying out failed
 
   ~hlx_model_s() {
@@ -189,6 +192,12 @@ struct GenerationParamsV1 {
   hlx_event_callback_t on_event;
   void* user_data;
 };
+struct GenerationParamsV2 {  // versions 2 and 3
+  GenerationParamsV1 v1;
+  const int64_t* logit_bias_ids;
+  const float* logit_bias_values;
+  size_t logit_bias_count;
+};
 static_assert(offsetof(hlx_model_options_t, skip_special_tokens) == offsetof(ModelOptionsV1, skip_special_tokens) &&
                   sizeof(ModelOptionsV1) <= offsetof(hlx_model_options_t, prefix_cache),
               "hlx_model_options_t must start with version 1's layout");
@@ -198,26 +207,40 @@ static_assert(offsetof(hlx_model_options_t, image_cache_mib) == offsetof(ModelOp
 static_assert(offsetof(hlx_generation_params_t, user_data) == offsetof(GenerationParamsV1, user_data) &&
                   sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
               "hlx_generation_params_t must start with version 1's layout");
+static_assert(offsetof(hlx_generation_params_t, logit_bias_count) ==
+                      offsetof(GenerationParamsV2, logit_bias_count) &&
+                  sizeof(GenerationParamsV2) <= offsetof(hlx_generation_params_t, json_schema),
+              "hlx_generation_params_t must start with version 2's layout");
 static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
+static_assert(HLX_MAX_TOP_LOGPROBS == hlx::engine::kMaxTopLogprobs);
 
-constexpr size_t kOptionsSizes[] = {sizeof(ModelOptionsV1), sizeof(ModelOptionsV2), sizeof(hlx_model_options_t)};
-constexpr size_t kParamsSizes[] = {sizeof(GenerationParamsV1), sizeof(hlx_generation_params_t)};
+// A shipped size and the struct version that introduced it (a struct a version left unchanged has
+// no entry of that version).
+struct StructSize {
+  size_t size;
+  int version;
+};
+constexpr StructSize kOptionsSizes[] = {
+    {sizeof(ModelOptionsV1), 1}, {sizeof(ModelOptionsV2), 2}, {sizeof(hlx_model_options_t), 3}};
+constexpr StructSize kParamsSizes[] = {
+    {sizeof(GenerationParamsV1), 1}, {sizeof(GenerationParamsV2), 2}, {sizeof(hlx_generation_params_t), 4}};
 
-std::string known_sizes(const size_t* sizes, size_t n) {
+std::string known_sizes(const StructSize* sizes, size_t n) {
   std::string known;
-  for (size_t v = 0; v < n; ++v) known += hlx::str_cat(v ? ", " : "", sizes[v], " (version ", v + 1, ")");
+  for (size_t v = 0; v < n; ++v)
+    known += hlx::str_cat(v ? ", " : "", sizes[v].size, " (version ", sizes[v].version, ")");
   return known;
 }
 
 // The full struct from a caller's (possibly older, smaller) one at `in`: `out` holds the defaults
 // and gets the caller's struct_size bytes over its start (never more: the caller's object may end
-// there). `sizes` lists the accepted struct_size values (version i + 1 at index i).
+// there). `sizes` lists the accepted struct_size values.
 template <class T, size_t N>
-hlx_status_t widen(const char* what, const size_t (&sizes)[N], const T* in, T& out) {
+hlx_status_t widen(const char* what, const StructSize (&sizes)[N], const T* in, T& out) {
   size_t size;
   std::memcpy(&size, in, sizeof size);  // struct_size, the first field of every version
   for (size_t v = 0; v < N; ++v)
-    if (size == sizes[v]) {
+    if (size == sizes[v].size) {
       std::memcpy(&out, in, size);
       out.struct_size = sizeof(T);
       return HLX_STATUS_OK;
@@ -228,10 +251,10 @@ hlx_status_t widen(const char* what, const size_t (&sizes)[N], const T* in, T& o
 
 // Writes the first `size` bytes of `defaults` to `out` when `size` is one of `sizes`.
 template <class T, size_t N>
-hlx_status_t init_sized(const char* fn, const size_t (&sizes)[N], T defaults, T* out, size_t size) {
+hlx_status_t init_sized(const char* fn, const StructSize (&sizes)[N], T defaults, T* out, size_t size) {
   if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the struct pointer is NULL");
   for (size_t v = 0; v < N; ++v)
-    if (size == sizes[v]) {
+    if (size == sizes[v].size) {
       defaults.struct_size = size;
       std::memcpy(out, &defaults, size);
       return ok();
@@ -277,6 +300,9 @@ hlx_generation_params_t default_params() {
   p.logit_bias_ids = nullptr;
   p.logit_bias_values = nullptr;
   p.logit_bias_count = 0;
+  p.json_schema = nullptr;
+  p.json_object = 0;
+  p.logprobs = 0;
   return p;
 }
 
@@ -286,6 +312,12 @@ struct ResultExtra {
   uint64_t magic;  // kResultMagic while the result is alive: catches a struct not from hlx_result()
   int64_t cached_tokens;
   int64_t cached_images;
+  // Logprobs (version 4): K = params.logprobs (0 = off) and `count` tokens' entries at byte
+  // `offset` of the block: double logprob[count], int64 top_count[count], int64 top_id[count * K],
+  // double top_logprob[count * K].
+  int64_t logprobs_k;
+  int64_t logprobs_count;
+  uint64_t logprobs_offset;
 };
 constexpr uint64_t kResultMagic = 0x686c78726573756cULL;  // "hlxresul"
 constexpr size_t kResultExtraOffset = (sizeof(hlx_result_t) + 7) & ~size_t(7);
@@ -353,7 +385,37 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller
                   ") is outside [-100, 100]");
     req.sampling.logit_bias.emplace_back(id, bias);
   }
+  if (params->logprobs < 0 || params->logprobs > HLX_MAX_TOP_LOGPROBS)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "logprobs ", params->logprobs, " is outside [0, ", HLX_MAX_TOP_LOGPROBS,
+                "] (0 = off)");
+  if (params->logprobs > 0) {
+    req.sampling.logprobs = true;
+    req.sampling.top_logprobs = params->logprobs;
+  }
   if (Status s = hlx::engine::validate_sampling(req.sampling); !s.ok()) return fail(s);
+  // Structured output: compiled here (through the shared cache, so requests of one schema share
+  // its masks); the engine checks for a tokenizer.
+  if (params->json_object != 0 && params->json_object != 1)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "json_object ", params->json_object, " must be 0 or 1");
+  if (params->json_object && params->json_schema)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, "give one of json_object and json_schema, not both");
+  if (params->json_object) req.json_grammar = hlx::engine::JsonGrammar::any_object();
+  if (params->json_schema) {
+    const size_t len = strnlen(params->json_schema, HLX_MAX_JSON_SCHEMA_BYTES + 1);
+    if (len == 0) return fail(HLX_STATUS_INVALID_ARGUMENT, "json_schema is empty (NULL = no schema)");
+    if (len > HLX_MAX_JSON_SCHEMA_BYTES)
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "json_schema is longer than HLX_MAX_JSON_SCHEMA_BYTES (",
+                  HLX_MAX_JSON_SCHEMA_BYTES, ")");
+    // A schema document is a JSON object (as the server's response_format); compile() alone
+    // would also take `true` and the like.
+    const std::string_view text(params->json_schema, len);
+    const size_t first = text.find_first_not_of(" \t\r\n");
+    if (first == std::string_view::npos || text[first] != '{')
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "json_schema must be a JSON object (it does not start with '{')");
+    auto g = hlx::engine::JsonGrammar::compile_cached(text);
+    if (!g.ok()) return fail(g.status());  // its messages start with "json_schema: "
+    req.json_grammar = *g;
+  }
   if (!params->stop_at_eos) req.eos_token_ids = std::vector<int64_t>{};
   if (params->on_event) {
     hlx_event_callback_t cb = params->on_event;
@@ -370,6 +432,7 @@ hlx_status_t build_request(hlx_model_t* m, const hlx_generation_params_t* caller
 hlx_status_t submit(hlx_model_t* m, std::vector<int64_t> prompt, hlx::engine::GenerationRequest req,
                     hlx_request_id_t* out_id) {
   req.prompt = std::move(prompt);
+  const int64_t logprobs_k = req.sampling.logprobs ? req.sampling.top_logprobs : 0;
   hlx::engine::Admission adm;
   auto r = m->engine->submit(std::move(req), &adm);
   t_last_admission = {adm.effective_prompt_len, adm.max_new_tokens, adm.context_capacity};
@@ -377,6 +440,7 @@ hlx_status_t submit(hlx_model_t* m, std::vector<int64_t> prompt, hlx::engine::Ge
   {
     std::lock_guard<std::mutex> lock(m->ids_mu);
     m->untaken.insert(*r);
+    if (logprobs_k > 0) m->logprobs_k[*r] = logprobs_k;
   }
   *out_id = *r;
   return ok();
@@ -449,7 +513,7 @@ hlx_status_t hlx_model_options_init_sized(hlx_model_options_t* o, size_t struct_
 
 hlx_status_t hlx_model_options_init(hlx_model_options_t* o) {
   if (!o) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_model_options_init: options is NULL");
-  return hlx_model_options_init_sized(o, kOptionsSizes[0]);
+  return hlx_model_options_init_sized(o, kOptionsSizes[0].size);
 }
 
 hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* options, hlx_model_t** out_model) {
@@ -560,7 +624,7 @@ hlx_status_t hlx_generation_params_init_sized(hlx_generation_params_t* p, size_t
 
 hlx_status_t hlx_generation_params_init(hlx_generation_params_t* p) {
   if (!p) return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_generation_params_init: params is NULL");
-  return hlx_generation_params_init_sized(p, kParamsSizes[0]);
+  return hlx_generation_params_init_sized(p, kParamsSizes[0].size);
 }
 
 hlx_status_t hlx_submit_tokens(hlx_model_t* model, const int64_t* ids, size_t count,
@@ -781,11 +845,19 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     }
     if (!c) return fail(HLX_STATUS_UNAVAILABLE, "hlx_result: request ", id, " is still queued or running");
     const std::string err = c->error.ok() ? std::string() : c->error.message();
-    // One allocation: the struct, its private tail (ResultExtra), the token array, the text and
-    // the error message.
+    int64_t lp_k = 0;
+    {
+      std::lock_guard<std::mutex> lock(model->ids_mu);
+      if (auto it = model->logprobs_k.find(id); it != model->logprobs_k.end()) lp_k = it->second;
+    }
+    const size_t lp_n = lp_k > 0 ? c->logprobs.size() : 0;
+    // One allocation: the struct, its private tail (ResultExtra), the token array, the text, the
+    // error message and the logprobs (8-aligned).
     const size_t head = kResultExtraOffset + sizeof(ResultExtra);
     const size_t tok_bytes = c->tokens.size() * sizeof(int64_t);
-    const size_t total = head + tok_bytes + c->text.size() + 1 + err.size() + 1;
+    const size_t lp_offset = (head + tok_bytes + c->text.size() + 1 + err.size() + 1 + 7) & ~size_t(7);
+    const size_t lp_bytes = lp_n * (sizeof(double) + sizeof(int64_t)) * (1 + size_t(lp_k));
+    const size_t total = lp_offset + lp_bytes;
     char* block = static_cast<char*>(std::malloc(total));
     if (!block) {
       model->stash.emplace(id, std::move(*c));  // the caller may retry
@@ -809,12 +881,29 @@ hlx_status_t hlx_result(hlx_model_t* model, hlx_request_id_t id, hlx_result_t** 
     r->token_count = c->tokens.size();
     r->text = text;
     r->text_len = c->text.size();
-    const ResultExtra extra{kResultMagic, c->cached_tokens, c->cached_images};
+    if (lp_n) {
+      double* lp = reinterpret_cast<double*>(block + lp_offset);
+      int64_t* top_n = reinterpret_cast<int64_t*>(lp + lp_n);
+      int64_t* top_id = top_n + lp_n;
+      double* top_lp = reinterpret_cast<double*>(top_id + lp_n * size_t(lp_k));
+      for (size_t i = 0; i < lp_n; ++i) {
+        const hlx::engine::TokenLogprobs& t = c->logprobs[i];
+        lp[i] = t.logprob;
+        const size_t nt = std::min(t.top.size(), size_t(lp_k));
+        top_n[i] = int64_t(nt);
+        for (size_t k = 0; k < nt; ++k) {
+          top_id[i * size_t(lp_k) + k] = t.top[k].first;
+          top_lp[i * size_t(lp_k) + k] = t.top[k].second;
+        }
+      }
+    }
+    const ResultExtra extra{kResultMagic, c->cached_tokens, c->cached_images, lp_k, int64_t(lp_n), lp_offset};
     std::memcpy(block + kResultExtraOffset, &extra, sizeof extra);
     {
       std::lock_guard<std::mutex> lock(model->ids_mu);
       model->untaken.erase(id);
       model->cancelled.erase(id);
+      model->logprobs_k.erase(id);
     }
     *out_result = r;
     return ok();
@@ -827,7 +916,7 @@ void hlx_result_free(hlx_result_t* result) {
 }
 
 // The private tail of a result from hlx_result(), or an error naming `fn`.
-static hlx_status_t result_extra(const char* fn, const hlx_result_t* result, const int64_t* out, ResultExtra& extra) {
+static hlx_status_t result_extra(const char* fn, const hlx_result_t* result, const void* out, ResultExtra& extra) {
   if (!out) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": the output pointer is NULL");
   if (!result) return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": result is NULL");
   std::memcpy(&extra, reinterpret_cast<const char*>(result) + kResultExtraOffset, sizeof extra);
@@ -850,6 +939,62 @@ hlx_status_t hlx_result_cached_images(const hlx_result_t* result, int64_t* out_c
   if (hlx_status_t s = result_extra("hlx_result_cached_images", result, out_cached_images, extra)) return s;
   *out_cached_images = extra.cached_images;
   return HLX_STATUS_OK;
+}
+
+// The logprobs of token `index` of a result: its entries' pointers, or an error naming `fn`.
+struct TokenLogprobsView {
+  double logprob;
+  size_t top_count;
+  const int64_t* top_id;
+  const double* top_logprob;
+};
+static hlx_status_t result_logprobs(const char* fn, const hlx_result_t* result, size_t index, const void* out,
+                                    TokenLogprobsView& view) {
+  ResultExtra extra;
+  if (hlx_status_t s = result_extra(fn, result, out, extra)) return s;
+  if (extra.logprobs_k == 0)
+    return fail(HLX_STATUS_INVALID_ARGUMENT, fn, ": request ", result->id,
+                " was submitted without logprobs (hlx_generation_params_t.logprobs = 0)");
+  if (index >= uint64_t(extra.logprobs_count))
+    return fail(HLX_STATUS_OUT_OF_RANGE, fn, ": index ", index, " is outside the ", extra.logprobs_count,
+                " generated tokens of request ", result->id);
+  const size_t n = size_t(extra.logprobs_count), k = size_t(extra.logprobs_k);
+  const char* base = reinterpret_cast<const char*>(result) + extra.logprobs_offset;
+  const double* lp = reinterpret_cast<const double*>(base);
+  const int64_t* top_n = reinterpret_cast<const int64_t*>(lp + n);
+  const int64_t* top_id = top_n + n;
+  const double* top_lp = reinterpret_cast<const double*>(top_id + n * k);
+  view = {lp[index], size_t(top_n[index]), top_id + index * k, top_lp + index * k};
+  return ok();
+}
+
+hlx_status_t hlx_result_token_logprob(const hlx_result_t* result, size_t index, double* out_logprob) {
+  if (out_logprob) *out_logprob = 0;
+  return guarded("hlx_result_token_logprob", [&]() -> hlx_status_t {
+    TokenLogprobsView v;
+    if (hlx_status_t s = result_logprobs("hlx_result_token_logprob", result, index, out_logprob, v)) return s;
+    *out_logprob = v.logprob;
+    return ok();
+  });
+}
+
+hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids,
+                                     double* logprobs, size_t* out_count) {
+  if (out_count) *out_count = 0;
+  return guarded("hlx_result_top_logprobs", [&]() -> hlx_status_t {
+    if (k > 0 && (!ids || !logprobs))
+      return fail(HLX_STATUS_INVALID_ARGUMENT, "hlx_result_top_logprobs: ", ids ? "logprobs" : "ids",
+                  " is NULL but k is ", k);
+    TokenLogprobsView v;
+    if (hlx_status_t s = result_logprobs("hlx_result_top_logprobs", result, index, out_count, v)) return s;
+    const size_t n = std::min(k, v.top_count);
+    for (size_t i = 0; i < n; ++i) {
+      ids[i] = v.top_id[i];
+      logprobs[i] = v.top_logprob[i];
+    }
+    *out_count = n;
+    return ok();
+  });
 }
 
 hlx_status_t hlx_tokenize(const hlx_model_t* model, const char* text, size_t text_len, int32_t add_special_tokens,

@@ -315,6 +315,7 @@ static void test_images(const char* hlx, const char* dir) {
 static const size_t kOptionsV1 = offsetof(hlx_model_options_t, prefix_cache);
 static const size_t kOptionsV2 = offsetof(hlx_model_options_t, weights);
 static const size_t kParamsV1 = offsetof(hlx_generation_params_t, logit_bias_ids);
+static const size_t kParamsV2 = offsetof(hlx_generation_params_t, json_schema); /* versions 2 and 3 */
 
 static int bytes_are(const unsigned char* p, size_t n, unsigned char v) {
   for (size_t i = 0; i < n; ++i)
@@ -580,6 +581,439 @@ static void test_weights(const char* hlx, const char* model_dir, const int64_t* 
   o.context_capacity = kCapacity;
   o.weights = 9; /* past a version-2 struct_size: ignored, the default applies */
   EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  hlx_model_release(m);
+}
+
+/* ---- version 4: structured output (json_schema / json_object) ---- */
+
+/* A small JSON reader, independent of the library's grammar: skips one value at *s and returns its
+ * kind ('o' object, 'a' array, 's' string, 'i' integer, 'n' other number, 'b' bool, 'z' null) or 0
+ * when the text is not JSON. Objects report their keys to `on_key` (top level only when depth 0). */
+typedef struct {
+  char keys[8][32];
+  char kinds[8];
+  char strs[8][32];
+  int count;
+} json_obj_t;
+
+static int json_skip(const char** s, json_obj_t* top, int depth);
+
+static int json_string(const char** s, char* out, size_t cap) {
+  const char* p = *s;
+  size_t n = 0;
+  if (*p != '"') return 0;
+  for (++p; *p != '"'; ++p) {
+    if (*p == '\0' || (unsigned char)*p < 0x20) return 0;
+    if (*p == '\\') {
+      ++p;
+      if (*p == 'u') {
+        for (int i = 1; i <= 4; ++i)
+          if (!strchr("0123456789abcdefABCDEF", p[i]) || p[i] == '\0') return 0;
+        p += 4;
+      } else if (!strchr("\"\\/bfnrt", *p) || *p == '\0') {
+        return 0;
+      }
+    }
+    if (out && n + 1 < cap) out[n++] = *p;
+  }
+  if (out) out[n] = '\0';
+  *s = p + 1;
+  return 1;
+}
+
+static int json_skip(const char** s, json_obj_t* top, int depth) {
+  const char* p = *s;
+  while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r') ++p;
+  int kind = 0;
+  if (*p == '{' || *p == '[') {
+    const char close = *p == '{' ? '}' : ']';
+    kind = *p == '{' ? 'o' : 'a';
+    ++p;
+    while (*p == ' ' || *p == '\n') ++p;
+    if (*p == close) {
+      *s = p + 1;
+      return kind;
+    }
+    for (;;) {
+      char key[32] = {0};
+      if (kind == 'o') {
+        while (*p == ' ' || *p == '\n') ++p;
+        if (!json_string(&p, key, sizeof key)) return 0;
+        while (*p == ' ' || *p == '\n') ++p;
+        if (*p++ != ':') return 0;
+      }
+      const char* v = p;
+      int k = json_skip(&p, NULL, depth + 1);
+      if (!k) return 0;
+      if (kind == 'o' && depth == 0 && top && top->count < 8) {
+        snprintf(top->keys[top->count], sizeof top->keys[0], "%s", key);
+        top->kinds[top->count] = (char)k;
+        top->strs[top->count][0] = '\0';
+        if (k == 's') json_string(&v, top->strs[top->count], sizeof top->strs[0]);
+        ++top->count;
+      }
+      while (*p == ' ' || *p == '\n') ++p;
+      if (*p == ',') {
+        ++p;
+        continue;
+      }
+      if (*p != close) return 0;
+      *s = p + 1;
+      return kind;
+    }
+  }
+  if (*p == '"') {
+    if (!json_string(&p, NULL, 0)) return 0;
+    *s = p;
+    return 's';
+  }
+  if (strncmp(p, "true", 4) == 0 || strncmp(p, "false", 5) == 0) {
+    *s = p + (*p == 't' ? 4 : 5);
+    return 'b';
+  }
+  if (strncmp(p, "null", 4) == 0) {
+    *s = p + 4;
+    return 'z';
+  }
+  /* number: -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)? */
+  const char* q = p;
+  if (*q == '-') ++q;
+  if (*q == '0') {
+    ++q;
+  } else if (*q >= '1' && *q <= '9') {
+    while (*q >= '0' && *q <= '9') ++q;
+  } else {
+    return 0;
+  }
+  kind = 'i';
+  if (*q == '.') {
+    ++q;
+    if (!(*q >= '0' && *q <= '9')) return 0;
+    while (*q >= '0' && *q <= '9') ++q;
+    kind = 'n';
+  }
+  if (*q == 'e' || *q == 'E') {
+    ++q;
+    if (*q == '+' || *q == '-') ++q;
+    if (!(*q >= '0' && *q <= '9')) return 0;
+    while (*q >= '0' && *q <= '9') ++q;
+    kind = 'n';
+  }
+  *s = q;
+  return kind;
+}
+
+/* The whole text is one JSON value (nothing after it); its kind, and its top-level keys. */
+static int json_parse(const char* text, json_obj_t* top) {
+  memset(top, 0, sizeof *top);
+  const char* p = text;
+  int kind = json_skip(&p, top, 0);
+  while (*p == ' ' || *p == '\n') ++p;
+  return kind && *p == '\0' ? kind : 0;
+}
+
+static int json_key_kind(const json_obj_t* o, const char* key) {
+  for (int i = 0; i < o->count; ++i)
+    if (strcmp(o->keys[i], key) == 0) return o->kinds[i];
+  return 0;
+}
+
+/* Runs text `prompt` with `p`; the result (caller frees) or NULL. */
+static hlx_result_t* run_text(hlx_model_t* m, const char* prompt, const hlx_generation_params_t* p) {
+  hlx_request_id_t id = 0;
+  hlx_result_t* r = NULL;
+  if (hlx_submit_text(m, prompt, p, &id) != HLX_STATUS_OK || hlx_run_until_idle(m) != HLX_STATUS_OK ||
+      hlx_result(m, id, &r) != HLX_STATUS_OK) {
+    fprintf(stderr, "run_text: %s\n", hlx_last_error_message());
+    return NULL;
+  }
+  return r;
+}
+
+/* Sampled outputs on random weights parse and follow the schema (checked by the reader above, not
+ * by the library); without the constraint the same seeds give no JSON at all; bad schemas are
+ * refused at submit, naming the keyword, with nothing queued. */
+static void test_structured(const char* model_dir) {
+  hlx_model_options_t o;
+  EXPECT_OK(hlx_model_options_init(&o));
+  o.context_capacity = kCapacity;
+  hlx_model_t* m = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  if (!m) return;
+  static const char kSchemaA[] =
+      "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}";
+  static const char kSchemaB[] =
+      "{\"type\":\"object\",\"properties\":{\"b\":{\"type\":\"boolean\"},\"s\":{\"enum\":[\"x\",\"yz\"]},"
+      "\"n\":{\"type\":\"array\",\"items\":{\"type\":\"null\"},\"maxItems\":2}},\"required\":[\"b\",\"s\"],"
+      "\"additionalProperties\":false}";
+  hlx_generation_params_t p;
+  EXPECT_OK(hlx_generation_params_init(&p));
+  CHECK(p.json_schema == NULL && p.json_object == 0 && p.logprobs == 0);
+  p.max_new_tokens = kCapacity - 16;
+  p.temperature = 1.0f;
+  int stopped = 0, plain_json = 0;
+  for (uint64_t seed = 1; seed <= 4; ++seed) {
+    p.seed = seed;
+    json_obj_t obj;
+    /* schema A: an object whose "a" is an integer */
+    p.json_schema = kSchemaA;
+    hlx_result_t* r = run_text(m, "Hello", &p);
+    CHECK(r != NULL);
+    if (r && r->finish == HLX_FINISH_STOP) {
+      ++stopped;
+      int kind = json_parse(r->text, &obj);
+      if (kind != 'o' || json_key_kind(&obj, "a") != 'i') fprintf(stderr, "schema A, seed %llu: '%s'\n", (unsigned long long)seed, r->text);
+      CHECK(kind == 'o' && json_key_kind(&obj, "a") == 'i');
+    }
+    hlx_result_free(r);
+    /* schema B: exactly b (bool), s ("x" or "yz"), and optionally n (an array of nulls) */
+    p.json_schema = kSchemaB;
+    r = run_text(m, "Hello", &p);
+    CHECK(r != NULL);
+    if (r && r->finish == HLX_FINISH_STOP) {
+      ++stopped;
+      int kind = json_parse(r->text, &obj);
+      int ok = kind == 'o' && json_key_kind(&obj, "b") == 'b' && json_key_kind(&obj, "s") == 's';
+      for (int i = 0; ok && i < obj.count; ++i) {
+        if (strcmp(obj.keys[i], "s") == 0) ok = strcmp(obj.strs[i], "x") == 0 || strcmp(obj.strs[i], "yz") == 0;
+        else if (strcmp(obj.keys[i], "n") == 0) ok = obj.kinds[i] == 'a';
+        else ok = strcmp(obj.keys[i], "b") == 0;
+      }
+      if (!ok) fprintf(stderr, "schema B, seed %llu: '%s'\n", (unsigned long long)seed, r->text);
+      CHECK(ok);
+    }
+    hlx_result_free(r);
+    /* json_object: any object */
+    p.json_schema = NULL;
+    p.json_object = 1;
+    r = run_text(m, "Hello", &p);
+    CHECK(r != NULL);
+    /* random weights rarely close a free-form object (its strings run on): a closed one parses,
+     * one cut at max_new_tokens at least opened */
+    if (r && r->finish == HLX_FINISH_STOP) CHECK(json_parse(r->text, &obj) == 'o');
+    CHECK(r && (r->finish == HLX_FINISH_STOP || (r->finish == HLX_FINISH_LENGTH && r->text[0] == '{')));
+    hlx_result_free(r);
+    /* unconstrained: random weights give no JSON (shows the checks above can fail) */
+    p.json_object = 0;
+    r = run_text(m, "Hello", &p);
+    if (r && json_parse(r->text, &obj)) ++plain_json;
+    hlx_result_free(r);
+  }
+  fprintf(stderr, "structured: %d of 8 schema runs closed their value; %d of 4 unconstrained were JSON\n", stopped,
+          plain_json);
+  CHECK(stopped == 8);
+  CHECK(plain_json == 0);
+
+  /* typed refusals at submit; nothing queued */
+  struct {
+    const char* schema;
+    int32_t json_object;
+    hlx_status_t want;
+    const char* message;
+  } bad[] = {
+      {"{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\",\"multipleOf\":3}}}", 0,
+       HLX_STATUS_UNSUPPORTED, "multipleOf"},
+      {"{\"type\":\"object\",\"patternProperties\":{}}", 0, HLX_STATUS_UNSUPPORTED, "patternProperties"},
+      {"{\"type\":", 0, HLX_STATUS_INVALID_ARGUMENT, "json_schema"},
+      {"", 0, HLX_STATUS_INVALID_ARGUMENT, "json_schema is empty"},
+      {"true", 0, HLX_STATUS_INVALID_ARGUMENT, "must be a JSON object"},
+      {" [{}]", 0, HLX_STATUS_INVALID_ARGUMENT, "must be a JSON object"},
+      {kSchemaA, 1, HLX_STATUS_INVALID_ARGUMENT, "not both"},
+      {NULL, 2, HLX_STATUS_INVALID_ARGUMENT, "json_object 2"},
+  };
+  p.seed = 0;
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; ++i) {
+    p.json_schema = bad[i].schema;
+    p.json_object = bad[i].json_object;
+    hlx_request_id_t x = 9;
+    hlx_status_t s = hlx_submit_text(m, "Hello", &p, &x);
+    if (s != bad[i].want || x != 0 || !contains(hlx_last_error_message(), bad[i].message))
+      fprintf(stderr, "bad schema %zu: %s '%s', want %s '%s'\n", i, hlx_status_name(s), hlx_last_error_message(),
+              hlx_status_name(bad[i].want), bad[i].message);
+    CHECK(s == bad[i].want && x == 0 && contains(hlx_last_error_message(), bad[i].message));
+  }
+  int32_t idle = 0;
+  EXPECT_OK(hlx_step(m, &idle));
+  CHECK(idle == 1);
+  {
+    char want[96];
+    EXPECT_STATUS(hlx_generation_params_init_sized(&p, kParamsV2 + 8), HLX_STATUS_INVALID_ARGUMENT);
+    snprintf(want, sizeof want, "%zu (version 1), %zu (version 2), %zu (version 4)", kParamsV1, kParamsV2,
+             sizeof(hlx_generation_params_t));
+    CHECK(contains(hlx_last_error_message(), want));
+  }
+  /* a version-3 caller (128 bytes): whatever follows its struct is not read */
+  {
+    union {
+      hlx_generation_params_t p;
+      unsigned char bytes[sizeof(hlx_generation_params_t)];
+    } u;
+    EXPECT_OK(hlx_generation_params_init_sized(&u.p, kParamsV2));
+    CHECK(u.p.struct_size == kParamsV2);
+    u.p.max_new_tokens = 4;
+    u.p.json_object = 7;
+    u.p.logprobs = -3;
+    u.p.json_schema = "{";
+    hlx_result_t* r = run_text(m, "Hello", &u.p);
+    CHECK(r != NULL && r->token_count == 4);
+    hlx_result_free(r);
+  }
+  hlx_model_release(m);
+
+  /* no tokenizer: refused (the constraint works on token bytes) */
+  o.load_tokenizer = 0;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  if (m) {
+    const int64_t prompt[3] = {9707, 1879, 11};
+    hlx_generation_params_t q;
+    EXPECT_OK(hlx_generation_params_init(&q));
+    q.json_object = 1;
+    hlx_request_id_t x = 9;
+    EXPECT_STATUS(hlx_submit_tokens(m, prompt, 3, &q, &x), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(x == 0 && contains(hlx_last_error_message(), "tokenizer"));
+    hlx_model_release(m);
+  }
+}
+
+/* ---- version 4: logprobs ---- */
+
+/* "%.9g", or null for a non-finite value: the CLI's number format (cli/text_gen.cc). */
+static void lp_num(char* out, size_t cap, double v) {
+  if (!isfinite(v)) snprintf(out, cap, "null");
+  else snprintf(out, cap, "%.9g", v);
+}
+
+/* The `logprobs: {...}` lines `hlx generate -p PROMPT --logprobs K` prints on stderr for `extra`
+ * flags, concatenated; 0 on failure. */
+static int cli_logprob_lines(const char* hlx, const char* dir, const char* prompt, int max_new, int k,
+                             const char* extra, char* out, size_t cap) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' generate -m '%s' --capacity %d -p '%s' -n %d --logprobs %d%s 2>&1 >/dev/null", hlx,
+           dir, kCapacity, prompt, max_new, k, extra);
+  FILE* p = popen(cmd, "r");
+  if (!p) return 0;
+  char line[8192];
+  size_t len = 0;
+  out[0] = '\0';
+  while (fgets(line, sizeof line, p))
+    if (strncmp(line, "logprobs: ", 10) == 0 && len + strlen(line) < cap) {
+      memcpy(out + len, line, strlen(line) + 1);
+      len += strlen(line);
+    }
+  return pclose(p) == 0 && len > 0;
+}
+
+/* The same lines built from a result through hlx_result_token_logprob / hlx_result_top_logprobs. */
+static int api_logprob_lines(const hlx_result_t* r, int k, char* out, size_t cap) {
+  size_t len = 0;
+  out[0] = '\0';
+  for (size_t i = 0; i < r->token_count; ++i) {
+    double lp = 0;
+    int64_t ids[HLX_MAX_TOP_LOGPROBS];
+    double vals[HLX_MAX_TOP_LOGPROBS];
+    size_t n = 0;
+    if (hlx_result_token_logprob(r, i, &lp) != HLX_STATUS_OK ||
+        hlx_result_top_logprobs(r, i, (size_t)k, ids, vals, &n) != HLX_STATUS_OK)
+      return 0;
+    char num[64];
+    lp_num(num, sizeof num, lp);
+    len += (size_t)snprintf(out + len, cap - len, "logprobs: {\"i\":%zu,\"id\":%lld,\"logprob\":%s,\"top\":[", i,
+                            (long long)r->tokens[i], num);
+    for (size_t j = 0; j < n && len < cap; ++j) {
+      lp_num(num, sizeof num, vals[j]);
+      len += (size_t)snprintf(out + len, cap - len, "%s[%lld,%s]", j ? "," : "", (long long)ids[j], num);
+    }
+    if (len < cap) len += (size_t)snprintf(out + len, cap - len, "]}\n");
+    if (len >= cap) return 0;
+  }
+  return 1;
+}
+
+/* Each token's logprob and top-K equal what `hlx generate --logprobs K` prints for the same prompt,
+ * seed and temperature (sampled, and on the JSON-masked row), digit for digit in the CLI's format;
+ * misuse is refused. */
+static void test_logprobs(const char* hlx, const char* dir, const char* model_dir) {
+  hlx_model_options_t o;
+  EXPECT_OK(hlx_model_options_init(&o));
+  o.context_capacity = kCapacity;
+  hlx_model_t* m = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  if (!m) return;
+  char schema_path[600];
+  snprintf(schema_path, sizeof schema_path, "%s/schema.json", dir);
+  static const char kSchema[] =
+      "{\"type\":\"object\",\"properties\":{\"a\":{\"type\":\"integer\"}},\"required\":[\"a\"]}";
+  FILE* f = fopen(schema_path, "w");
+  CHECK(f != NULL);
+  if (f) {
+    fputs(kSchema, f);
+    fclose(f);
+  }
+  static char want[65536], got[65536];
+  struct {
+    uint64_t seed;
+    int k;
+    int json;
+  } cases[] = {{5, 3, 0}, {11, 20, 0}, {7, 2, 1}};
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; ++c) {
+    char extra[900];
+    snprintf(extra, sizeof extra, " --temp 0.8 --seed %llu%s%s%s", (unsigned long long)cases[c].seed,
+             cases[c].json ? " --json-schema '" : "", cases[c].json ? schema_path : "", cases[c].json ? "'" : "");
+    CHECK(cli_logprob_lines(hlx, model_dir, "Hello", 8, cases[c].k, extra, want, sizeof want));
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = 8;
+    p.temperature = 0.8f;
+    p.seed = cases[c].seed;
+    p.logprobs = cases[c].k;
+    if (cases[c].json) p.json_schema = kSchema;
+    hlx_result_t* r = run_text(m, "Hello", &p);
+    CHECK(r != NULL && r->token_count > 0);
+    if (!r) continue;
+    CHECK(api_logprob_lines(r, cases[c].k, got, sizeof got));
+    if (strcmp(got, want) != 0) fprintf(stderr, "logprobs case %zu:\nC API:\n%sCLI:\n%s", c, got, want);
+    CHECK(strcmp(got, want) == 0);
+    /* fewer than K asked: the first ones; then misuse */
+    int64_t ids[2];
+    double vals[2];
+    size_t n = 9;
+    EXPECT_OK(hlx_result_top_logprobs(r, 0, 1, ids, vals, &n));
+    CHECK(n == 1 && strstr(want, "\"top\":[[") && ids[0] == strtoll(strstr(want, "\"top\":[[") + 8, NULL, 10));
+    EXPECT_OK(hlx_result_top_logprobs(r, 0, 0, NULL, NULL, &n));
+    CHECK(n == 0);
+    double lp = 1;
+    EXPECT_STATUS(hlx_result_token_logprob(r, r->token_count, &lp), HLX_STATUS_OUT_OF_RANGE);
+    CHECK(lp == 0 && contains(hlx_last_error_message(), "index"));
+    EXPECT_STATUS(hlx_result_top_logprobs(r, r->token_count, 2, ids, vals, &n), HLX_STATUS_OUT_OF_RANGE);
+    EXPECT_STATUS(hlx_result_top_logprobs(r, 0, 2, NULL, vals, &n), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_token_logprob(r, 0, NULL), HLX_STATUS_INVALID_ARGUMENT);
+    EXPECT_STATUS(hlx_result_token_logprob(NULL, 0, &lp), HLX_STATUS_INVALID_ARGUMENT);
+    hlx_result_free(r);
+  }
+  /* a request without logprobs: its result has none */
+  {
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = 2;
+    hlx_result_t* r = run_text(m, "Hello", &p);
+    double lp = 1;
+    EXPECT_STATUS(hlx_result_token_logprob(r, 0, &lp), HLX_STATUS_INVALID_ARGUMENT);
+    CHECK(lp == 0 && contains(hlx_last_error_message(), "without logprobs"));
+    hlx_result_free(r);
+    /* out of range: refused at submit, nothing queued */
+    const int32_t bad[2] = {-1, HLX_MAX_TOP_LOGPROBS + 1};
+    for (int i = 0; i < 2; ++i) {
+      p.logprobs = bad[i];
+      hlx_request_id_t x = 9;
+      EXPECT_STATUS(hlx_submit_text(m, "Hello", &p, &x), HLX_STATUS_INVALID_ARGUMENT);
+      char want_msg[32];
+      snprintf(want_msg, sizeof want_msg, "logprobs %d ", bad[i]);
+      CHECK(x == 0 && contains(hlx_last_error_message(), want_msg));
+    }
+    int32_t idle = 0;
+    EXPECT_OK(hlx_step(m, &idle));
+    CHECK(idle == 1);
+  }
   hlx_model_release(m);
 }
 
@@ -1252,6 +1686,8 @@ int main(int argc, char** argv) {
   test_growth(model_dir, prompt, 5, ref, nref);
   test_weights(hlx, model_dir, prompt, 5, ref, nref);
   test_images(hlx, dir);
+  test_structured(model_dir);
+  test_logprobs(hlx, dir, model_dir);
 
   {
     char cmd[600];
