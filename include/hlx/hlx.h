@@ -375,8 +375,8 @@ hlx_status_t hlx_result_token_logprob(const hlx_result_t* result, size_t index, 
  * log-probabilities, most likely first (ties: lower id first), into ids[0..] / logprobs[0..] (each
  * holding at least k entries; NULL only when k is 0); *out_count gets how many were written.
  * Errors as hlx_result_token_logprob(). Any thread. */
-hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids,
-                                     double* logprobs, size_t* out_count);
+hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids, double* logprobs,
+                                     size_t* out_count);
 
 /* ---- tokenizer helpers (any thread) -------------------------------------------------------- */
 

@@ -207,8 +207,7 @@ static_assert(offsetof(hlx_model_options_t, image_cache_mib) == offsetof(ModelOp
 static_assert(offsetof(hlx_generation_params_t, user_data) == offsetof(GenerationParamsV1, user_data) &&
                   sizeof(GenerationParamsV1) <= offsetof(hlx_generation_params_t, logit_bias_ids),
               "hlx_generation_params_t must start with version 1's layout");
-static_assert(offsetof(hlx_generation_params_t, logit_bias_count) ==
-                      offsetof(GenerationParamsV2, logit_bias_count) &&
+static_assert(offsetof(hlx_generation_params_t, logit_bias_count) == offsetof(GenerationParamsV2, logit_bias_count) &&
                   sizeof(GenerationParamsV2) <= offsetof(hlx_generation_params_t, json_schema),
               "hlx_generation_params_t must start with version 2's layout");
 static_assert(HLX_MAX_LOGIT_BIAS == hlx::engine::kMaxLogitBias);
@@ -978,8 +977,8 @@ hlx_status_t hlx_result_token_logprob(const hlx_result_t* result, size_t index, 
   });
 }
 
-hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids,
-                                     double* logprobs, size_t* out_count) {
+hlx_status_t hlx_result_top_logprobs(const hlx_result_t* result, size_t index, size_t k, int64_t* ids, double* logprobs,
+                                     size_t* out_count) {
   if (out_count) *out_count = 0;
   return guarded("hlx_result_top_logprobs", [&]() -> hlx_status_t {
     if (k > 0 && (!ids || !logprobs))

@@ -762,7 +762,8 @@ static void test_structured(const char* model_dir) {
     if (r && r->finish == HLX_FINISH_STOP) {
       ++stopped;
       int kind = json_parse(r->text, &obj);
-      if (kind != 'o' || json_key_kind(&obj, "a") != 'i') fprintf(stderr, "schema A, seed %llu: '%s'\n", (unsigned long long)seed, r->text);
+      if (kind != 'o' || json_key_kind(&obj, "a") != 'i')
+        fprintf(stderr, "schema A, seed %llu: '%s'\n", (unsigned long long)seed, r->text);
       CHECK(kind == 'o' && json_key_kind(&obj, "a") == 'i');
     }
     hlx_result_free(r);
@@ -775,9 +776,12 @@ static void test_structured(const char* model_dir) {
       int kind = json_parse(r->text, &obj);
       int ok = kind == 'o' && json_key_kind(&obj, "b") == 'b' && json_key_kind(&obj, "s") == 's';
       for (int i = 0; ok && i < obj.count; ++i) {
-        if (strcmp(obj.keys[i], "s") == 0) ok = strcmp(obj.strs[i], "x") == 0 || strcmp(obj.strs[i], "yz") == 0;
-        else if (strcmp(obj.keys[i], "n") == 0) ok = obj.kinds[i] == 'a';
-        else ok = strcmp(obj.keys[i], "b") == 0;
+        if (strcmp(obj.keys[i], "s") == 0)
+          ok = strcmp(obj.strs[i], "x") == 0 || strcmp(obj.strs[i], "yz") == 0;
+        else if (strcmp(obj.keys[i], "n") == 0)
+          ok = obj.kinds[i] == 'a';
+        else
+          ok = strcmp(obj.keys[i], "b") == 0;
       }
       if (!ok) fprintf(stderr, "schema B, seed %llu: '%s'\n", (unsigned long long)seed, r->text);
       CHECK(ok);
@@ -879,8 +883,10 @@ static void test_structured(const char* model_dir) {
 
 /* "%.9g", or null for a non-finite value: the CLI's number format (cli/text_gen.cc). */
 static void lp_num(char* out, size_t cap, double v) {
-  if (!isfinite(v)) snprintf(out, cap, "null");
-  else snprintf(out, cap, "%.9g", v);
+  if (!isfinite(v))
+    snprintf(out, cap, "null");
+  else
+    snprintf(out, cap, "%.9g", v);
 }
 
 /* The `logprobs: {...}` lines `hlx generate -p PROMPT --logprobs K` prints on stderr for `extra`
