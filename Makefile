@@ -25,10 +25,13 @@ test-release: build
 # time: under the sanitizers each runs mostly on one core (a quiet fresh-clone run measured load
 # 1.0 for its 28 minutes); they share no files (mkdtemp, TempDir + pid) and assert no timings. -O1
 # (ASan's recommended level) because the kernels' intrinsics at -O0 made the tests the longest step
-# of CI; line tables instead of full debug info (reports keep file:line) and no benchmark binary.
+# of CI (-Wno-pass-failed: clang 14 at -O1 does not run the loop vectorizer, so each `omp simd` loop
+# reports that it was not vectorized; a remark about this tree's speed, not a defect); line tables
+# instead of full debug info (reports keep file:line) and no benchmark binary.
 $(SAN_BUILD)/build.ninja:
 	CC=clang CXX=clang++ cmake -S . -B $(SAN_BUILD) -G Ninja -DCMAKE_BUILD_TYPE=Debug -DHLX_SANITIZE=ON -DHLX_FUZZ=ON -DHLX_WERROR=$(WERROR) \
-	  -DHLX_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only" -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only"
+	  -DHLX_BENCH=OFF -DCMAKE_C_FLAGS_DEBUG="-O1 -gline-tables-only -Wno-pass-failed" \
+	  -DCMAKE_CXX_FLAGS_DEBUG="-O1 -gline-tables-only -Wno-pass-failed"
 
 test-sanitize: setup $(SAN_BUILD)/build.ninja
 	cmake --build $(SAN_BUILD)
