@@ -36,6 +36,17 @@ int32_t pack8(const uint8_t* v, const int* pos) {
   return int32_t(w);
 }
 
+// A tensor the quantized layouts keep as is (norms, embeddings), in the fixture's dtype.
+Tensor unquantized_tensor(const TextModelSpec& spec, const TensorInfo& info, const FixtureOptions& options) {
+  std::vector<float> v = fixture_tensor_values(spec, info, options.seed);
+  Tensor t = Tensor::zeros(options.dtype, info.shape);
+  if (options.dtype == DType::kF32)
+    std::copy(v.begin(), v.end(), t.data<float>());
+  else
+    for (size_t i = 0; i < v.size(); ++i) t.data<bf16>()[i] = f32_to_bf16(v[i]);
+  return t;
+}
+
 Tensor make_i32(const Shape& shape, const std::vector<int32_t>& v) {
   Tensor t = Tensor::zeros(DType::kI32, shape);
   std::copy(v.begin(), v.end(), t.data<int32_t>());
@@ -60,13 +71,7 @@ static Status write_fp8_text_fixture(const std::string& dir, const FixtureOption
   for (const TensorInfo& info : text_checkpoint_layout(spec)) {
     const FixtureTensor ft = text_fixture_tensor(spec, info);
     if (!is_quantized_linear(info.name)) {
-      std::vector<float> v = fixture_tensor_values(spec, info, options.seed);
-      Tensor t = Tensor::zeros(options.dtype, info.shape);
-      if (options.dtype == DType::kF32)
-        std::copy(v.begin(), v.end(), t.data<float>());
-      else
-        for (size_t i = 0; i < v.size(); ++i) t.data<bf16>()[i] = f32_to_bf16(v[i]);
-      tensors.emplace_back(info.name, std::move(t));
+      tensors.emplace_back(info.name, unquantized_tensor(spec, info, options));
       continue;
     }
     const int64_t n = info.shape[0], k = info.shape[1], nb = (n + kB - 1) / kB, kb = (k + kB - 1) / kB;
@@ -124,13 +129,7 @@ Status write_quantized_text_fixture(const std::string& dir, const FixtureOptions
   for (const TensorInfo& info : text_checkpoint_layout(spec)) {
     const FixtureTensor ft = text_fixture_tensor(spec, info);
     if (!is_quantized_linear(info.name)) {
-      std::vector<float> v = fixture_tensor_values(spec, info, options.seed);
-      Tensor t = Tensor::zeros(options.dtype, info.shape);
-      if (options.dtype == DType::kF32)
-        std::copy(v.begin(), v.end(), t.data<float>());
-      else
-        for (size_t i = 0; i < v.size(); ++i) t.data<bf16>()[i] = f32_to_bf16(v[i]);
-      tensors.emplace_back(info.name, std::move(t));
+      tensors.emplace_back(info.name, unquantized_tensor(spec, info, options));
       continue;
     }
     const int64_t n = info.shape[0], k = info.shape[1];
