@@ -75,25 +75,8 @@ const std::set<std::string_view, std::less<>> kFloatUnary = {"exponential",
                                                              "round_nearest_afz",
                                                              "round_nearest_even",
                                                              "erf"};
-const std::set<std::string_view, std::less<>> kUnary = {"exponential",
-                                                        "exponential_minus_one",
-                                                        "log",
-                                                        "log_plus_one",
-                                                        "sqrt",
-                                                        "rsqrt",
-                                                        "tanh",
-                                                        "logistic",
-                                                        "sine",
-                                                        "cosine",
-                                                        "floor",
-                                                        "ceil",
-                                                        "round_nearest_afz",
-                                                        "round_nearest_even",
-                                                        "erf",
-                                                        "negate",
-                                                        "abs",
-                                                        "sign",
-                                                        "not"};
+// Unary ops that also take integers (and `not`: integers and booleans).
+const std::set<std::string_view, std::less<>> kNonFloatUnary = {"negate", "abs", "sign", "not"};
 const std::set<std::string_view, std::less<>> kBinary = {
     "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "and", "or", "xor"};
 
@@ -295,7 +278,7 @@ bool is_promotable(DType x, DType y) {
 
 // ---------------------------------------------------------------- elementwise
 
-bool is_elementwise_unary(std::string_view op) { return kUnary.count(op) != 0; }
+bool is_elementwise_unary(std::string_view op) { return kFloatUnary.count(op) != 0 || kNonFloatUnary.count(op) != 0; }
 bool is_elementwise_binary(std::string_view op) { return kBinary.count(op) != 0; }
 
 // The spec's input tables, as "<op>_i1" labels.
