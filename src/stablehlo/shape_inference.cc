@@ -200,6 +200,25 @@ Attr to_attr(const ScatterDims& d) { return write_struct(d, "scatter", kScatterF
 Result<ConvDims> conv_dims_from_attr(const Attr& a) { return read_struct<ConvDims>(a, "conv", kConvFields); }
 Attr to_attr(const ConvDims& d) { return write_struct(d, "conv", kConvFields); }
 
+const std::vector<std::string>* dimension_field_names(std::string_view struct_name) {
+  struct Names {  // a third visitor: records the keys
+    std::vector<std::string> keys;
+    void list(const char* key, const Dims&, bool = false) { keys.push_back(key); }
+    void one(const char* key, int64_t, std::optional<int64_t>) { keys.push_back(key); }
+  };
+  auto names = [](auto fields, auto d) {
+    Names n;
+    fields(n, d);
+    return n.keys;
+  };
+  static const std::vector<std::string> dot = names(kDotFields, DotDims{}), gather = names(kGatherFields, GatherDims{}),
+                                        scatter = names(kScatterFields, ScatterDims{});
+  if (struct_name == "dot") return &dot;
+  if (struct_name == "gather") return &gather;
+  if (struct_name == "scatter") return &scatter;
+  return nullptr;
+}
+
 Result<ConvWindow> conv_window_from_attrs(const AttrDict& attrs) {
   ConvWindow w;
   auto arr = [&](const char* key, Dims& out) -> Status {
