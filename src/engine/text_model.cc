@@ -254,23 +254,19 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     const bool linear = info.shape.size() == 2 && info.name.size() > suffix.size() &&
                         info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix) == 0;
     const std::string base = linear ? info.name.substr(0, info.name.size() - suffix.size()) : "";
+    // A linear layer stored quantized is packed from its stored tensors and bound as a placeholder.
+    Result<std::unique_ptr<kernels::PackedWeight>> packed{std::unique_ptr<kernels::PackedWeight>()};
     if (quant.method == QuantMethod::kFp8 && linear &&
         (Fp8Linear::stored(*m->checkpoint_, base) || m->checkpoint_->has(base + ".weight_scale_inv"))) {
       HLX_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
-      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_fp8_linear(l, options.weight_format, fp8_scratch);
-      if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
-      m->checkpoint_->release_pages(info.name);  // packed now: the stored bytes need not stay resident
-      m->stats_.weight_bytes += (*packed)->packed_bytes();
-      m->stats_.decode_weight_bytes += (*packed)->packed_bytes();
-      HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
-      m->packed_weights_.push_back(rt::register_packed_weight(t, std::move(*packed)));
-      m->weights_.emplace_back(info.name, std::move(t));
-      continue;
-    }
-    if (quant.method != QuantMethod::kNone && linear && m->checkpoint_->has(base + ".qweight")) {
+      packed = pack_fp8_linear(l, options.weight_format, fp8_scratch);
+      if (packed.ok()) m->checkpoint_->release_pages(info.name);  // the stored bytes need not stay resident
+    } else if (quant.method != QuantMethod::kNone && linear && m->checkpoint_->has(base + ".qweight")) {
       HLX_ASSIGN_OR_RETURN(Int4Linear l, Int4Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
-      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_quantized_linear(l);
-      if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", base));
+      packed = pack_quantized_linear(l);
+    }
+    if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
+    if (*packed) {
       m->stats_.weight_bytes += (*packed)->packed_bytes();
       m->stats_.decode_weight_bytes += (*packed)->packed_bytes();
       HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
