@@ -49,7 +49,9 @@ namespace {
 
 constexpr int64_t kKeyBlock = 32;  // keys per online-softmax step (an even number)
 // Query rows (heads x tokens) per work item: each key block is packed once per item. At Qwen3-0.6B's
-// prefill 2048 (1 thread) 256 rows took 0.97x the time of 128.
+// prefill 2048 (1 thread, old and new kernels alternated in one process) 256 rows took 0.94x the
+// time of 128; 512 took 0.97x the time of 256 at 8192 (1.0x at 2048) but double the per-thread Q
+// and accumulator tiles (256 KiB each at head_dim 128, half the L2), so 256.
 constexpr int64_t kQueryRows = 256;
 constexpr int kLanes = 16;
 // bf16 caches: 16-row groups per Q.K^T call (qk_groups). At Qwen3-0.6B's prefill 512 (1 thread,
