@@ -142,12 +142,12 @@ class BatchEngine {
   void apply_cancel(RequestId id);  // owning thread
   void admit_waiting();
   bool prefilling(RequestId id) const;  // a running request that has not sampled its first token
-  // Prefix reuse: the free slot a text prompt goes to, how many leading rows it keeps, and the
+  // Prefix reuse: the free slot a prompt goes to, how many leading rows it keeps, and the
   // slot they are copied from (== slot: already there).
   struct Placement {
     int64_t slot = -1, keep = 0, source = -1;
   };
-  Placement place(std::span<const int64_t> prompt) const;
+  Placement place(const PromptKey& prompt) const;
   void prefill_one();
   // Image requests before their first chunk: encodes one image (returns true: that was this step's
   // work, or the request failed), or once all are encoded merges the rows (returns false).
