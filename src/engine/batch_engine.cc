@@ -443,6 +443,7 @@ void BatchEngine::admit_waiting() {
              p->expanded.image_rows[p->skipped_images] + p->expanded.image_tokens[p->skipped_images] <= first) {
         p->prepared[p->skipped_images].pixels = Tensor();
         ++p->skipped_images;
+        ++p->done.reused_images;
       }
     }
     active_.push_back(std::move(p));

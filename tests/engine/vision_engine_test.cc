@@ -487,6 +487,8 @@ TEST_P(VisionEngine, ChatTurnReusesThroughTheImageBitIdentically) {
   EXPECT_EQ(got[2].c.cached_tokens, int64_t(turn2.prompt.size()));
   for (size_t t = 1; t < 3; ++t) EXPECT_EQ(got[t].c.cached_images, 0) << "turn " << t + 1 << ": no cache lookup";
   EXPECT_EQ(got[1].c.encode_ms, 0.0) << "turn 2: the image lies in the reused rows";
+  EXPECT_EQ(got[1].c.reused_images, 1);
+  EXPECT_EQ(got[2].c.reused_images, 1) << "turn 3: the first image only";
   EXPECT_GT(got[2].c.encode_ms, 0.0) << "turn 3: the new image is encoded";
   const Spec* specs[] = {&turn1, &turn2, &turn3};
   for (size_t t = 0; t < 3; ++t) expect_same(got[t], run_without_reuse(m, *specs[t]), "turn " + std::to_string(t + 1));
