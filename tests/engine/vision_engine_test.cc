@@ -521,6 +521,34 @@ TEST_P(VisionEngine, ImageKeysAndSpanEdgesBoundTheReusedPrefix) {
   expect_same(e, run_without_reuse(m, last_row_image), "prompt ending with the image");
 }
 
+// A request cancelled after its first chunk (rows [0, 32) written, the image's rows [20, 20 + t)
+// only in part when t > 12) leaves only the rows before the image reusable: an image counts only
+// when all its rows were written.
+TEST_P(VisionEngine, PartlyWrittenImageIsNotReused) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  const mm::Image im = picture(40, 30, 3);
+  const int64_t t = tokens_of(*m.vision, im);
+  const Spec spec{image_prompt(30, 4, *m.vision, {20}, {im}), {im}, 3};
+  {
+    ImagePrefix eng(m);
+    std::vector<std::string> sink;
+    auto id = eng.engine().submit(make_request(spec, &sink));
+    ASSERT_TRUE(id.ok());
+    while (m.text->cache_length(0).value() == 0) ASSERT_TRUE(eng.engine().step().ok());
+    ASSERT_LT(m.text->cache_length(0).value(), int64_t(spec.prompt.size()));
+    ASSERT_TRUE(eng.engine().cancel(*id).ok());
+    ASSERT_TRUE(eng.engine().run_until_idle().ok());
+  }
+  Outcome o;
+  {
+    ImagePrefix eng(m);
+    o = eng.run(spec);
+  }
+  EXPECT_EQ(o.c.cached_tokens, 20 + t > 32 ? 20 : 32) << t << " image rows";
+  expect_same(o, run_without_reuse(m, spec), "after a cancelled prefill");
+}
+
 // TextModel::admit_reusing checks the image keys and span edges itself, before touching anything.
 TEST(VisionEnginePrefix, AdmitReusingRefusesAnotherImageOrARowInsideOne) {
   Models m = load("llava-clip", 1);
