@@ -6,7 +6,9 @@
 // alternate the batches, each after its own short probe), decode
 // at a short context under a small and a large capacity (alternating runs), load/plan/emit times and peak RSS;
 // with --long-context (or --long-context-only) also long contexts: decode b1/b8 at 8k and 32k with
-// roofline fractions and the prefill of the whole context against prefill-512 (issue 27).
+// roofline fractions and the prefill of the whole context against prefill-512 (issue 27); with
+// --prefix-chat (or --prefix-chat-only) the TTFT of a chat's later turns with prefix reuse on and
+// off (issue 19).
 // docs/PERFORMANCE.md records its output for the Qwen3-0.6B-shaped fixture.
 #include <algorithm>
 #include <chrono>
@@ -22,6 +24,7 @@
 #include "cli/command.h"
 #include "core/clock.h"
 #include "engine/sampling.h"
+#include "engine/session.h"
 #include "engine/text_model.h"
 #include "io/hf_config.h"
 #include "models/text_spec.h"
@@ -54,6 +57,12 @@ struct BenchArgs {
   int64_t long_capacity = 32768;
   std::vector<int64_t> long_contexts{8192, 32768};
   std::vector<int64_t> long_batches{1, 8};
+  // Prefix-reuse section (issue 19), off by default (a minute or two): a chat of `chat_turns`
+  // turns on a `chat_history`-token first prompt.
+  bool prefix_chat = false;
+  bool prefix_chat_only = false;  // skip every other section (no DRAM probe either)
+  int64_t chat_history = 1500;
+  int64_t chat_turns = 4;
 };
 
 // MemAvailable of /proc/meminfo in bytes (0 if unreadable).
@@ -200,6 +209,85 @@ std::string gb(double bytes) {
 
 Status write_record(const BenchArgs& a, json& rec);
 
+// ---- prefix reuse (issue 19): one slot, a greedy chat whose turn k resends turn k-1's prompt,
+// its reply and a new user message (ids, no tokenizer needed). Each turn runs with reuse on, then
+// off, on the same model, so both see the same machine load: the on run reuses the rows the
+// previous turn's run left (the previous prompt, as in a served chat), the off run prefills all.
+// TTFT = submit -> first token event. Best of --reps chats per turn and side.
+Status run_prefix_chat(const BenchArgs& a, const engine::TextModelOptions& base, json& rec) {
+  constexpr int64_t kUser = 24, kReply = 8;
+  engine::TextModelOptions o = base;
+  o.slots = 1;
+  o.context_capacity = a.chat_history + a.chat_turns * (kUser + kReply) + 1;
+  HLX_ASSIGN_OR_RETURN(auto m, engine::TextModel::load(a.model, o));
+  const int64_t vocab = m->spec().vocab_size;
+  // Compile every prefill bucket and the decode entry off the clock (a remainder's chunks start
+  // mid-slot, so they may take any bucket).
+  for (int64_t b : m->prefill_buckets()) HLX_RETURN_IF_ERROR(m->warm_up(b, false, 1));
+  std::vector<double> best_on(size_t(a.chat_turns), 0), best_off(size_t(a.chat_turns), 0);
+  std::vector<int64_t> prompt_len(size_t(a.chat_turns)), cached(size_t(a.chat_turns));
+  bool same_tokens = true;
+  for (int rep = 0; rep < a.reps; ++rep) {
+    m->reset();
+    std::vector<int64_t> prompt = prompt_tokens(a.chat_history, vocab, 31 + rep);
+    for (int64_t k = 0; k < a.chat_turns; ++k) {
+      std::vector<int64_t> tokens[2];
+      for (int side = 0; side < 2; ++side) {  // 0: reuse on, 1: off
+        engine::BatchEngineOptions bo;
+        bo.prefix_cache = side == 0;
+        engine::Session session(*m, bo);
+        engine::GenerationRequest r;
+        r.prompt = prompt;
+        r.max_new_tokens = kReply;
+        r.eos_token_ids = std::vector<int64_t>{};
+        Clock::time_point first;
+        r.on_event = [&first](const engine::Event& e) {
+          if (e.kind == engine::Event::Kind::kToken && first == Clock::time_point()) first = Clock::now();
+        };
+        const auto t0 = Clock::now();
+        HLX_ASSIGN_OR_RETURN(engine::Completion c, session.generate(std::move(r)));
+        if (c.finish != engine::Finish::kLength)
+          return make_error(ErrorKind::kInternal, "chat turn ", k + 1,
+                            " did not run to its length: ", c.error.to_string());
+        const double ttft = std::chrono::duration<double, std::milli>(first - t0).count();
+        double& best = side == 0 ? best_on[size_t(k)] : best_off[size_t(k)];
+        if (best == 0 || ttft < best) best = ttft;
+        if (side == 0) cached[size_t(k)] = c.cached_tokens;
+        tokens[side] = c.tokens;
+      }
+      same_tokens = same_tokens && tokens[0] == tokens[1];
+      prompt_len[size_t(k)] = int64_t(prompt.size());
+      prompt.insert(prompt.end(), tokens[1].begin(), tokens[1].end());
+      for (int64_t i = 0; i < kUser; ++i) prompt.push_back((i * 131 + k * 977 + 5) % vocab);
+    }
+  }
+  json turns = json::array();
+  double sum_on = 0, sum_off = 0;
+  for (int64_t k = 0; k < a.chat_turns; ++k) {
+    const double on = best_on[size_t(k)], off = best_off[size_t(k)];
+    if (k > 0) {
+      sum_on += on;
+      sum_off += off;
+    }
+    turns.push_back({{"turn", k + 1},
+                     {"prompt_tokens", prompt_len[size_t(k)]},
+                     {"cached_tokens", cached[size_t(k)]},
+                     {"ttft_ms_reuse", on},
+                     {"ttft_ms_no_reuse", off},
+                     {"ratio", off > 0 ? on / off : 0.0}});
+    std::printf("chat turn %lld: %lld prompt tokens, %lld cached; TTFT reuse %.1f ms, no reuse %.1f ms (%.1f %%)\n",
+                static_cast<long long>(k + 1), static_cast<long long>(prompt_len[size_t(k)]),
+                static_cast<long long>(cached[size_t(k)]), on, off, off > 0 ? 100.0 * on / off : 0.0);
+  }
+  const double ratio = sum_off > 0 ? sum_on / sum_off : 0.0;
+  rec["prefix_chat"] = {{"history_tokens", a.chat_history}, {"turns", turns}, {"later_turns_ttft_ratio", ratio},
+                        {"same_tokens", same_tokens},       {"reps", a.reps}, {"loadavg", loadavg()}};
+  std::printf("prefix reuse: TTFT of turns 2-%lld with reuse = %.1f %% of without (tokens %s)   (load %s)\n",
+              static_cast<long long>(a.chat_turns), 100.0 * ratio, same_tokens ? "identical" : "DIFFER",
+              loadavg().c_str());
+  return ok_status();
+}
+
 // ---- long context (issue 27): per decode batch a model whose capacity is --long-capacity (a
 // batch whose KV would not fit in memory at that capacity gets the smallest capacity that holds
 // its contexts, rounded up to 1024: attention cost follows the context, not the capacity; the
@@ -337,6 +425,14 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
 
 Status run_bench(const BenchArgs& a) {
   json rec;
+  if (a.prefix_chat_only) {
+    engine::TextModelOptions base;
+    base.threads = a.threads;
+    if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
+    if (a.weights == "int4") base.weight_format = kernels::WeightFormat::kInt4;
+    HLX_RETURN_IF_ERROR(run_prefix_chat(a, base, rec));
+    return write_record(a, rec);
+  }
   const auto& cpu = kernels::cpu_features();
   // ---- machine
   const int threads = a.threads > 0 ? a.threads : [] {
@@ -575,6 +671,7 @@ Status run_bench(const BenchArgs& a) {
         pair_ratio.empty() ? 0.0 : pair_ratio.back(), loadavg().c_str());
   }
   if (a.long_context) HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
+  if (a.prefix_chat) HLX_RETURN_IF_ERROR(run_prefix_chat(a, base, rec));
   return write_record(a, rec);
 }
 
@@ -619,6 +716,13 @@ CommandRun setup_bench(CLI::App& root) {
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--long-contexts", a->long_contexts, "contexts of the long-context section (default 8192 32768)");
   sub->add_option("--long-batches", a->long_batches, "decode batches of the long-context section (default 1 8)");
+  sub->add_flag("--prefix-chat", a->prefix_chat,
+                "also run the prefix-reuse section: TTFT of a chat's later turns with reuse on and off (minutes)");
+  sub->add_flag("--prefix-chat-only", a->prefix_chat_only, "only the prefix-reuse section");
+  sub->add_option("--chat-history", a->chat_history, "tokens of the chat's first prompt (default 1500)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24));
+  sub->add_option("--chat-turns", a->chat_turns, "turns of the prefix-reuse chat (default 4)")
+      ->check(CLI::Range(int64_t(2), int64_t(64)));
   return [a] {
     for (int64_t v : a->prefill_lengths)
       if (v < 1 || v > a->capacity)

@@ -49,7 +49,9 @@ struct BatchEngine::Active {
   bool multimodal = false;
   ExpandedPrompt expanded;
   std::vector<PreparedImage> prepared;          // per image, pixels until encoded
-  std::vector<std::string> image_keys;          // per image, its image-feature cache key (cache on)
+  std::vector<std::string> image_keys;          // per image, its image-feature cache key (cache or reuse on)
+  std::vector<ImageSpanKey> image_spans;        // per image, its rows and key (prefix reuse on)
+  size_t skipped_images = 0;                    // leading images inside the reused prefix: never encoded
   std::vector<EncodedImage> features;           // per encoded image, until merged
   Tensor merged;                                // [rows, hidden], until the last prefill chunk
   std::optional<TextModel::MropeInputs> mrope;  // M-RoPE models: positions, DeepStack rows
@@ -82,10 +84,9 @@ BatchEngine::BatchEngine(TextModel& model, BatchEngineOptions options)
       options_(std::move(options)),
       owner_(std::this_thread::get_id()),
       slot_released_(size_t(model.shape().slots), 0) {
-  if (options_.vision && options_.image_cache_bytes > 0) {
+  if (options_.vision) tower_id_ = options_.vision->describe();
+  if (options_.vision && options_.image_cache_bytes > 0)
     image_cache_ = std::make_unique<ImageFeatureCache>(options_.image_cache_bytes);
-    tower_id_ = options_.vision->describe();
-  }
 }
 
 BatchEngine::~BatchEngine() {
@@ -184,8 +185,9 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
       if (px->tokens != image_tokens[size_t(i)])
         return make_error(ErrorKind::kInternal, "image ", i, ": preprocessing gives ", px->tokens,
                           " tokens, its size promised ", image_tokens[size_t(i)]);
-      // The cache key is a hash of the pixels: computed here, off the engine thread.
-      if (image_cache_) a->image_keys.push_back(ImageFeatureCache::key(*px, tower_id_));
+      // The cache key is a hash of the pixels: computed here, off the engine thread. It also keys
+      // the image's rows for prefix reuse.
+      if (image_cache_ || options_.prefix_cache) a->image_keys.push_back(ImageFeatureCache::key(*px, tower_id_));
       a->prepared.push_back(std::move(*px));
     }
     if (model_.has_mrope_entries()) {
@@ -199,6 +201,11 @@ Result<RequestId> BatchEngine::submit(GenerationRequest request, Admission* admi
     a->done.preprocess_ms = ms_between(t0, Clock::now());
     a->multimodal = true;
     a->expanded = std::move(*located);
+    if (options_.prefix_cache)
+      for (int64_t i = 0; i < num_images; ++i) {
+        const int64_t row = a->expanded.image_rows[size_t(i)];
+        a->image_spans.push_back({row, row + a->expanded.image_tokens[size_t(i)], a->image_keys[size_t(i)]});
+      }
     a->done.images = num_images;
     std::vector<mm::Image>().swap(request.images);  // the decoded images are not needed any more
   }
@@ -399,17 +406,16 @@ void BatchEngine::admit_waiting() {
     waiting_.pop_front();
     p->admitted = Clock::now();
     p->done.queue_ms = ms_between(p->submitted, p->admitted);
-    // Image requests' ids were checked in submit (image rows are not embedding-table ids). They
-    // neither reuse nor leave reusable rows (TextModel counts only token-prefilled rows); with the
-    // prefix cache on they take the least recently used free slot, sparing fresher prefixes.
+    // Image requests' ids were checked in submit (image rows are not embedding-table ids). With
+    // the prefix cache on, their prefix key adds each image's content key to the ids.
     Result<int64_t> slot = Status(ErrorKind::kInternal, "unset");
     int64_t keep = 0;
-    if (p->multimodal) {
-      slot = model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}}, nullptr,
-                          options_.prefix_cache ? place({}).slot : -1);
+    if (p->multimodal && !options_.prefix_cache) {
+      slot = model_.admit(AdmissionRequest{p->rows(), p->req.max_new_tokens, {}}, nullptr, -1);
     } else if (options_.prefix_cache) {
-      const Placement pl = place(p->req.prompt);
-      slot = model_.admit_reusing(p->req.prompt, p->req.max_new_tokens, pl.slot, pl.keep, pl.source);
+      const PromptKey key = p->multimodal ? PromptKey{p->expanded.ids, p->image_spans} : PromptKey{p->req.prompt, {}};
+      const Placement pl = place(key);
+      slot = model_.admit_reusing(key, p->req.max_new_tokens, pl.slot, pl.keep, pl.source);
       keep = pl.keep;
     } else {
       slot = model_.admit(p->req.prompt, p->req.max_new_tokens);
@@ -429,19 +435,24 @@ void BatchEngine::admit_waiting() {
       continue;
     }
     p->chunks = std::move(*chunks);
+    if (p->multimodal) {
+      // Images wholly before the first row any chunk reads (a replaying chunk near the capacity
+      // reads rows before `keep`) are in the cache already: no encode, not even a cache lookup.
+      const int64_t first = p->chunks.empty() ? keep : p->chunks.front().start;
+      while (p->skipped_images < p->prepared.size() &&
+             p->expanded.image_rows[p->skipped_images] + p->expanded.image_tokens[p->skipped_images] <= first) {
+        p->prepared[p->skipped_images].pixels = Tensor();
+        ++p->skipped_images;
+        ++p->done.reused_images;
+      }
+    }
     active_.push_back(std::move(p));
   }
 }
 
-BatchEngine::Placement BatchEngine::place(std::span<const int64_t> prompt) const {
-  // At most prompt_len - 1 rows: the last prompt row is prefilled for its logits.
-  const size_t limit = prompt.empty() ? 0 : prompt.size() - 1;
-  auto match = [&](int64_t s) {
-    std::span<const int32_t> have = model_.reusable_prefix(s);
-    size_t n = 0;
-    while (n < std::min(limit, have.size()) && have[n] == prompt[n]) ++n;
-    return int64_t(n);
-  };
+BatchEngine::Placement BatchEngine::place(const PromptKey& prompt) const {
+  // TextModel matches ids, image keys and writer, and leaves the last prompt row to prefill.
+  auto match = [&](int64_t s) { return model_.reusable_rows(s, prompt); };
   const SlotPool& pool = model_.slot_pool();
   Placement best;
   int64_t lru = -1;
@@ -509,6 +520,8 @@ void BatchEngine::prefill_one() {
 bool BatchEngine::prepare_image_rows(Active& a) {
   // Cached images take no encode call: their features are the tensors an earlier encode returned.
   // (With the cache on, submit() gave every prepared image its key.)
+  // Images inside the reused prefix: placeholders (their rows are never read).
+  while (a.features.size() < a.skipped_images) a.features.push_back(EncodedImage{});
   while (image_cache_ && a.features.size() < a.prepared.size()) {
     std::optional<EncodedImage> hit = image_cache_->find(a.image_keys[a.features.size()]);
     if (!hit) break;
@@ -546,15 +559,20 @@ bool BatchEngine::prepare_image_rows(Active& a) {
 Status BatchEngine::merge_image_rows(Active& a) {
   HLX_ASSIGN_OR_RETURN(Tensor text, model_.embed_tokens(a.expanded.text_ids()));
   std::vector<Tensor> features;
-  for (const EncodedImage& f : a.features) features.push_back(f.features);
+  const int64_t hidden = model_.spec().hidden_size;
+  for (size_t i = 0; i < a.features.size(); ++i)  // zeros for the rows of reused images (never read)
+    features.push_back(i < a.skipped_images ? Tensor::zeros(DType::kF32, {a.expanded.image_tokens[i], hidden})
+                                            : a.features[i].features);
   HLX_ASSIGN_OR_RETURN(a.merged, merge_embeddings(a.expanded, text, features));
   if (!a.mrope || model_.spec().deepstack_layers.empty()) return ok_status();
-  // DeepStack: every image row of the prompt, image after image, with its K feature rows.
-  const int64_t nv = std::accumulate(a.expanded.image_tokens.begin(), a.expanded.image_tokens.end(), int64_t(0));
-  const int64_t k_layers = int64_t(model_.spec().deepstack_layers.size()), hidden = model_.spec().hidden_size;
+  // DeepStack: every image row of the prompt past the reused images, image after image, with its
+  // K feature rows.
+  const int64_t nv = std::accumulate(a.expanded.image_tokens.begin() + int64_t(a.skipped_images),
+                                     a.expanded.image_tokens.end(), int64_t(0));
+  const int64_t k_layers = int64_t(model_.spec().deepstack_layers.size());
   DeepstackPayload ds{Tensor::empty(DType::kI32, {nv}), Tensor::empty(DType::kF32, {k_layers, nv, hidden}), nv};
   int64_t v = 0;
-  for (size_t i = 0; i < a.features.size(); ++i) {
+  for (size_t i = a.skipped_images; i < a.features.size(); ++i) {
     const Tensor& d = a.features[i].deepstack;
     const int64_t t = a.expanded.image_tokens[i];
     if (d.dtype() != DType::kF32 || d.shape() != Shape{k_layers, t, hidden})

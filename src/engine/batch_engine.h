@@ -83,9 +83,11 @@ struct BatchEngineOptions {
   VisionModel* vision = nullptr;
   int64_t max_images_per_request = kDefaultMaxImagesPerRequest;
   // Prefix reuse (docs/PERFORMANCE.md): a finished request's prompt rows stay in its slot's cache
-  // until the slot is needed; a text request goes to the free slot holding the longest prefix of
-  // its prompt (then the least recently used one), or gets that prefix copied from a slot in use
-  // when one holds a longer one, and prefills only the rest. Logits are the same bits either way.
+  // until the slot is needed; a request goes to the free slot holding the longest prefix of its
+  // prompt (then the least recently used one), or gets that prefix copied from a slot in use when
+  // one holds a longer one, and prefills only the rest. Image prompts match by ids plus each
+  // image's content key, never ending inside an image; an image inside the reused rows is not
+  // encoded. Logits are the same bits either way.
   bool prefix_cache = true;
   // Image-feature cache (engine/image_cache.h): encoded features of recent images, keyed by a
   // hash of the preprocessed pixels, at most this many bytes; 0 disables it.
@@ -142,12 +144,12 @@ class BatchEngine {
   void apply_cancel(RequestId id);  // owning thread
   void admit_waiting();
   bool prefilling(RequestId id) const;  // a running request that has not sampled its first token
-  // Prefix reuse: the free slot a text prompt goes to, how many leading rows it keeps, and the
+  // Prefix reuse: the free slot a prompt goes to, how many leading rows it keeps, and the
   // slot they are copied from (== slot: already there).
   struct Placement {
     int64_t slot = -1, keep = 0, source = -1;
   };
-  Placement place(std::span<const int64_t> prompt) const;
+  Placement place(const PromptKey& prompt) const;
   void prefill_one();
   // Image requests before their first chunk: encodes one image (returns true: that was this step's
   // work, or the request failed), or once all are encoded merges the rows (returns false).

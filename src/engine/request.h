@@ -99,6 +99,8 @@ struct Completion {
   int64_t cached_tokens = 0;
   // Images whose features came from the image-feature cache (no vision_encode call).
   int64_t cached_images = 0;
+  // Images whose rows lay inside the reused prefix (cached_tokens): neither encoded nor looked up.
+  int64_t reused_images = 0;
   int64_t images = 0;
   // Generated ids, including a final EOS id or the token that completed a stop string.
   std::vector<int64_t> tokens;

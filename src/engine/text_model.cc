@@ -333,6 +333,8 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   m->rope_delta_.assign(size_t(options.slots), 0);
   m->prefilled_end_.assign(size_t(options.slots), 0);
   m->retained_.assign(size_t(options.slots), {});
+  m->images_.assign(size_t(options.slots), {});
+  m->image_writer_.assign(size_t(options.slots), false);
   return m;
 }
 
@@ -453,12 +455,16 @@ Result<int64_t> TextModel::admit(const AdmissionRequest& request, Admission* adm
   return slot;
 }
 
-void TextModel::start_slot(int64_t slot, std::vector<int32_t> history, int64_t prefilled) {
+void TextModel::start_slot(int64_t slot, std::vector<int32_t> history, int64_t prefilled,
+                           std::vector<ImageSpanKey> images) {
   history_[size_t(slot)] = std::move(history);
-  embedded_end_[size_t(slot)] = 0;
+  image_writer_[size_t(slot)] = !images.empty();
+  // Kept rows of an image prompt came from embeddings: a token prefill must not replay them.
+  embedded_end_[size_t(slot)] = images.empty() ? 0 : prefilled;
   rope_delta_[size_t(slot)] = 0;
   prefilled_end_[size_t(slot)] = prefilled;
   retained_[size_t(slot)].clear();
+  images_[size_t(slot)] = std::move(images);
 }
 
 std::span<const int32_t> TextModel::reusable_prefix(int64_t slot) const {
@@ -467,9 +473,39 @@ std::span<const int32_t> TextModel::reusable_prefix(int64_t slot) const {
   return std::span<const int32_t>(history_[size_t(slot)]).first(size_t(prefilled_end_[size_t(slot)]));
 }
 
-Result<int64_t> TextModel::admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot,
-                                         int64_t keep, int64_t source, Admission* admission) {
-  Admission a = check_admission(limits(), AdmissionRequest{int64_t(prompt.size()), max_new_tokens, prompt});
+int64_t TextModel::reusable_rows(int64_t slot, const PromptKey& prompt) const {
+  if (slot < 0 || slot >= shape_.slots || prompt.ids.empty()) return 0;
+  // Rows of the other writer are other programs' bits.
+  if (image_writer_[size_t(slot)] != !prompt.images.empty()) return 0;
+  std::span<const int32_t> have = reusable_prefix(slot);
+  const std::span<const int64_t> ids = prompt.ids;
+  int64_t n = 0;
+  const int64_t limit = std::min(int64_t(ids.size()) - 1, int64_t(have.size()));
+  while (n < limit && have[size_t(n)] == ids[size_t(n)]) ++n;
+  // Image rows carry one id for every image: the same span with the same key on both sides, else
+  // the prefix ends where the first differing span begins; and never inside a span.
+  auto cut = [&](std::span<const ImageSpanKey> mine, std::span<const ImageSpanKey> theirs) {
+    for (const ImageSpanKey& s : mine) {
+      if (s.begin >= n) break;
+      const bool same = std::find(theirs.begin(), theirs.end(), s) != theirs.end();
+      if (!same || s.end > n) n = s.begin;
+    }
+  };
+  cut(prompt.images, images_[size_t(slot)]);
+  cut(images_[size_t(slot)], prompt.images);
+  // Gemma3's blocks are atomic prefill spans: nor inside a run of image-token rows.
+  while (image_token_id_ >= 0 && n > 0 && ids[size_t(n)] == image_token_id_ && ids[size_t(n - 1)] == image_token_id_)
+    --n;
+  return n;
+}
+
+Result<int64_t> TextModel::admit_reusing(const PromptKey& key, int64_t max_new_tokens, int64_t slot, int64_t keep,
+                                         int64_t source, Admission* admission) {
+  const std::span<const int64_t> prompt = key.ids;
+  const bool image_prompt = !key.images.empty();
+  // Image prompts' ids were checked by their caller (image rows are not embedding-table ids).
+  Admission a = check_admission(limits(), AdmissionRequest{int64_t(prompt.size()), max_new_tokens,
+                                                           image_prompt ? std::span<const int64_t>() : prompt});
   if (admission) *admission = a;
   if (!a.ok()) return a.status;
   HLX_RETURN_IF_ERROR(check_slot(slot));
@@ -479,6 +515,12 @@ Result<int64_t> TextModel::admit_reusing(std::span<const int64_t> prompt, int64_
   if (keep < 0 || keep >= int64_t(prompt.size()))
     return make_error(ErrorKind::kInvalidArgument, "reused prefix of ", keep, " rows is outside [0, prompt of ",
                       prompt.size(), " tokens)");
+  for (size_t i = 0; i < key.images.size(); ++i) {
+    const ImageSpanKey& s = key.images[i];
+    if (s.begin < (i ? key.images[i - 1].end : 0) || s.end <= s.begin || s.end > int64_t(prompt.size()))
+      return make_error(ErrorKind::kInvalidArgument, "image span ", i, " [", s.begin, ", ", s.end,
+                        ") is not ascending inside the prompt of ", prompt.size(), " rows");
+  }
   std::span<const int32_t> have = reusable_prefix(source);
   if (keep > int64_t(have.size()))
     return make_error(ErrorKind::kInvalidArgument, "reused prefix of ", keep, " rows, but slot ", source, " holds ",
@@ -487,6 +529,11 @@ Result<int64_t> TextModel::admit_reusing(std::span<const int64_t> prompt, int64_
     if (have[size_t(i)] != prompt[size_t(i)])
       return make_error(ErrorKind::kInvalidArgument, "reused prefix: row ", i, " of slot ", source, " holds token ",
                         have[size_t(i)], " but the prompt has ", prompt[size_t(i)]);
+  if (const int64_t can = reusable_rows(source, key); keep > can)
+    return make_error(ErrorKind::kInvalidArgument, "reused prefix of ", keep, " rows, but slot ", source,
+                      " holds only ", can,
+                      " rows of this prompt (its images or their keys differ, or the prefix "
+                      "would end inside an image)");
   std::vector<int32_t> hist(have.begin(), have.begin() + keep);  // before retained_ is cleared
   HLX_RETURN_IF_ERROR(pool_.acquire(slot));
   if (source != slot && keep > 0) {
@@ -498,7 +545,7 @@ Result<int64_t> TextModel::admit_reusing(std::span<const int64_t> prompt, int64_
       std::memcpy(base + size_t(slot) * slot_bytes, base + size_t(source) * slot_bytes, size_t(keep) * row);
     }
   }
-  start_slot(slot, std::move(hist), keep);
+  start_slot(slot, std::move(hist), keep, std::vector<ImageSpanKey>(key.images.begin(), key.images.end()));
   return slot;
 }
 
@@ -508,6 +555,9 @@ Status TextModel::release(int64_t slot) {
   h.resize(size_t(prefilled_end_[size_t(slot)]));
   retained_[size_t(slot)] = std::move(h);
   h.clear();
+  // The retained rows' image spans (one cut by the end stays: matching cuts back before it).
+  std::vector<ImageSpanKey>& im = images_[size_t(slot)];
+  while (!im.empty() && im.back().begin >= prefilled_end_[size_t(slot)]) im.pop_back();
   embedded_end_[size_t(slot)] = 0;
   rope_delta_[size_t(slot)] = 0;
   prefilled_end_[size_t(slot)] = 0;
@@ -518,6 +568,8 @@ void TextModel::reset() {
   pool_ = SlotPool(shape_.slots);
   for (auto& h : history_) h.clear();
   for (auto& r : retained_) r.clear();
+  for (auto& im : images_) im.clear();
+  std::fill(image_writer_.begin(), image_writer_.end(), false);
   std::fill(embedded_end_.begin(), embedded_end_.end(), 0);
   std::fill(rope_delta_.begin(), rope_delta_.end(), 0);
   std::fill(prefilled_end_.begin(), prefilled_end_.end(), 0);
@@ -604,7 +656,8 @@ Result<Tensor> TextModel::run_prefill(int64_t slot, std::span<const int64_t> tok
     // Rows contiguous with the prefilled ones extend them (the all-logits entry is another
     // program: its rows are not counted).
     int64_t& pre = prefilled_end_[size_t(slot)];
-    pre = all_rows ? std::min(pre, c.start) : pre >= c.start ? std::max(pre, c.start + c.length) : pre;
+    const bool counted = !all_rows && !image_writer_[size_t(slot)];
+    pre = !counted ? std::min(pre, c.start) : pre >= c.start ? std::max(pre, c.start + c.length) : pre;
     Tensor& lg = (*out)[0];
     if (all_rows) {
       // Chunk row i is slot row c.start + i; new-token index = c.start + i - start.
@@ -793,6 +846,8 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
   // Masked (Gemma3): image blocks are atomic chunks, each chunk gets its own additive mask. The
   // spans cover every given id, so that a prefill stopping inside a block is refused.
   HLX_ASSIGN_OR_RETURN(std::vector<PrefillChunk> chunks, plan_chunks(token_ids, start, end_row - start, masked));
+  const bool image_entry =
+      image_writer_[size_t(slot)] && masked == has_masked_entries() && mrope == has_mrope_entries();
 
   // Per chunk: the entry, and with a payload its chunk-relative visual rows and feature slice.
   struct ChunkInputs {
@@ -873,7 +928,10 @@ Result<Tensor> TextModel::run_prefill_embeddings(int64_t slot, const Tensor& emb
     for (int64_t r = std::max(c.start, int64_t(hist.size())); r < c.start + c.length; ++r)
       hist.push_back(int32_t(token_ids[size_t(r)]));
     embedded_end_[size_t(slot)] = int64_t(hist.size());
-    prefilled_end_[size_t(slot)] = std::min(prefilled_end_[size_t(slot)], c.start);
+    // Rows of a slot that declared its image keys, written by the entry prefill_image_prompt
+    // picks, extend its prefilled rows; any other embedding rows end them.
+    int64_t& pre = prefilled_end_[size_t(slot)];
+    pre = image_entry && pre >= c.start ? std::max(pre, c.start + c.length) : std::min(pre, c.start);
     if (mrope) rope_delta_[size_t(slot)] = rope_delta;
     last = (*out)[0];
   }

@@ -101,6 +101,20 @@ struct DeepstackPayload {
   int64_t count = 0;        // entries [0, count) are real, the rest padding (never read)
 };
 
+// Prefix reuse of image prompts: the rows [begin, end) of one image and its content key (the
+// image-feature cache key: a hash of the preprocessed pixels and of the tower).
+struct ImageSpanKey {
+  int64_t begin = 0, end = 0;
+  std::string key;
+  bool operator==(const ImageSpanKey&) const = default;
+};
+// What a reusable prefix is matched against: the prompt's ids (expanded) and, for an image prompt,
+// every image's span and key in row order (empty: a token prompt).
+struct PromptKey {
+  std::span<const int64_t> ids;
+  std::span<const ImageSpanKey> images;
+};
+
 enum class FinishReason { kLength, kStop };
 const char* finish_reason_name(FinishReason r);
 
@@ -135,21 +149,36 @@ class TextModel {
   Status release(int64_t slot);
   const SlotPool& slot_pool() const { return pool_; }
 
-  // Prefix reuse (BatchEngine's prefix cache). The leading rows of a slot written by token
-  // prefill() calls and by nothing else since are "prefilled": their K/V are the bits any later
-  // prefill of the same ids writes there, because a prefill row's bits depend neither on its chunk
-  // nor on its slot (docs/PERFORMANCE.md, prefix reuse). Rows written by decode or from embeddings
-  // are not (decode attention rounds differently; image rows are keyed by pixels, not ids).
-  // release() keeps a slot's prefilled rows as its retained prefix until the slot is admitted
-  // again or reset() runs. This returns their ids: a free slot's retained prefix, or the
-  // prefilled rows of a slot in use. Empty for a slot outside [0, slots).
+  // Prefix reuse (BatchEngine's prefix cache). The leading rows of a slot written by one kind of
+  // writer and by nothing else since are "prefilled": their K/V are the bits any later prefill of
+  // the same prompt writes there, because a prefill row's bits depend neither on its chunk nor on
+  // its slot (docs/PERFORMANCE.md, prefix reuse). Two writers: token prefill() calls, and for a
+  // slot admitted by admit_reusing() with image spans, the image entry of prefill_image_prompt()
+  // (its rows are keyed by their ids plus each image's content key). Rows written by decode, by
+  // the other writer, or from embeddings into a slot that declared no image keys are not
+  // (decode attention rounds differently; M-RoPE and masked entries are other programs).
+  // release() keeps a slot's prefilled rows (and their image spans) as its retained prefix until
+  // the slot is admitted again or reset() runs. This returns their ids: a free slot's retained
+  // prefix, or the prefilled rows of a slot in use. Empty for a slot outside [0, slots).
   std::span<const int32_t> reusable_prefix(int64_t slot) const;
+  // The rows of `prompt` that `slot` can give: the longest run of leading rows whose ids match
+  // reusable_prefix(slot), written by the same writer (token vs image prompt), whose image spans
+  // are the same spans with the same keys on both sides, cut back so that it never ends inside
+  // an image span (nor inside a run of image_token_id() rows), and at most prompt size - 1 (the
+  // last row is always prefilled for its logits). 0 for a slot outside [0, slots).
+  int64_t reusable_rows(int64_t slot, const PromptKey& prompt) const;
   // admit(), but into the free `slot` with its rows [0, keep) kept: first copied there (per layer
   // K and V rows, a memcpy inside the caches) from `source` when source != slot. `keep` must lie
-  // in [0, prompt size) and rows [0, keep) of reusable_prefix(source) must equal prompt[0, keep).
-  // Every check (admission first) before anything changes; on error nothing is touched.
-  Result<int64_t> admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot, int64_t keep,
+  // in [0, reusable_rows(source, prompt)]. With image spans the prompt is an image prompt: its
+  // ids are not checked against the vocabulary here (image rows carry the image token), and the
+  // rows prefill_image_prompt() then writes extend the slot's prefilled rows. Every check
+  // (admission first) before anything changes; on error nothing is touched.
+  Result<int64_t> admit_reusing(const PromptKey& prompt, int64_t max_new_tokens, int64_t slot, int64_t keep,
                                 int64_t source, Admission* admission = nullptr);
+  Result<int64_t> admit_reusing(std::span<const int64_t> prompt, int64_t max_new_tokens, int64_t slot, int64_t keep,
+                                int64_t source, Admission* admission = nullptr) {
+    return admit_reusing(PromptKey{prompt, {}}, max_new_tokens, slot, keep, source, admission);
+  }
   // Rows [0, cache_length) of the slot hold K/V.
   Result<int64_t> cache_length(int64_t slot) const;
 
@@ -264,8 +293,9 @@ class TextModel {
   Result<std::vector<Tensor>> run(Entry& e, std::vector<Tensor> inputs);
   Status check_slot(int64_t slot) const;
   // A newly admitted slot's bookkeeping: its history (the reused rows' tokens), of which the first
-  // `prefilled` rows count as token-prefilled; nothing embedded, no rope delta, nothing retained.
-  void start_slot(int64_t slot, std::vector<int32_t> history, int64_t prefilled);
+  // `prefilled` rows count as prefilled (by the image entry when `images` is non-empty); nothing
+  // embedded, no rope delta, nothing retained.
+  void start_slot(int64_t slot, std::vector<int32_t> history, int64_t prefilled, std::vector<ImageSpanKey> images = {});
   Status check_plain_rope(int64_t slot, const char* what) const;
   int64_t deepstack_rows(int64_t bucket) const;  // EntryRequest::visual_rows of a deepstack bucket
   // prefill_embeddings, _masked and _mrope: checks, then chunk by chunk. `masked` and
@@ -294,6 +324,10 @@ class TextModel {
   // for a free slot, the ids of the prefilled rows it retained at release().
   std::vector<int64_t> prefilled_end_;
   std::vector<std::vector<int32_t>> retained_;
+  // Per slot: the image spans (with keys) its prompt declared at admit_reusing(), kept with the
+  // retained prefix at release(); and whether its prefilled rows come from the image entry.
+  std::vector<std::vector<ImageSpanKey>> images_;
+  std::vector<bool> image_writer_;
   // Gemma3 VLM: the masked entries' variant (empty: none), the image soft-token id, the mask rule.
   std::string masked_variant_;
   mm::MaskRule mask_rule_ = mm::MaskRule::kImageBlocks;

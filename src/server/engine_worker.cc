@@ -81,7 +81,7 @@ void EngineWorker::run(engine::TextModel& model, engine::BatchEngineOptions opti
       if (c->prefill_chunks > 0) {
         metrics_.add_prefill(c->prompt_tokens - c->cached_tokens, c->prefill_ms / 1000.0);
         metrics_.add_prompt_reuse(c->cached_tokens, c->prompt_tokens - c->cached_tokens);
-        metrics_.add_images(c->cached_images, c->images - c->cached_images);
+        metrics_.add_images(c->cached_images, c->images - c->cached_images - c->reused_images);
       }
       if (c->tokens.size() > 1) metrics_.add_decode(int64_t(c->tokens.size()) - 1, c->decode_ms / 1000.0);
     }

@@ -9,6 +9,7 @@
 //   hlx_image_cache_hits_total / hlx_image_cache_misses_total
 //                                            counters: images of finished generations whose
 //                                            features came from the image-feature cache / were encoded
+//                                            (images inside a reused prefix count as neither)
 //   hlx_generated_tokens_total               counter: tokens generated (streamed or not)
 //   hlx_prefill_seconds_total / hlx_decode_seconds_total
 //                                            counters: engine time per request (prefill calls;

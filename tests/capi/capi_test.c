@@ -285,12 +285,26 @@ static void test_images(const char* hlx, const char* dir) {
   if (rx) CHECK(rx->finish == HLX_FINISH_CANCELLED);
   hlx_result_free(rx);
 
-  /* image_cache_mib: the default cache gives the PNG's features back (same ids); 0 encodes again */
+  /* The first request's prompt again on `m` (prefix reuse on): its rows are reused through the
+     image, which is neither encoded nor looked up. image_cache_mib, with prefix reuse off: the
+     default cache gives the PNG's features back on the second request (same ids); 0 encodes
+     again. */
+  hlx_model_t* m1 = NULL;
   hlx_model_t* m0 = NULL;
+  o.prefix_cache = 0;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m1));
   o.image_cache_mib = 0;
   EXPECT_OK(hlx_model_load(model_dir, &o, &m0));
-  for (int pass = 0; pass < 3; ++pass) {
-    hlx_model_t* mm = pass == 0 ? m : m0;
+  const struct {
+    hlx_model_t* mm;
+    int64_t cached_images, min_cached_tokens, max_cached_tokens;
+  } passes[] = {{m, 0, tokens_per_image + 1, (int64_t)nq + tokens_per_image},
+                {m1, 0, 0, 0},
+                {m1, 1, 0, 0},
+                {m0, 0, 0, 0},
+                {m0, 0, 0, 0}};
+  for (int pass = 0; pass < (int)(sizeof passes / sizeof passes[0]); ++pass) {
+    hlx_model_t* mm = passes[pass].mm;
     if (!mm) continue;
     hlx_request_id_t y = 0;
     EXPECT_OK(hlx_submit_image_bytes(mm, question, kPng, sizeof kPng, &gp, &y));
@@ -298,13 +312,19 @@ static void test_images(const char* hlx, const char* dir) {
     hlx_result_t* ry = NULL;
     EXPECT_OK(hlx_result(mm, y, &ry));
     if (!ry) continue;
-    int64_t cached = -1;
+    int64_t cached = -1, rows = -1;
     EXPECT_OK(hlx_result_cached_images(ry, &cached));
-    CHECK(cached == (pass == 0 ? 1 : 0));
-    if (cached != (pass == 0 ? 1 : 0)) fprintf(stderr, "image pass %d: cached_images %lld\n", pass, (long long)cached);
+    EXPECT_OK(hlx_result_cached_tokens(ry, &rows));
+    CHECK(cached == passes[pass].cached_images);
+    CHECK(rows >= passes[pass].min_cached_tokens && rows <= passes[pass].max_cached_tokens);
+    if (cached != passes[pass].cached_images || rows < passes[pass].min_cached_tokens ||
+        rows > passes[pass].max_cached_tokens)
+      fprintf(stderr, "image pass %d: cached_images %lld, cached_tokens %lld\n", pass, (long long)cached,
+              (long long)rows);
     CHECK(same_tokens(ry->tokens, ry->token_count, image_ids, n_image_ids));
     hlx_result_free(ry);
   }
+  hlx_model_release(m1);
   hlx_model_release(m0);
   hlx_model_release(m);
 }

@@ -293,6 +293,7 @@ TEST_P(VisionEngine, SideTensorsAreReleasedAfterPrefillAndOnCancel) {
   ASSERT_TRUE(m.text && m.vision);
   BatchEngineOptions no_cache = with_vision(m.vision.get());
   no_cache.image_cache_bytes = 0;  // every request encodes: the steps below count encode calls
+  no_cache.prefix_cache = false;   // (a repeated prompt would reuse its image rows, no encode)
   BatchEngine engine(*m.text, no_cache);
   GenerationRequest r;
   r.images = {picture(30, 30, 1), picture(50, 20, 2)};
@@ -414,6 +415,188 @@ TEST_P(VisionEngine, RepeatedImageSkipsEncodeAndIsBitIdentical) {
   run(small, first);
   EXPECT_EQ(run(small, again).c.cached_images, 0);
   EXPECT_EQ(small.image_cache_bytes(), 0u);
+}
+
+// Prefix reuse through images: the rows of an image prompt stay in its slot, keyed by their ids
+// and each image's content key. Every request below is compared bit for bit (tokens and every
+// logits row) with the same request on an engine with reuse off, and its cached_tokens asserted.
+class ImagePrefix {
+ public:
+  explicit ImagePrefix(Models& m) : engine_(*m.text, with_vision(m.vision.get())) {}
+  BatchEngine& engine() { return engine_; }
+  Outcome run(const Spec& s) {
+    Outcome o;
+    auto id = engine_.submit(make_request(s, &o.logits));
+    EXPECT_TRUE(id.ok()) << id.status().to_string();
+    EXPECT_TRUE(engine_.run_until_idle().ok());
+    o.c = engine_.take_completion(*id).value();
+    EXPECT_EQ(o.c.finish, Finish::kLength) << o.c.error.to_string();
+    return o;
+  }
+
+ private:
+  BatchEngine engine_;
+};
+
+Outcome run_without_reuse(Models& m, const Spec& s) {
+  BatchEngineOptions o = with_vision(m.vision.get());
+  o.prefix_cache = false;
+  o.image_cache_bytes = 0;
+  Session session(*m.text, o);
+  Outcome out;
+  auto c = session.generate(make_request(s, &out.logits));
+  EXPECT_TRUE(c.ok()) << c.status().to_string();
+  if (c.ok()) out.c = std::move(*c);
+  EXPECT_EQ(out.c.finish, Finish::kLength) << out.c.error.to_string();
+  EXPECT_EQ(out.c.cached_tokens, 0);
+  return out;
+}
+
+void expect_same(const Outcome& got, const Outcome& want, const std::string& what) {
+  EXPECT_EQ(got.c.tokens, want.c.tokens) << what;
+  ASSERT_EQ(got.logits.size(), want.logits.size()) << what;
+  for (size_t t = 0; t < want.logits.size(); ++t)
+    EXPECT_TRUE(got.logits[t] == want.logits[t]) << what << ": logits of token " << t << " differ in bits";
+}
+
+std::vector<int64_t> cat(std::vector<int64_t> a, const std::vector<int64_t>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+// Turn 2 of a chat (turn 1's prompt, an answer, a new question) reuses every row of turn 1's
+// prompt, the image's included, and encodes nothing (not even an image-cache lookup).
+TEST_P(VisionEngine, ChatTurnReusesThroughTheImageBitIdentically) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  const mm::Image im = picture(40, 30, 3);
+  const Spec turn1{image_prompt(12, 1, *m.vision, {3}, {im}), {im}, 4};
+  const Spec turn2{cat(cat(turn1.prompt, text_prompt(5, 7)), text_prompt(9, 8)), {im}, 5};
+  // Turn 3 brings a second image: only that one is encoded (Qwen3-VL: DeepStack rows for it alone).
+  const mm::Image im2 = picture(30, 30, 2);
+  const Spec turn3{cat(turn2.prompt, image_prompt(12, 9, *m.vision, {4}, {im2})), {im, im2}, 3};
+  std::vector<Outcome> got;
+  {
+    ImagePrefix e(m);
+    got.push_back(e.run(turn1));
+    got.push_back(e.run(turn2));
+    got.push_back(e.run(turn3));
+  }
+  EXPECT_EQ(got[0].c.cached_tokens, 0);
+  EXPECT_EQ(got[1].c.cached_tokens, int64_t(turn1.prompt.size())) << "turn 2 reuses turn 1's prompt rows";
+  EXPECT_EQ(got[2].c.cached_tokens, int64_t(turn2.prompt.size()));
+  for (size_t t = 1; t < 3; ++t) EXPECT_EQ(got[t].c.cached_images, 0) << "turn " << t + 1 << ": no cache lookup";
+  EXPECT_EQ(got[1].c.encode_ms, 0.0) << "turn 2: the image lies in the reused rows";
+  EXPECT_EQ(got[1].c.reused_images, 1);
+  EXPECT_EQ(got[2].c.reused_images, 1) << "turn 3: the first image only";
+  EXPECT_GT(got[2].c.encode_ms, 0.0) << "turn 3: the new image is encoded";
+  const Spec* specs[] = {&turn1, &turn2, &turn3};
+  for (size_t t = 0; t < 3; ++t) expect_same(got[t], run_without_reuse(m, *specs[t]), "turn " + std::to_string(t + 1));
+}
+
+// The same ids with another image at the same rows reuse only the rows before it; a prompt whose
+// reusable rows would end inside an image (its last row is an image row) is cut back to the
+// image's first row.
+TEST_P(VisionEngine, ImageKeysAndSpanEdgesBoundTheReusedPrefix) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  const mm::Image a = picture(40, 30, 3), b = picture(40, 30, 4);
+  ASSERT_EQ(tokens_of(*m.vision, a), tokens_of(*m.vision, b));
+  const Spec first{image_prompt(12, 1, *m.vision, {3}, {a}), {a}, 3};
+  const Spec other{first.prompt, {b}, 3};  // same ids, another picture
+  std::vector<int64_t> ends_in_image(first.prompt.begin(), first.prompt.begin() + 3 + tokens_of(*m.vision, a));
+  const Spec last_row_image{ends_in_image, {a}, 3};
+  Outcome o, e;
+  {
+    ImagePrefix eng(m);
+    eng.run(first);
+    o = eng.run(other);
+    eng.run(first);
+    e = eng.run(last_row_image);
+  }
+  EXPECT_EQ(o.c.cached_tokens, 3) << "another image: only the text rows before it";
+  EXPECT_EQ(e.c.cached_tokens, 3) << "cut back to the image's first row";
+  EXPECT_EQ(e.c.cached_images, 1) << "the image's rows are computed again (its features from the image cache)";
+  expect_same(o, run_without_reuse(m, other), "another image");
+  expect_same(e, run_without_reuse(m, last_row_image), "prompt ending with the image");
+}
+
+// A request cancelled after its first chunk (rows [0, 32) written, the image's rows [20, 20 + t)
+// only in part when t > 12) leaves only the rows before the image reusable: an image counts only
+// when all its rows were written.
+TEST_P(VisionEngine, PartlyWrittenImageIsNotReused) {
+  Models m = load(GetParam(), 1);
+  ASSERT_TRUE(m.text && m.vision);
+  const mm::Image im = picture(40, 30, 3);
+  const int64_t t = tokens_of(*m.vision, im);
+  const Spec spec{image_prompt(30, 4, *m.vision, {20}, {im}), {im}, 3};
+  {
+    ImagePrefix eng(m);
+    std::vector<std::string> sink;
+    auto id = eng.engine().submit(make_request(spec, &sink));
+    ASSERT_TRUE(id.ok());
+    while (m.text->cache_length(0).value() == 0) ASSERT_TRUE(eng.engine().step().ok());
+    ASSERT_LT(m.text->cache_length(0).value(), int64_t(spec.prompt.size()));
+    ASSERT_TRUE(eng.engine().cancel(*id).ok());
+    ASSERT_TRUE(eng.engine().run_until_idle().ok());
+  }
+  Outcome o;
+  {
+    ImagePrefix eng(m);
+    o = eng.run(spec);
+  }
+  EXPECT_EQ(o.c.cached_tokens, 20 + t > 32 ? 20 : 32) << t << " image rows";
+  expect_same(o, run_without_reuse(m, spec), "after a cancelled prefill");
+}
+
+// TextModel::admit_reusing checks the image keys and span edges itself, before touching anything.
+TEST(VisionEnginePrefix, AdmitReusingRefusesAnotherImageOrARowInsideOne) {
+  Models m = load("llava-clip", 1);
+  ASSERT_TRUE(m.text && m.vision);
+  const mm::Image a = picture(40, 30, 3);
+  const Spec first{image_prompt(12, 1, *m.vision, {3}, {a}), {a}, 2};
+  {
+    ImagePrefix eng(m);
+    eng.run(first);
+  }
+  const int64_t t = tokens_of(*m.vision, a), n = int64_t(first.prompt.size());
+  ASSERT_EQ(m.text->reusable_prefix(0).size(), size_t(n));
+  const std::vector<ImageSpanKey> other = {{3, 3 + t, "another image"}};
+  const PromptKey wrong{first.prompt, other};
+  EXPECT_EQ(m.text->reusable_rows(0, wrong), 3);
+  auto bad = m.text->admit_reusing(wrong, 2, 0, 4, 0);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().kind(), ErrorKind::kInvalidArgument) << bad.status().to_string();
+  EXPECT_EQ(m.text->reusable_prefix(0).size(), size_t(n)) << "a refused admission touches nothing";
+  EXPECT_EQ(m.text->slot_pool().free_count(), 1);
+  EXPECT_TRUE(m.text->admit_reusing(wrong, 2, 0, 3, 0).ok());  // the rows before the image
+  ASSERT_TRUE(m.text->release(0).ok());
+}
+
+// A prefix held by a slot that is still decoding is copied into the free slot.
+TEST_P(VisionEngine, ImagePrefixIsCopiedFromARunningSlot) {
+  Models m = load(GetParam(), 2);
+  ASSERT_TRUE(m.text && m.vision);
+  const mm::Image im = picture(33, 33, 4);
+  const Spec shared{image_prompt(10, 2, *m.vision, {4}, {im}), {im}, 12};
+  const Spec later{cat(shared.prompt, text_prompt(7, 3)), {im}, 4};
+  Outcome s, l;
+  {
+    ImagePrefix eng(m);
+    BatchEngine& e = eng.engine();
+    auto a = e.submit(make_request(shared, &s.logits));
+    ASSERT_TRUE(a.ok());
+    while (s.logits.size() < 2) ASSERT_TRUE(e.step().ok());  // decoding: its prompt rows are written
+    auto b = e.submit(make_request(later, &l.logits));
+    ASSERT_TRUE(b.ok());
+    ASSERT_TRUE(e.run_until_idle().ok());
+    s.c = e.take_completion(*a).value();
+    l.c = e.take_completion(*b).value();
+  }
+  EXPECT_EQ(l.c.cached_tokens, int64_t(shared.prompt.size()));
+  EXPECT_EQ(l.c.encode_ms, 0.0);
+  expect_same(s, run_without_reuse(m, shared), "running request");
+  expect_same(l, run_without_reuse(m, later), "copied prefix");
 }
 
 // With the prefix cache on, an image request (which reuses no rows) takes the least recently

@@ -140,6 +140,22 @@ def main():
                 if b == 1:
                     check(abs(e["prefill_over_prefill512"] - e["prefill_tok_s"] / ref["tok_s"]) <= 1e-9,
                           "long prefill ratio")
+        # Prefix-reuse section alone (issue 19): turn k reuses turn k-1's prompt (reply 8 + user 24
+        # tokens later), the tokens with and without reuse match, the ratio is that of the sums.
+        out_chat = os.path.join(tmp, "chat.json")
+        r = subprocess.run([args.hlx, "bench", "-m", model, "--json", out_chat, "--threads", "2",
+                            "--prefix-chat-only", "--chat-history", "100", "--chat-turns", "3", "--reps", "1"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"hlx bench --prefix-chat-only exit {r.returncode}: {r.stderr}")
+        if r.returncode == 0:
+            pc = json.load(open(out_chat))["prefix_chat"]
+            turns = pc["turns"]
+            check([t["prompt_tokens"] for t in turns] == [100, 132, 164], "chat prompts grow by reply + user")
+            check([t["cached_tokens"] for t in turns] == [0, 100, 132], "each turn reuses the previous prompt")
+            check(pc["same_tokens"] is True, "the same tokens with and without reuse")
+            on = sum(t["ttft_ms_reuse"] for t in turns[1:])
+            off = sum(t["ttft_ms_no_reuse"] for t in turns[1:])
+            check(abs(pc["later_turns_ttft_ratio"] - on / off) <= 1e-9, "ratio of the later turns' sums")
         bad = subprocess.run([args.hlx, "bench", "-m", model, "--long-context", "--long-contexts", "300",
                               "--long-capacity", "256"], capture_output=True, text=True)
         check(bad.returncode != 0 and "300" in bad.stderr, "long context beyond the long capacity is rejected")

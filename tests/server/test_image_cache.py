@@ -86,9 +86,10 @@ def main():
     with tempfile.TemporaryDirectory(prefix="hlx_image_cache_") as tmp:
         model = os.path.join(tmp, "llava")
         run([hlx, "fixture", "--family", "llava-clip", "--out", model, "--dtype", "f32", "--seed", "3"])
-        with hlxtest.Server(hlx, model, "--slots", "1", log=os.path.join(tmp, "on.log")) as on, \
-                hlxtest.Server(hlx, model, "--slots", "1", "--image-cache-mib", "0",
-                               log=os.path.join(tmp, "off.log")) as off:
+        # Prefix reuse off: a repeated prompt would reuse its image rows and never look the image up.
+        flags = ["--slots", "1", "--prefix-cache", "off"]
+        with hlxtest.Server(hlx, model, *flags, log=os.path.join(tmp, "on.log")) as on, \
+                hlxtest.Server(hlx, model, *flags, "--image-cache-mib", "0", log=os.path.join(tmp, "off.log")) as off:
             on_port, off_port = on.port, off.port
             t1 = chat(on_port, a0)
             t2 = chat(on_port, a9)
