@@ -7,8 +7,14 @@ TTFT is measured to the first streamed content chunk. Prints one line per turn a
 
 Run: /usr/bin/python3 bench/prefix_chat.py --hlx build/bin/hlx -m /tmp/q06 [--history-words 1100]
 (the checkpoint: `hlx fixture --family qwen3 --preset qwen3-0.6b --dtype bf16 --out /tmp/q06`).
+`hlx bench --prefix-chat` gives the text figure in-process; this script's use is the image case:
+--image X.png attaches the image to the first message (a VLM checkpoint, e.g. `hlx fixture --family
+gemma3-vlm --preset gemma-3-4b`), so turn 1 runs the tower on both servers and later turns either
+reuse the rows through the image (prefix cache on) or only its encoded features (off: the image
+cache still holds them).
 """
 import argparse
+import base64
 import http.client
 import json
 import os
@@ -72,6 +78,7 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=16)
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--capacity", type=int, default=2048)
+    ap.add_argument("--image", help="PNG/JPEG attached to the first user message")
     a = ap.parse_args()
     words = ("the quick brown fox jumps over a lazy dog while seven wizards quietly judge boxing matches "
              "and pack my box with five dozen liquor jugs ").split()
@@ -83,6 +90,9 @@ def main():
     try:
         for t in range(a.turns):
             user = ("Summarise this text:\n" + long_text) if t == 0 else f"Now say it again, version {t + 1}."
+            if t == 0 and a.image:
+                url = "data:image/png;base64," + base64.b64encode(open(a.image, "rb").read()).decode()
+                user = [{"type": "image_url", "image_url": {"url": url}}, {"type": "text", "text": user}]
             row = {"turn": t + 1}
             for k, (_, port) in servers.items():
                 history[k].append({"role": "user", "content": user})
