@@ -5,11 +5,14 @@ A test imports it with
     import hlxtest
 and ends with `return hlxtest.finish()`. Not a test itself (ctest registers test_*.py only).
 """
+import argparse
 import http.client
 import json
 import os
+import re
 import socket
 import subprocess
+import sys
 import time
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -18,6 +21,19 @@ GEMMA_TOKENIZER = os.path.join(REPO, "node_modules", "@lenml", "tokenizer-gemma3
 SKIP = 77  # ctest's SKIP_RETURN_CODE for these tests: a reference is not installed
 
 failures = []
+
+
+def hlx_from_args(*needs):
+    """The test's --hlx argument as an absolute path. Each of `needs` (a directory such as
+    QWEN_TOKENIZER) must exist, else the test is skipped: exits with SKIP naming it."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--hlx", required=True)
+    hlx = os.path.abspath(ap.parse_args().hlx)
+    for d in needs:
+        if not os.path.isdir(d):
+            print(f"skip: {os.path.relpath(d, REPO)} is not installed (make setup)")
+            sys.exit(SKIP)
+    return hlx
 
 
 def check(cond, what):
@@ -69,6 +85,23 @@ def post(port, path, body, **kw):
     """POST a JSON body; returns (status, parsed JSON body)."""
     status, data = request(port, "POST", path, body, **kw)
     return status, json.loads(data)
+
+
+def metric(port, name):
+    """The value of counter `name` on /metrics, or None when it is not listed."""
+    data = request(port, "GET", "/metrics")[1].decode()
+    m = re.search(r"^" + name + r" (\d+)$", data, re.M)
+    return int(m.group(1)) if m else None
+
+
+def wait_metric(port, name, want):
+    """metric() once it equals `want`, or its value after ~5 s: the engine thread counts a request
+    after the step that finished it, a moment after the response."""
+    for _ in range(100):
+        if metric(port, name) == want:
+            break
+        time.sleep(0.05)
+    return metric(port, name)
 
 
 class Server:

