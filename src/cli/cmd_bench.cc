@@ -129,7 +129,9 @@ size_t weight_bytes_per_token(const models::TextModelSpec& spec, kernels::Weight
 
 // K and V bytes attention reads per token (one sequence) at context `len`.
 size_t kv_bytes_per_token(const models::TextModelSpec& spec, DType kv, int64_t len) {
-  return size_t(spec.num_layers) * 2 * size_t(len) * size_t(spec.num_kv_heads * spec.head_dim) * dtype_size(kv);
+  // int8 KV also reads one f32 scale per row and kv head.
+  const size_t row = size_t(spec.num_kv_heads) * (size_t(spec.head_dim) * dtype_size(kv) + (kv == DType::kI8 ? 4 : 0));
+  return size_t(spec.num_layers) * 2 * size_t(len) * row;
 }
 
 struct DecodeRun {
