@@ -715,6 +715,9 @@ shlo::Op attention_op(shlo::Function& fn, const AttentionDesc& d) {
                  fn.new_value({DType::kI32, {d.batch, d.q_len}}),
                  fn.new_value({DType::kI32, {d.batch}})};
   if (d.has_bias) op.operands.push_back(fn.new_value({DType::kF32, {d.batch, d.q_len, d.capacity}}));
+  if (d.kv_type == DType::kI8)  // k_scale, v_scale
+    for (int i = 0; i < 2; ++i)
+      op.operands.push_back(fn.new_value({DType::kF32, {d.num_slots, d.capacity, d.kv_heads}}));
   op.results = {fn.new_value({DType::kF32, {d.batch, d.q_len, d.q_heads, d.head_dim}})};
   shlo::AttrDict ca;
   ca.push_back({"scale", shlo::Attr::floating(d.scale)});
@@ -772,6 +775,54 @@ TEST(NativeAttention, CompositeRunsKernel) {
   int32_t bad_slot[2] = {0, 2};
   Tensor slot_bad = bytes_tensor(DType::kI32, {2}, bad_slot);
   EXPECT_EQ((*kernel)->run({&q, &k, &v, &slot_bad, &pos, &len, &bias}, {&out}).kind(), ErrorKind::kOutOfRange);
+}
+
+// An i8 cache through the op binding: the scale operands follow the bias and reach the kernel.
+TEST(NativeAttention, CompositeRunsKernelOnInt8Cache) {
+  AttentionDesc d;
+  d.batch = 2;
+  d.q_len = 1;
+  d.q_heads = 4;
+  d.kv_heads = 2;
+  d.head_dim = 32;
+  d.num_slots = 2;
+  d.capacity = 20;
+  d.kv_type = DType::kI8;
+  d.scale = 0.3f;
+  d.has_bias = true;
+  shlo::Function fn;
+  shlo::Op op = attention_op(fn, d);
+  auto kernel = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
+  Inputs in = make_inputs(d, 12, {1, 0}, {20, 9}, {19, 8});
+  Tensor q = bytes_tensor(d.q_type, {2, 1, 4, 32}, in.qb.data());
+  Tensor k = bytes_tensor(DType::kI8, {2, 20, 2, 32}, in.kb.data());
+  Tensor v = bytes_tensor(DType::kI8, {2, 20, 2, 32}, in.vb.data());
+  Tensor slot = bytes_tensor(DType::kI32, {2}, in.slot.data());
+  Tensor pos = bytes_tensor(DType::kI32, {2, 1}, in.q_pos.data());
+  Tensor len = bytes_tensor(DType::kI32, {2}, in.kv_len.data());
+  Tensor bias = bytes_tensor(DType::kF32, {2, 1, 20}, in.bias.data());
+  Tensor ks = bytes_tensor(DType::kF32, {2, 20, 2}, in.ks.data());
+  Tensor vs = bytes_tensor(DType::kF32, {2, 20, 2}, in.vs.data());
+  Tensor out = Tensor::zeros(DType::kF32, {2, 1, 4, 32});
+  ASSERT_TRUE((*kernel)->run({&q, &k, &v, &slot, &pos, &len, &bias, &ks, &vs}, {&out}).ok());
+  auto want = reference(d, in);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], 2e-5) << i;
+  {  // without the scale operands: refused at compile time, naming them
+    shlo::Function fn2;
+    shlo::Op op2 = attention_op(fn2, d);
+    op2.operands.resize(op2.operands.size() - 2);
+    auto r = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op2, fn2);
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+  }
+  {  // scales of the wrong shape
+    shlo::Function fn2;
+    shlo::Op op2 = attention_op(fn2, d);
+    fn2.value_types[size_t(op2.operands.back())].shape = {2, 20, 1};
+    auto r = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op2, fn2);
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("v_scale"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(NativeAttention, CompileTimeChecks) {
