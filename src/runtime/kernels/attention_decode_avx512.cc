@@ -87,8 +87,10 @@ inline void prefetch_span(const E* p, int64_t elems) {
 constexpr int64_t kAhead = 16;   // K rows prefetched ahead of the score pass
 constexpr int64_t kVChunk = 32;  // keys per P.V chunk; the next chunk's V rows are prefetched
 
-// Even / odd elements of 32 cache elements as f32: bf16 (exact), or i8 codes (int8 KV: exact
-// integers; the row's scale is applied to the score (K) or the weight (V), not per element).
+// 32 cache elements as two f32 vectors, in the chunk layout of Q and the accumulators: bf16 as
+// its even / odd elements (exact, one instruction per 16); i8 codes (int8 KV: exact integers; the
+// row's scale is applied to the score (K) or the weight (V), not per element) as elements 0-15 and
+// 16-31 (sign-extend + convert per 16: half the instructions of an even / odd split of bytes).
 // Mask m: 32 elements, or 16 (the rest zero) for the last chunk of a head_dim that is an odd multiple of 16.
 inline void load_chunk(const uint16_t* p, __mmask32 m, __m512* e, __m512* o) {
   const __m512i x = _mm512_maskz_loadu_epi16(m, p);
@@ -96,10 +98,12 @@ inline void load_chunk(const uint16_t* p, __mmask32 m, __m512* e, __m512* o) {
   *o = odd_f32(x);
 }
 inline void load_chunk(const int8_t* p, __mmask32 m, __m512* e, __m512* o) {
-  const __m512i x = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, p));  // dword i = code 2i | code 2i+1 << 16
-  *e = _mm512_cvtepi32_ps(_mm512_srai_epi32(_mm512_slli_epi32(x, 16), 16));
-  *o = _mm512_cvtepi32_ps(_mm512_srai_epi32(x, 16));
+  *e = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(__mmask16(m), p)));
+  *o = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(__mmask16(m >> 16), p + 16)));
 }
+// Whether the chunk layout of element type E is natural (0-15, 16-31) rather than even / odd.
+template <class E>
+constexpr bool kNaturalChunks = sizeof(E) == 1;
 inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : __mmask32(0xffff); }
 
 // Scores of R query rows (R = 1 or 2) against the 16 / R keys [j, j + 16 / R) (keys at or past hi
@@ -205,8 +209,14 @@ void weighted_part_all(const float* const* p, const E* v, int64_t stride, int64_
   }
 }
 
-// out[0, Dh) = inv * the columns of acc (per 32-column chunk: 16 even, then 16 odd) interleaved back.
-void finish_row(const float* acc, int64_t Dh, float inv, float* out) {
+// out[0, Dh) = inv * the columns of acc (per 32-column chunk: 16 even, then 16 odd) interleaved back;
+// natural: the chunks already hold columns in order.
+void finish_row(const float* acc, int64_t Dh, float inv, float* out, bool natural) {
+  if (natural) {
+    const __m512 sc = _mm512_set1_ps(inv);
+    for (int64_t c = 0; c < Dh; c += 16) _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_loadu_ps(acc + c), sc));
+    return;
+  }
   const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512 sc = _mm512_set1_ps(inv);
@@ -362,8 +372,13 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             x1 = _mm512_castsi512_ps(
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
           }
-          _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
-          _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
+          if constexpr (kNaturalChunks<E>) {
+            _mm512_storeu_ps(dst + c * 32, x0);
+            _mm512_storeu_ps(dst + c * 32 + 16, x1);
+          } else {
+            _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
+            _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
+          }
         }
       }
       const E* kb = k16 + (slot[b] * S * Hkv + h0) * Dh;  // row j of head h0 + l at kb + j * stride + l * Dh
@@ -440,7 +455,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
         }
       }
       if (!part.split) {
-        for (int64_t i = 0; i < rows; ++i) finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh);
+        for (int64_t i = 0; i < rows; ++i)
+          finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh, kNaturalChunks<E>);
         continue;
       }
       for (int64_t i = 0; i < rows; ++i) {
@@ -480,7 +496,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           _mm512_storeu_ps(merged.data() + c,
                            _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 + c), _mm512_loadu_ps(merged.data() + c)));
       }
-      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o);
+      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o, kNaturalChunks<E>);
     }
   });
 }
