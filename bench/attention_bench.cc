@@ -100,6 +100,8 @@ BENCHMARK(BM_Attention)
     ->Args({1, 512, 512, 0})
     ->Args({1, 512, 2048, 0})
     ->Args({1, 512, 512, 1})
+    ->Args({1, 2048, 2048, 1})  // long-context prefill (issue 27): the whole causal triangle
+    ->Args({1, 8192, 8192, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -103,31 +103,6 @@ int64_t argmax(const float* row, int64_t n) {
   return greedy.sample({row, size_t(n)}).value();
 }
 
-// Bytes one decode step streams from the checkpoint: every tensor except an untied embedding table
-// (only one row of it is gathered). With int8 / int4 weights, each matmul weight (rank 2) counts its
-// packed int8 values and f32 scales.
-size_t weight_bytes_per_token(const models::TextModelSpec& spec, kernels::WeightFormat format) {
-  const std::string embed = spec.weight_prefix + "embed_tokens.weight";
-  const size_t elt = dtype_size(spec.weight_dtype);
-  size_t total = 0;
-  for (const auto& t : models::text_checkpoint_layout(spec)) {
-    if (t.name == embed && spec.lm_head_name != embed) {
-      total += size_t(spec.hidden_size) * elt;
-      continue;
-    }
-    if (format == kernels::WeightFormat::kInt8 && t.shape.size() == 2) {  // [N, K]
-      total += kernels::int8_packed_bytes(t.shape[1], t.shape[0]);
-      continue;
-    }
-    if (format == kernels::WeightFormat::kInt4 && t.shape.size() == 2) {
-      total += kernels::int4_packed_bytes(t.shape[1], t.shape[0]);
-      continue;
-    }
-    total += size_t(num_elements(t.shape)) * elt;
-  }
-  return total;
-}
-
 // K and V bytes attention reads per token (one sequence) at context `len`.
 size_t kv_bytes_per_token(const models::TextModelSpec& spec, DType kv, int64_t len) {
   // int8 KV also reads one f32 scale per row and kv head.
@@ -270,7 +245,7 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
     const int64_t ref_len = std::min<int64_t>(512, o.context_capacity - 1);  // 512 but on tiny test capacities
     HLX_RETURN_IF_ERROR(m->warm_up(ref_len, false, batch));
     kv_row = kv_bytes_per_token(m->spec(), m->shape().kv_dtype, 1);
-    const size_t wbytes = weight_bytes_per_token(m->spec(), o.weight_format);
+    const size_t wbytes = m->stats().decode_weight_bytes;
     if (prefill512 == 0) {
       HLX_ASSIGN_OR_RETURN(PrefillRun r, run_prefill(*m, ref_len, a.reps));
       prefill512 = r.tok_s;
@@ -442,7 +417,7 @@ Status run_bench(const BenchArgs& a) {
                   {"hidden", spec.hidden_size},
                   {"vocab", spec.vocab_size},
                   {"weight_dtype", dtype_name(spec.weight_dtype)},
-                  {"weight_format", kernels::weight_format_name(o.weight_format)},
+                  {"weight_format", spec.weight_format.empty() ? "as-stored" : spec.weight_format},
                   {"weight_bytes", st.weight_bytes},
                   {"kv_bytes", st.kv_bytes},
                   {"capacity", a.capacity},
@@ -457,8 +432,9 @@ Status run_bench(const BenchArgs& a) {
                      {"warm_up_total", warm_ms}};
   std::printf("model: %s, %lld layers, weights %s (%s, matmuls %s), KV %s (capacity %lld x %lld slots)\n",
               spec.model_type.c_str(), static_cast<long long>(spec.num_layers), gb(double(st.weight_bytes)).c_str(),
-              dtype_name(spec.weight_dtype).data(), kernels::weight_format_name(o.weight_format),
-              gb(double(st.kv_bytes)).c_str(), static_cast<long long>(a.capacity), static_cast<long long>(o.slots));
+              dtype_name(spec.weight_dtype).data(),
+              spec.weight_format.empty() ? "as-stored" : spec.weight_format.c_str(), gb(double(st.kv_bytes)).c_str(),
+              static_cast<long long>(a.capacity), static_cast<long long>(o.slots));
   std::printf(
       "load %.0f ms: emit %d entries %.0f ms; plan/compile %d entries %.0f ms (%.0f ms each); "
       "bind+pack weights %.0f ms\n",
@@ -466,7 +442,7 @@ Status run_bench(const BenchArgs& a) {
       st.bind_ms);
 
   // ---- roofline
-  const size_t wbytes = weight_bytes_per_token(spec, o.weight_format);
+  const size_t wbytes = st.decode_weight_bytes;
   auto roofline = [&](int64_t batch, int64_t ctx, double bandwidth) {
     const double per_step = double(wbytes) + double(batch) * double(kv_bytes_per_token(spec, m->shape().kv_dtype, ctx));
     return double(batch) * bandwidth / per_step;

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "cli/command.h"
+#include "cli/int_list.h"
 #include "tokenizer/tokenizer.h"
 
 namespace hlx::cli {
@@ -16,35 +17,13 @@ struct DetokenizeArgs {
   bool skip_special = false;
 };
 
-Result<std::vector<uint32_t>> parse_id_list(const std::string& s) {
-  std::vector<uint32_t> ids;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find_first_of(", \t\n", i);
-    if (j == std::string::npos) j = s.size();
-    std::string part = s.substr(i, j - i);
-    if (!part.empty()) {
-      uint64_t v = 0;
-      for (char c : part) {
-        if (c < '0' || c > '9')
-          return make_error(ErrorKind::kInvalidArgument, "--ids: \"", part, "\" is not a token id");
-        v = v * 10 + uint64_t(c - '0');
-        if (v > 0xFFFFFFFFull) return make_error(ErrorKind::kOutOfRange, "--ids: ", part, " is out of range");
-      }
-      ids.push_back(uint32_t(v));
-    }
-    i = j + 1;
-  }
-  return ids;
-}
-
 Status run_detokenize(const DetokenizeArgs& a) {
   if (a.model_dir.empty() == a.tokenizer.empty())
     return make_error(ErrorKind::kInvalidArgument, "detokenize: give exactly one of -m DIR, --tokenizer PATH");
   const std::string path = a.tokenizer.empty() ? a.model_dir + "/tokenizer.json" : a.tokenizer;
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) return make_error(ErrorKind::kNotFound, "'", path, "' does not exist");
-  HLX_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, parse_id_list(a.ids));
+  HLX_ASSIGN_OR_RETURN(std::vector<uint32_t> ids, parse_token_ids(a.ids, "--ids"));
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<const tok::Tokenizer> t, tok::Tokenizer::load(path));
   HLX_ASSIGN_OR_RETURN(std::string text, t->decode(ids, a.skip_special));
   std::fwrite(text.data(), 1, text.size(), stdout);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/int_list.h"
 #include "core/tensor.h"
 #include "io/npy.h"
 #include "multimodal/image.h"
@@ -84,28 +85,12 @@ struct MropeArgs {
   bool expand = false;
 };
 
-Result<std::vector<int64_t>> int_list(const std::string& text) {
-  std::vector<int64_t> v;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find(',', i);
-    if (j == std::string::npos) j = text.size();
-    try {
-      v.push_back(std::stoll(text.substr(i, j - i)));
-    } catch (...) {
-      return make_error(ErrorKind::kInvalidArgument, "not an integer list: '", text, "'");
-    }
-    i = j + 1;
-  }
-  return v;
-}
-
 Status run_mrope(const MropeArgs& a) {
-  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> t64, int_list(a.tokens));
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> t64, parse_int_list(a.tokens, "--tokens", 0, INT32_MAX));
   std::vector<int32_t> ids(t64.begin(), t64.end());
   std::vector<mm::ImageGrid> grids;
   for (const std::string& g : a.grids) {
-    HLX_ASSIGN_OR_RETURN(std::vector<int64_t> v, int_list(g));
+    HLX_ASSIGN_OR_RETURN(std::vector<int64_t> v, parse_int_list(g, "--grid", 1, INT32_MAX));
     if (v.size() != 3) return make_error(ErrorKind::kInvalidArgument, "--grid wants T,H,W, got '", g, "'");
     grids.push_back({v[0], v[1], v[2]});
   }

@@ -16,8 +16,9 @@
 #include <vector>
 
 #include "cli/command.h"
-#include "core/clock.h"
+#include "cli/int_list.h"
 #include "cli/model_flags.h"
+#include "core/clock.h"
 #include "engine/qwen3_vl_vision_model.h"
 #include "engine/text_model.h"
 #include "io/npy.h"
@@ -34,27 +35,12 @@ struct ProbeArgs {
   ModelFlags flags;
 };
 
-Result<std::vector<int32_t>> parse_ids(const std::string& text) {
-  std::vector<int32_t> v;
-  size_t i = 0;
-  while (i < text.size()) {
-    size_t j = text.find(',', i);
-    if (j == std::string::npos) j = text.size();
-    try {
-      v.push_back(int32_t(std::stol(text.substr(i, j - i))));
-    } catch (...) {
-      return make_error(ErrorKind::kInvalidArgument, "--tokens: not an integer list: '", text, "'");
-    }
-    i = j + 1;
-  }
-  return v;
-}
-
 int64_t argmax(const float* row, int64_t n) { return std::max_element(row, row + n) - row; }
 
 Status run_probe(const ProbeArgs& a) {
   const std::string out = a.out_dir + "/";
-  HLX_ASSIGN_OR_RETURN(std::vector<int32_t> ids, parse_ids(a.tokens));
+  HLX_ASSIGN_OR_RETURN(std::vector<int64_t> parsed, parse_int_list(a.tokens, "--tokens", 0, INT32_MAX));
+  std::vector<int32_t> ids(parsed.begin(), parsed.end());
   HLX_ASSIGN_OR_RETURN(auto vision, engine::Qwen3VLVisionModel::load(a.model, {a.flags.threads, {}, false}));
   const models::Qwen3VLSpec& spec = vision->spec();
 

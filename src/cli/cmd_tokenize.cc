@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cli/command.h"
+#include "cli/int_list.h"
 #include "io/file.h"
 #include "tokenizer/tokenizer.h"
 
@@ -27,28 +28,6 @@ struct TokenizeArgs {
   std::string tokenizer, model_dir, text, file, decode;
   bool has_text = false, jsonl = false, decode_jsonl = false, add_special = false, skip_special = false, stream = false;
 };
-
-Result<std::vector<uint32_t>> parse_ids(const std::string& s) {
-  std::vector<uint32_t> ids;
-  size_t i = 0;
-  while (i < s.size()) {
-    size_t j = s.find_first_of(", ", i);
-    if (j == std::string::npos) j = s.size();
-    std::string part = s.substr(i, j - i);
-    if (!part.empty()) {
-      uint64_t v = 0;
-      for (char c : part) {
-        if (c < '0' || c > '9' || v > 0xFFFFFFFFull)
-          return make_error(ErrorKind::kInvalidArgument, "--decode: \"", part, "\" is not a token id");
-        v = v * 10 + uint64_t(c - '0');
-      }
-      if (v > 0xFFFFFFFFull) return make_error(ErrorKind::kInvalidArgument, "--decode: ", part, " is out of range");
-      ids.push_back(uint32_t(v));
-    }
-    i = j + 1;
-  }
-  return ids;
-}
 
 std::string dump_string(const std::string& s) { return json(s).dump(-1, ' ', false, json::error_handler_t::replace); }
 
@@ -141,7 +120,7 @@ CommandRun setup_tokenize(CLI::App& root) {
     if (!t.ok()) return report(t.status());
     if (a->jsonl) return run_jsonl(*a, *t);
     if (sub->count("--decode") > 0) {
-      auto ids = parse_ids(a->decode);
+      auto ids = parse_token_ids(a->decode, "--decode");
       if (!ids.ok()) return report(ids.status());
       auto text = a->stream ? stream_decode(*t, *ids, a->skip_special) : (*t)->decode(*ids, a->skip_special);
       if (!text.ok()) return report(text.status());

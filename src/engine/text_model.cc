@@ -244,28 +244,35 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   // each linear layer stored F8_E4M3 (or with a weight_scale_inv), packed int8 (engine/quantized_weight.h).
   HLX_ASSIGN_OR_RETURN(QuantConfig quant, quant_config(config));
   std::vector<float> fp8_scratch;
+  const std::string embed_name = spec.weight_prefix + "embed_tokens.weight";
+  auto streamed_bytes = [&](const std::string& name, const Tensor& t) -> size_t {
+    if (name == embed_name && spec.lm_head_name != embed_name) return size_t(spec.hidden_size) * dtype_size(t.dtype());
+    if (t.shape().size() != 2) return t.nbytes();
+    const int64_t n = t.shape()[0], k = t.shape()[1];  // [N, K] as Hugging Face stores a linear layer
+    if (options.weight_format == kernels::WeightFormat::kInt8) return kernels::int8_packed_bytes(k, n);
+    if (options.weight_format == kernels::WeightFormat::kInt4) return kernels::int4_packed_bytes(k, n);
+    return t.nbytes();
+  };
   for (const auto& info : models::text_checkpoint_layout(spec)) {
     const std::string suffix = ".weight";
     const bool linear = info.shape.size() == 2 && info.name.size() > suffix.size() &&
                         info.name.compare(info.name.size() - suffix.size(), suffix.size(), suffix) == 0;
     const std::string base = linear ? info.name.substr(0, info.name.size() - suffix.size()) : "";
+    // A linear layer stored quantized is packed from its stored tensors and bound as a placeholder.
+    Result<std::unique_ptr<kernels::PackedWeight>> packed{std::unique_ptr<kernels::PackedWeight>()};
     if (quant.method == QuantMethod::kFp8 && linear &&
         (Fp8Linear::stored(*m->checkpoint_, base) || m->checkpoint_->has(base + ".weight_scale_inv"))) {
       HLX_ASSIGN_OR_RETURN(Fp8Linear l, Fp8Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
-      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_fp8_linear(l, options.weight_format, fp8_scratch);
-      if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
-      m->checkpoint_->release_pages(info.name);  // packed now: the stored bytes need not stay resident
-      m->stats_.weight_bytes += (*packed)->packed_bytes();
-      HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
-      m->packed_weights_.push_back(rt::register_packed_weight(t, std::move(*packed)));
-      m->weights_.emplace_back(info.name, std::move(t));
-      continue;
-    }
-    if (quant.method != QuantMethod::kNone && linear && m->checkpoint_->has(base + ".qweight")) {
+      packed = pack_fp8_linear(l, options.weight_format, fp8_scratch);
+      if (packed.ok()) m->checkpoint_->release_pages(info.name);  // the stored bytes need not stay resident
+    } else if (quant.method != QuantMethod::kNone && linear && m->checkpoint_->has(base + ".qweight")) {
       HLX_ASSIGN_OR_RETURN(Int4Linear l, Int4Linear::load(*m->checkpoint_, base, quant, info.shape[0], info.shape[1]));
-      Result<std::unique_ptr<kernels::PackedWeight>> packed = pack_quantized_linear(l);
-      if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", base));
+      packed = pack_quantized_linear(l);
+    }
+    if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
+    if (*packed) {
       m->stats_.weight_bytes += (*packed)->packed_bytes();
+      m->stats_.decode_weight_bytes += (*packed)->packed_bytes();
       HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
       m->packed_weights_.push_back(rt::register_packed_weight(t, std::move(*packed)));
       m->weights_.emplace_back(info.name, std::move(t));
@@ -273,6 +280,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     }
     HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
     m->stats_.weight_bytes += t.nbytes();
+    m->stats_.decode_weight_bytes += streamed_bytes(info.name, t);
     m->weights_.emplace_back(info.name, std::move(t));
   }
   if (options.weight_format == kernels::WeightFormat::kAsStored && options.stored_weight_dtype &&

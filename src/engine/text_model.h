@@ -80,7 +80,11 @@ struct TextModelStats {
   int modules = 0, compiled = 0;
   size_t kv_bytes = 0;      // all caches, all layers
   size_t weight_bytes = 0;  // checkpoint tensors as stored (mapped, not copied)
-  size_t arena_bytes = 0;   // sum over compiled entries of their intermediate arenas
+  // Weight bytes one decode step streams: matmul weights as the kernels hold them (packed at load
+  // from an AWQ/GPTQ/FP8 checkpoint, or at bind under --weights int8/int4), other tensors as stored,
+  // and one row of an untied embedding table (only that row is gathered). The roofline's numerator.
+  size_t decode_weight_bytes = 0;
+  size_t arena_bytes = 0;  // sum over compiled entries of their intermediate arenas
 };
 
 struct DecodeRow {

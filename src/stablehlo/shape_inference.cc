@@ -75,25 +75,8 @@ const std::set<std::string_view, std::less<>> kFloatUnary = {"exponential",
                                                              "round_nearest_afz",
                                                              "round_nearest_even",
                                                              "erf"};
-const std::set<std::string_view, std::less<>> kUnary = {"exponential",
-                                                        "exponential_minus_one",
-                                                        "log",
-                                                        "log_plus_one",
-                                                        "sqrt",
-                                                        "rsqrt",
-                                                        "tanh",
-                                                        "logistic",
-                                                        "sine",
-                                                        "cosine",
-                                                        "floor",
-                                                        "ceil",
-                                                        "round_nearest_afz",
-                                                        "round_nearest_even",
-                                                        "erf",
-                                                        "negate",
-                                                        "abs",
-                                                        "sign",
-                                                        "not"};
+// Unary ops that also take integers (and `not`: integers and booleans).
+const std::set<std::string_view, std::less<>> kNonFloatUnary = {"negate", "abs", "sign", "not"};
 const std::set<std::string_view, std::less<>> kBinary = {
     "add", "subtract", "multiply", "divide", "remainder", "maximum", "minimum", "power", "and", "or", "xor"};
 
@@ -217,6 +200,25 @@ Attr to_attr(const ScatterDims& d) { return write_struct(d, "scatter", kScatterF
 Result<ConvDims> conv_dims_from_attr(const Attr& a) { return read_struct<ConvDims>(a, "conv", kConvFields); }
 Attr to_attr(const ConvDims& d) { return write_struct(d, "conv", kConvFields); }
 
+const std::vector<std::string>* dimension_field_names(std::string_view struct_name) {
+  struct Names {  // a third visitor: records the keys
+    std::vector<std::string> keys;
+    void list(const char* key, const Dims&, bool = false) { keys.push_back(key); }
+    void one(const char* key, int64_t, std::optional<int64_t>) { keys.push_back(key); }
+  };
+  auto names = [](auto fields, auto d) {
+    Names n;
+    fields(n, d);
+    return n.keys;
+  };
+  static const std::vector<std::string> dot = names(kDotFields, DotDims{}), gather = names(kGatherFields, GatherDims{}),
+                                        scatter = names(kScatterFields, ScatterDims{});
+  if (struct_name == "dot") return &dot;
+  if (struct_name == "gather") return &gather;
+  if (struct_name == "scatter") return &scatter;
+  return nullptr;
+}
+
 Result<ConvWindow> conv_window_from_attrs(const AttrDict& attrs) {
   ConvWindow w;
   auto arr = [&](const char* key, Dims& out) -> Status {
@@ -295,7 +297,7 @@ bool is_promotable(DType x, DType y) {
 
 // ---------------------------------------------------------------- elementwise
 
-bool is_elementwise_unary(std::string_view op) { return kUnary.count(op) != 0; }
+bool is_elementwise_unary(std::string_view op) { return kFloatUnary.count(op) != 0 || kNonFloatUnary.count(op) != 0; }
 bool is_elementwise_binary(std::string_view op) { return kBinary.count(op) != 0; }
 
 // The spec's input tables, as "<op>_i1" labels.

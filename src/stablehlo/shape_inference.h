@@ -50,6 +50,10 @@ struct ScatterDims {
 Result<ScatterDims> scatter_dims_from_attr(const Attr& attr);
 Attr to_attr(const ScatterDims& d);
 
+// The field names of the "dot", "gather" or "scatter" struct in MLIR's order (the printer's
+// and the text parser's canonical order); null for any other struct.
+const std::vector<std::string>* dimension_field_names(std::string_view struct_name);
+
 // `dimension_numbers = #stablehlo.conv<...>`: Attr struct "conv".
 struct ConvDims {
   int64_t input_batch = 0, input_feature = 0;

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/tensor.h"
+#include "stablehlo/shape_inference.h"
 #include "stablehlo/text_float.h"
 #include "stablehlo/text_parser.h"
 
@@ -365,21 +366,10 @@ Result<Attr> TextParser::parse_hash_attr() {
   }
   // Canonical form of the dimension-number structs: MLIR's field order, empty arrays and zero
   // integers omitted (exactly what stablehlo-opt prints).
-  static const std::map<std::string, std::vector<std::string>, std::less<>> kOrder = {
-      {"gather",
-       {"offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims",
-        "start_index_map", "index_vector_dim"}},
-      {"scatter",
-       {"update_window_dims", "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims",
-        "scatter_dims_to_operand_dims", "index_vector_dim"}},
-      {"dot",
-       {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
-        "rhs_contracting_dimensions"}},
-  };
-  auto order = kOrder.find(mnemonic);
-  if (dialect == "stablehlo" && order != kOrder.end()) {
+  const std::vector<std::string>* order = dimension_field_names(mnemonic);
+  if (dialect == "stablehlo" && order) {
     AttrDict canonical;
-    for (const std::string& key : order->second) {
+    for (const std::string& key : *order) {
       const Attr* v = find_attr(fields, key);
       if (!v) continue;
       bool is_index = key == "index_vector_dim";
@@ -390,7 +380,7 @@ Result<Attr> TextParser::parse_hash_attr() {
       canonical.push_back({key, *v});
     }
     for (const NamedAttr& f : fields)
-      if (std::find(order->second.begin(), order->second.end(), f.name) == order->second.end())
+      if (std::find(order->begin(), order->end(), f.name) == order->end())
         return sc_.error_at(at, "unknown field '", f.name, "' in #stablehlo.", mnemonic);
     fields = std::move(canonical);
   }

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <cstdint>
-#include <map>
 #include <cstring>
 #include <vector>
 
 #include "core/tensor.h"
+#include "stablehlo/shape_inference.h"
 #include "stablehlo/text_float.h"
 #include "stablehlo/text_lexer.h"
 
@@ -248,27 +248,16 @@ std::string print_attr(const Attr& a) {
       }
       // gather/scatter/dot: MLIR's field order with empty arrays and zero integers left out, so
       // IR built with explicit empty fields prints the same as its re-parse.
-      static const std::map<std::string, std::vector<std::string>> kOrder = {
-          {"gather",
-           {"offset_dims", "collapsed_slice_dims", "operand_batching_dims", "start_indices_batching_dims",
-            "start_index_map", "index_vector_dim"}},
-          {"scatter",
-           {"update_window_dims", "inserted_window_dims", "input_batching_dims", "scatter_indices_batching_dims",
-            "scatter_dims_to_operand_dims", "index_vector_dim"}},
-          {"dot",
-           {"lhs_batching_dimensions", "rhs_batching_dimensions", "lhs_contracting_dimensions",
-            "rhs_contracting_dimensions"}}};
       std::vector<const NamedAttr*> fields;
-      auto order = kOrder.find(name);
-      if (dialect == "stablehlo" && order != kOrder.end()) {
-        for (const std::string& key : order->second)
+      const std::vector<std::string>* order = dimension_field_names(name);
+      if (dialect == "stablehlo" && order) {
+        for (const std::string& key : *order)
           for (const NamedAttr& f : a.dict)
             if (f.name == key && !(f.value.kind == Attr::Kind::kI64Array && f.value.ints.empty()) &&
                 !(f.value.kind == Attr::Kind::kInt && f.value.i == 0))
               fields.push_back(&f);
         for (const NamedAttr& f : a.dict)
-          if (std::find(order->second.begin(), order->second.end(), f.name) == order->second.end())
-            fields.push_back(&f);
+          if (std::find(order->begin(), order->end(), f.name) == order->end()) fields.push_back(&f);
       } else {
         for (const NamedAttr& f : a.dict) fields.push_back(&f);
       }

@@ -42,7 +42,7 @@ from test_quantized_checkpoints import check, edited, expect_error, failures, ru
 
 N_NEW = 32
 BLOCK = 128
-FAMILIES = ["qwen3", "llama"]
+FAMILIES = ["qwen3", "llama", "gemma3_text"]
 
 
 def decode_e4m3(codes):

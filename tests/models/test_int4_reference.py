@@ -27,7 +27,7 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
-FAMILIES = ["llama", "qwen3"]
+FAMILIES = ["llama", "qwen3", "gemma3_text"]
 GROUP = 128
 N_NEW = 32
 LOGIT_REL_TOL = 0.04

@@ -251,7 +251,7 @@ def main():
     args = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="hlx_quant_") as tmp:
         for quant in args.quant or ["awq", "gptq"]:
-            for family in ["qwen3", "llama"]:
+            for family in ["qwen3", "llama", "gemma3_text"]:
                 test_method(args.hlx, tmp, family, quant)
         if os.path.isdir(os.path.join(tmp, "qwen3-awq")):
             test_bad_inputs(args.hlx, tmp)

@@ -516,7 +516,7 @@ TEST(Attention, Int8CacheMatchesDequantizedReference) {
   EXPECT_EQ(out[0], 5.f);
 }
 
-// head_dim 256 (Gemma): two 128-column passes of the prefill kernel's P.V; 16 and 48: one
+// head_dim 256 (Gemma): four 64-column passes of the prefill kernel's P.V; 16 and 48: one
 // partial pass; both cache types, causal with and without a window.
 TEST(Attention, PrefillWideAndNarrowHeads) {
   uint32_t seed = 500;

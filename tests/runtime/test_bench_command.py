@@ -13,17 +13,17 @@ import tempfile
 REPS = 2  # decode rounds: the best and the median-of-rounds figures then differ in general
 
 
-def safetensors_bytes(path):
+def safetensors_header(path):
     with open(path, "rb") as f:
         n = struct.unpack("<Q", f.read(8))[0]
         header = json.loads(f.read(n))
-    sizes = {}
-    for name, info in header.items():
-        if name == "__metadata__":
-            continue
-        b, e = info["data_offsets"]
-        sizes[name] = e - b
-    return sizes
+    header.pop("__metadata__", None)
+    return header
+
+
+def safetensors_bytes(path):
+    return {name: info["data_offsets"][1] - info["data_offsets"][0]
+            for name, info in safetensors_header(path).items()}
 
 
 def main():
@@ -143,6 +143,35 @@ def main():
         bad = subprocess.run([args.hlx, "bench", "-m", model, "--long-context", "--long-contexts", "300",
                               "--long-capacity", "256"], capture_output=True, text=True)
         check(bad.returncode != 0 and "300" in bad.stderr, "long context beyond the long capacity is rejected")
+
+        # An FP8 block-scaled checkpoint: its linear layers stream as packed int8 (matmul_int8.h: columns
+        # in blocks of 64, K in pairs, one f32 scale per column), not as bf16; the other tensors as stored.
+        fp8 = os.path.join(tmp, "fp8")
+        subprocess.run([args.hlx, "fixture", "--family", "qwen3", "--dtype", "bf16", "--quant", "fp8",
+                        "--no-tokenizer", "--out", fp8], check=True, capture_output=True)
+        fp8_json = os.path.join(tmp, "fp8.json")
+        r = subprocess.run([args.hlx, "bench", "-m", fp8, "--json", fp8_json, "--threads", "2", "--capacity", "128",
+                            "--prefill", "16", "--batches", "1", "--decode-tokens", "2", "--reps", "1"],
+                           capture_output=True, text=True)
+        check(r.returncode == 0, f"hlx bench (fp8) exit {r.returncode}: {r.stderr}")
+        if r.returncode == 0:
+            header = safetensors_header(os.path.join(fp8, "model.safetensors"))
+            fp8_tied = json.load(open(os.path.join(fp8, "config.json"))).get("tie_word_embeddings", False)
+            want = 0
+            for name, info in header.items():
+                b, e = info["data_offsets"]
+                if name.endswith("weight_scale_inv"):
+                    continue
+                if info["dtype"] == "F8_E4M3":
+                    n, k = info["shape"]
+                    cols = -(-n // 64) * 64
+                    want += cols * 2 * ((k + 1) // 2) + 4 * cols
+                elif name.endswith("embed_tokens.weight") and not fp8_tied:
+                    want += 2 * info["shape"][1]
+                else:
+                    want += e - b
+            got = json.load(open(fp8_json))["roofline"]["weight_bytes_per_token"]
+            check(got == want, f"fp8 weight bytes per token {got} vs {want} (int8-packed linear layers)")
 
         bad = subprocess.run([args.hlx, "bench", "-m", model, "--prefill", "999", "--capacity", "256"],
                              capture_output=True, text=True)

@@ -48,8 +48,12 @@
 namespace hlx::kernels::attention_prefill {
 namespace {
 
-constexpr int64_t kKeyBlock = 32;    // keys per online-softmax step (an even number)
-constexpr int64_t kQueryRows = 128;  // query rows (heads x tokens) per work item
+constexpr int64_t kKeyBlock = 32;  // keys per online-softmax step (an even number)
+// Query rows (heads x tokens) per work item: each key block is packed once per item. At Qwen3-0.6B's
+// prefill 2048 (1 thread, old and new kernels alternated in one process) 256 rows took 0.94x the
+// time of 128; 512 took 0.97x the time of 256 at 8192 (1.0x at 2048) but double the per-thread Q
+// and accumulator tiles (256 KiB each at head_dim 128, half the L2), so 256.
+constexpr int64_t kQueryRows = 256;
 constexpr int kLanes = 16;
 // bf16 caches: 16-row groups per Q.K^T call (qk_groups). At Qwen3-0.6B's prefill 512 (1 thread,
 // A/B alternated in one process, load ~5) pairs took 0.92-0.96x the CPU time of one group at a
@@ -142,55 +146,12 @@ inline void qk16_f32(const float* qt, const float* kt, int64_t Dh, float* out) {
   for (int j = 0; j < 16; ++j) _mm512_storeu_ps(out + j * kLanes, acc[j]);
 }
 
-// pv2 for f32: keys [j0, j1) of vt = [kKeyBlock][Dh] f32, weights pp = [key][16 lanes] f32; NV
-// column vectors of 16 from column c0, then, with TAIL, one of 8 (head_dim % 16 == 8: SigLIP's 72).
-// The tail columns get the same FMAs in the same order as the others.
-template <int NV, bool TAIL = false>
-inline void pv2_f32(float* acc0, float* acc1, float a0, float a1, const float* pp, int l0, int l1, const float* vt,
-                    int64_t Dh, int64_t c0, int64_t j0, int64_t j1) {
-  constexpr int NR = NV + (TAIL ? 1 : 0);
-  constexpr __mmask16 kTailMask = 0x00ff;
-  __m512 r0[NR], r1[NR];
-  const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
-#pragma GCC unroll 8
-  for (int i = 0; i < NV; ++i) {
-    r0[i] = _mm512_mul_ps(_mm512_loadu_ps(acc0 + c0 + 16 * i), al0);
-    r1[i] = _mm512_mul_ps(_mm512_loadu_ps(acc1 + c0 + 16 * i), al1);
-  }
-  if constexpr (TAIL) {
-    r0[NV] = _mm512_mul_ps(_mm512_maskz_loadu_ps(kTailMask, acc0 + c0 + 16 * NV), al0);
-    r1[NV] = _mm512_mul_ps(_mm512_maskz_loadu_ps(kTailMask, acc1 + c0 + 16 * NV), al1);
-  }
-  for (int64_t j = j0; j < j1; ++j) {
-    const __m512 b0 = _mm512_set1_ps(pp[j * kLanes + l0]), b1 = _mm512_set1_ps(pp[j * kLanes + l1]);
-    const float* vr = vt + j * Dh + c0;
-#pragma GCC unroll 8
-    for (int i = 0; i < NV; ++i) {
-      const __m512 vv = _mm512_loadu_ps(vr + 16 * i);
-      r0[i] = _mm512_fmadd_ps(b0, vv, r0[i]);
-      r1[i] = _mm512_fmadd_ps(b1, vv, r1[i]);
-    }
-    if constexpr (TAIL) {
-      const __m512 vv = _mm512_maskz_loadu_ps(kTailMask, vr + 16 * NV);
-      r0[NV] = _mm512_fmadd_ps(b0, vv, r0[NV]);
-      r1[NV] = _mm512_fmadd_ps(b1, vv, r1[NV]);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < NV; ++i) {
-    _mm512_storeu_ps(acc0 + c0 + 16 * i, r0[i]);
-    _mm512_storeu_ps(acc1 + c0 + 16 * i, r1[i]);
-  }
-  if constexpr (TAIL) {
-    _mm512_mask_storeu_ps(acc0 + c0 + 16 * NV, kTailMask, r0[NV]);
-    _mm512_mask_storeu_ps(acc1 + c0 + 16 * NV, kTailMask, r1[NV]);
-  }
-}
-
-// pv2_f32 for four rows (lanes l0 .. l0 + 3 of the group, acc rows Dh apart) while NV + TAIL <= 5
-// vectors (head_dim <= 80 per pass: 20 accumulators): each V vector is loaded once per key for four
-// rows, where pv2_f32 loads it for every row (GCC folds the load into each FMA: 11 loads per 10
-// FMAs, load-bound). Every row gets exactly pv2_f32's operations in the same order: the same bits.
+// acc[row] = acc[row] * alpha[row] + sum_{key in [j0, j1)} P[key][lane] * V[key] for four rows (lanes
+// l0 .. l0 + 3 of the group, acc rows Dh apart), keys of vt = [kKeyBlock][Dh] f32, weights pp =
+// [key][16 lanes] f32; NV column vectors of 16 from column c0, then, with TAIL, one of 8 (head_dim %
+// 16 == 8: SigLIP's 72) with the same FMAs in the same order. NV + TAIL <= 5 (20 accumulators): each
+// V vector is loaded once per key for the four rows (two rows at a time, GCC folded the load into
+// each FMA: 11 loads per 10 FMAs, load-bound). A row's result does not depend on the other three.
 template <int NV, bool TAIL = false>
 inline void pv4_f32(float* acc, const float* alpha, const float* pp, int l0, const float* vt, int64_t Dh, int64_t c0,
                     int64_t j0, int64_t j1) {
@@ -240,14 +201,6 @@ constexpr Pv4F32Fn kPv4F32[6] = {nullptr, &pv4_f32<1>, &pv4_f32<2>, &pv4_f32<3>,
 constexpr Pv4F32Fn kPv4F32Tail[5] = {&pv4_f32<0, true>, &pv4_f32<1, true>, &pv4_f32<2, true>, &pv4_f32<3, true>,
                                      &pv4_f32<4, true>};
 
-using Pv2F32Fn = void (*)(float*, float*, float, float, const float*, int, int, const float*, int64_t, int64_t, int64_t,
-                          int64_t);
-constexpr Pv2F32Fn kPv2F32[9] = {nullptr,     &pv2_f32<1>, &pv2_f32<2>, &pv2_f32<3>, &pv2_f32<4>,
-                                 &pv2_f32<5>, &pv2_f32<6>, &pv2_f32<7>, &pv2_f32<8>};
-// [n]: n full vectors then 8 tail columns (the last pass over a head_dim % 16 == 8).
-constexpr Pv2F32Fn kPv2F32Tail[8] = {&pv2_f32<0, true>, &pv2_f32<1, true>, &pv2_f32<2, true>, &pv2_f32<3, true>,
-                                     &pv2_f32<4, true>, &pv2_f32<5, true>, &pv2_f32<6, true>, &pv2_f32<7, true>};
-
 // Keys [0, nk) of f32 rows as [Dh][kKeyBlock] (kt) and [kKeyBlock][Dh] (vt); keys past nk are zeros.
 void pack_kv_f32(const float* k, const float* v, int64_t stride, int64_t nk, int64_t Dh, float* kt, float* vt) {
   for (int64_t j = 0; j < kKeyBlock; ++j) {
@@ -262,64 +215,50 @@ void pack_kv_f32(const float* k, const float* v, int64_t stride, int64_t nk, int
   }
 }
 
+// r[i][j] <- r[j][i] (16 x 16 dwords).
+inline void transpose16(__m512i r[16]) {
+  __m512i t[16];
+  for (int i = 0; i < 8; ++i) {
+    t[2 * i] = _mm512_unpacklo_epi32(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_epi32(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; ++i) {
+    r[4 * i] = _mm512_unpacklo_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 1] = _mm512_unpackhi_epi64(t[4 * i], t[4 * i + 2]);
+    r[4 * i + 2] = _mm512_unpacklo_epi64(t[4 * i + 1], t[4 * i + 3]);
+    r[4 * i + 3] = _mm512_unpackhi_epi64(t[4 * i + 1], t[4 * i + 3]);
+  }
+  for (int i = 0; i < 2; ++i)
+    for (int k = 0; k < 4; ++k) {
+      t[8 * i + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], 0x88);
+      t[8 * i + 4 + k] = _mm512_shuffle_i32x4(r[8 * i + k], r[8 * i + 4 + k], 0xdd);
+    }
+  for (int k = 0; k < 8; ++k) {
+    r[k] = _mm512_shuffle_i32x4(t[k], t[8 + k], 0x88);
+    r[8 + k] = _mm512_shuffle_i32x4(t[k], t[8 + k], 0xdd);
+  }
+}
+
 // Keys [0, nk) (row j at k + j * stride) as [pair][kKeyBlock] dwords; keys past nk are zeros.
+// 16 keys x 16 pairs per transpose (one dword at a time took 5 % of an 8k prefill's attention).
 void pack_k(const uint16_t* k, int64_t stride, int64_t nk, int64_t P, uint32_t* kt) {
-  for (int64_t j = 0; j < kKeyBlock; ++j) {
-    if (j < nk) {
-      const uint16_t* row = k + j * stride;
-      for (int64_t p = 0; p < P; ++p) std::memcpy(&kt[p * kKeyBlock + j], row + 2 * p, 4);
-    } else {
-      for (int64_t p = 0; p < P; ++p) kt[p * kKeyBlock + j] = 0;
+  for (int64_t j0 = 0; j0 < kKeyBlock; j0 += 16)
+    for (int64_t p0 = 0; p0 < P; p0 += 16) {
+      const int64_t np = std::min<int64_t>(16, P - p0);
+      const __mmask16 m = __mmask16((1u << np) - 1);
+      __m512i r[16];
+      for (int64_t i = 0; i < 16; ++i)
+        r[i] = j0 + i < nk ? _mm512_maskz_loadu_epi32(m, k + (j0 + i) * stride + 2 * p0) : _mm512_setzero_si512();
+      transpose16(r);
+      for (int64_t i = 0; i < np; ++i) _mm512_storeu_si512(kt + (p0 + i) * kKeyBlock + j0, r[i]);
     }
-  }
 }
 
-// acc[row] = acc[row] * alpha[row] + sum_{pair in [jp0, jp1)} P[pair][lane] . V[pair] for two rows
-// (lanes l0, l1 of the group), NV column vectors of 16 from column c0, then, with TAIL, one of 8
-// (head_dim % 16 == 8: SigLIP's 72) with the same products in the same order.
-template <int NV, bool TAIL = false>
-inline void pv2(float* acc0, float* acc1, float a0, float a1, const uint32_t* pp, int l0, int l1, const uint16_t* vt,
-                int64_t Dh, int64_t c0, int64_t jp0, int64_t jp1) {
-  constexpr int NR = NV + (TAIL ? 1 : 0);
-  constexpr __mmask16 kTailMask = 0x00ff;  // 8 columns = 8 dwords of key pairs, 8 f32 accumulators
-  __m512 r0[NR], r1[NR];
-  const __m512 al0 = _mm512_set1_ps(a0), al1 = _mm512_set1_ps(a1);
-#pragma GCC unroll 8
-  for (int i = 0; i < NR; ++i) {
-    const __mmask16 m = TAIL && i == NV ? kTailMask : __mmask16(0xffff);
-    r0[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc0 + c0 + 16 * i), al0);
-    r1[i] = _mm512_mul_ps(_mm512_maskz_loadu_ps(m, acc1 + c0 + 16 * i), al1);
-  }
-  for (int64_t jp = jp0; jp < jp1; ++jp) {
-    const __m512bh b0 = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l0])));
-    const __m512bh b1 = as_bh(_mm512_set1_epi32(int(pp[jp * kLanes + l1])));
-    const uint16_t* vr = vt + (jp * Dh + c0) * 2;
-#pragma GCC unroll 8
-    for (int i = 0; i < NR; ++i) {
-      const __m512bh vv =
-          as_bh(TAIL && i == NV ? _mm512_maskz_loadu_epi32(kTailMask, vr + 32 * i) : _mm512_loadu_si512(vr + 32 * i));
-      r0[i] = _mm512_dpbf16_ps(r0[i], b0, vv);
-      r1[i] = _mm512_dpbf16_ps(r1[i], b1, vv);
-    }
-  }
-#pragma GCC unroll 8
-  for (int i = 0; i < NR; ++i) {
-    const __mmask16 m = TAIL && i == NV ? kTailMask : __mmask16(0xffff);
-    _mm512_mask_storeu_ps(acc0 + c0 + 16 * i, m, r0[i]);
-    _mm512_mask_storeu_ps(acc1 + c0 + 16 * i, m, r1[i]);
-  }
-}
-
-using Pv2Fn = void (*)(float*, float*, float, float, const uint32_t*, int, int, const uint16_t*, int64_t, int64_t,
-                       int64_t, int64_t);
-constexpr Pv2Fn kPv2[9] = {nullptr, &pv2<1>, &pv2<2>, &pv2<3>, &pv2<4>, &pv2<5>, &pv2<6>, &pv2<7>, &pv2<8>};
-// [n]: n full vectors then 8 tail columns.
-constexpr Pv2Fn kPv2Tail[8] = {&pv2<0, true>, &pv2<1, true>, &pv2<2, true>, &pv2<3, true>,
-                               &pv2<4, true>, &pv2<5, true>, &pv2<6, true>, &pv2<7, true>};
-
-// pv2 for four rows (lanes l0 .. l0 + 3, acc rows Dh apart) while NV + TAIL <= 5 vectors
-// (head_dim <= 80): each V vector is loaded once per key pair for four rows, as pv4_f32 does. Every
-// row gets exactly pv2's operations in the same order: the same bits.
+// acc[row] = acc[row] * alpha[row] + sum_{pair in [jp0, jp1)} P[pair][lane] . V[pair] for four rows
+// (lanes l0 .. l0 + 3 of the group, acc rows Dh apart), NV column vectors of 16 from column c0, then,
+// with TAIL, one of 8 with the same products in the same order; NV + TAIL <= 5. Each V vector is
+// loaded once per key pair for the four rows, as in pv4_f32: two rows at a time was load-bound at
+// head_dim 128.
 template <int NV, bool TAIL = false>
 inline void pv4(float* acc, const float* alpha, const uint32_t* pp, int l0, const uint16_t* vt, int64_t Dh, int64_t c0,
                 int64_t jp0, int64_t jp1) {
@@ -691,31 +630,21 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           // Lanes with a visible key here; the others would only add exact zeros.
           __mmask16 active = 0;
           for (int64_t jj = ka; jj < ke; ++jj) active |= vis[jj];
-          if (Dh <= 80) {  // one pass of at most 5 vectors: four rows at a time
-            const int nv = int(Dh / 16);
-            for (int l = 0; l < kLanes; l += 4) {
-              if (!((active >> l) & 0xf)) continue;
-              float* a = &acc[(g * kLanes + l) * Dh];
+          // Four rows at a time: one pass of at most 5 vectors while head_dim <= 80, else passes of
+          // 4 vectors (64 columns; a last one may end in 8 tail columns). Each V vector is loaded
+          // once per key pair for the four rows (two rows at a time loaded it twice: load-bound at
+          // head_dim 128). The passes split columns only: every column gets the same operations.
+          const int64_t step = Dh <= 80 ? Dh : 64;
+          for (int l = 0; l < kLanes; l += 4) {
+            if (!((active >> l) & 0xf)) continue;
+            float* a = &acc[(g * kLanes + l) * Dh];
+            for (int64_t c0 = 0; c0 < Dh; c0 += step) {
+              const int64_t cols = std::min(step, Dh - c0);
+              const int nv = int(cols / 16);
               if constexpr (F32)
-                (Dh % 16 ? kPv4F32Tail[nv] : kPv4F32[nv])(a, al, ppf.data(), l, vtf.data(), Dh, 0, ka, ke);
+                (cols % 16 ? kPv4F32Tail[nv] : kPv4F32[nv])(a, al, ppf.data(), l, vtf.data(), Dh, c0, ka, ke);
               else
-                (Dh % 16 ? kPv4Tail[nv] : kPv4[nv])(a, al, pp.data(), l, vt.data(), Dh, 0, jp0, jp1);
-            }
-            continue;
-          }
-          for (int l = 0; l < kLanes; l += 2) {
-            if (!((active >> l) & 3)) continue;
-            float* a0 = &acc[(g * kLanes + l) * Dh];
-            float* a1 = a0 + Dh;
-            for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
-              const int nv = int(std::min<int64_t>(8, (Dh - c0) / 16));
-              const bool tail = Dh - c0 < 128 && (Dh - c0) % 16 != 0;  // 8 columns
-              if constexpr (F32)
-                (tail ? kPv2F32Tail[nv] : kPv2F32[nv])(a0, a1, al[l], al[l + 1], ppf.data(), l, l + 1, vtf.data(), Dh,
-                                                       c0, ka, ke);
-              else
-                (tail ? kPv2Tail[nv] : kPv2[nv])(a0, a1, al[l], al[l + 1], pp.data(), l, l + 1, vt.data(), Dh, c0, jp0,
-                                                 jp1);
+                (cols % 16 ? kPv4Tail[nv] : kPv4[nv])(a, al, pp.data(), l, vt.data(), Dh, c0, jp0, jp1);
             }
           }
         }

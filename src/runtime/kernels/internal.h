@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "core/dtype.h"
+#include "core/status.h"
 
 namespace hlx::kernels::internal {
 
@@ -51,6 +52,10 @@ struct ScratchBuffer {
 void to_f32(DType t, const void* src, int64_t n, float* dst);
 // Converts n f32 values to bf16 (round to nearest even).
 void f32_to_bf16_n(const float* src, int64_t n, bf16* dst);
+
+// The operand types and M the quantized weights (int8, int4) multiply: A f32/bf16/f16, C f32/bf16,
+// M >= 0; `format` names the weight in the error.
+Status check_quantized_multiply(const char* format, int64_t m, DType a_type, DType c_type);
 
 // ---- AVX-512 entry points (defined in *_avx512.cc; call only when cpu_features() allows) ----
 

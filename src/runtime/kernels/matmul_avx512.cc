@@ -8,6 +8,7 @@
 
 #include "runtime/kernels/internal.h"
 #include "runtime/kernels/parallel.h"
+#include "runtime/kernels/static_dispatch.h"
 
 namespace hlx::kernels::internal {
 
@@ -157,24 +158,7 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
 template <bool kPrefetch>
 void run_block(int64_t rows, int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_type, int64_t ldc, void* c,
                int64_t n0) {
-  switch (rows) {
-    case 1:
-      return gemv_block<1, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 2:
-      return gemv_block<2, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 3:
-      return gemv_block<3, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 4:
-      return gemv_block<4, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 5:
-      return gemv_block<5, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 6:
-      return gemv_block<6, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    case 7:
-      return gemv_block<7, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-    default:
-      return gemv_block<8, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0);
-  }
+  with_count<1, 8>(int(rows), [&](auto r) { gemv_block<r.value, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0); });
 }
 
 // HLX_GEMV_PREFETCH=1 prefetches for M <= 4 too (A/B runs; see gemv_block).

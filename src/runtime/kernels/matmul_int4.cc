@@ -174,11 +174,7 @@ class Int4PackedWeight final : public PackedWeight {
   // one parallel_for over the work items of all products. Each output is what multiply() gives.
   static Status run(int64_t m, DType a_type, const void* a, DType c_type, const Int4PackedWeight* const* w,
                     void* const* c, int count) {
-    if ((a_type != DType::kF32 && a_type != DType::kBF16 && a_type != DType::kF16) ||
-        (c_type != DType::kF32 && c_type != DType::kBF16))
-      return make_error(ErrorKind::kUnsupported, "PackedWeight::multiply(int4): a=", dtype_name(a_type),
-                        " c=", dtype_name(c_type), " (a f32/bf16/f16, c f32/bf16)");
-    if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
+    HLX_RETURN_IF_ERROR(internal::check_quantized_multiply("int4", m, a_type, c_type));
     if (m == 0 || count == 0) return ok_status();
     const Int4PackedWeight& w0 = *w[0];
     const int64_t k = w0.k_, group = w0.p_.group, groups = w0.p_.groups, kp = groups * group;

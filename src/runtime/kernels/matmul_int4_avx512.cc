@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "runtime/kernels/matmul_int4.h"
+#include "runtime/kernels/static_dispatch.h"
 
 namespace hlx::kernels::int4 {
 namespace {
@@ -133,20 +134,8 @@ void stream_avx512(int64_t m, const Acts& x, const Packed& w, int64_t b0, int64_
         group_pass<2, 2>(x, w, 0, b, g, sums);
       else {
         for (int64_t r0 = 0; r0 < m; r0 += 4) {
-          switch (std::min<int64_t>(4, m - r0)) {
-            case 1:
-              group_pass<1, 1>(x, w, r0, b, g, sums);
-              break;
-            case 2:
-              group_pass<2, 1>(x, w, r0, b, g, sums);
-              break;
-            case 3:
-              group_pass<3, 1>(x, w, r0, b, g, sums);
-              break;
-            default:
-              group_pass<4, 1>(x, w, r0, b, g, sums);
-              break;
-          }
+          with_count<1, 4>(int(std::min<int64_t>(4, m - r0)),
+                           [&](auto r) { group_pass<r.value, 1>(x, w, r0, b, g, sums); });
         }
       }
     }

@@ -208,11 +208,7 @@ class Int8PackedWeight final : public PackedWeight {
   // output is computed exactly as multiply() alone computes it.
   static Status run(int64_t m, DType a_type, const void* a, DType c_type, const Int8PackedWeight* const* w,
                     void* const* c, int count) {
-    if ((a_type != DType::kF32 && a_type != DType::kBF16 && a_type != DType::kF16) ||
-        (c_type != DType::kF32 && c_type != DType::kBF16))
-      return make_error(ErrorKind::kUnsupported, "PackedWeight::multiply(int8): a=", dtype_name(a_type),
-                        " c=", dtype_name(c_type), " (a f32/bf16/f16, c f32/bf16)");
-    if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
+    HLX_RETURN_IF_ERROR(internal::check_quantized_multiply("int8", m, a_type, c_type));
     if (m == 0 || count == 0) return ok_status();
     const int64_t k = w[0]->k_, pairs = pairs_of(k);
     const bool avx = avx512_vnni();
@@ -311,6 +307,15 @@ class Int8PackedWeight final : public PackedWeight {
 
 }  // namespace
 }  // namespace int8
+
+Status internal::check_quantized_multiply(const char* format, int64_t m, DType a_type, DType c_type) {
+  if ((a_type != DType::kF32 && a_type != DType::kBF16 && a_type != DType::kF16) ||
+      (c_type != DType::kF32 && c_type != DType::kBF16))
+    return make_error(ErrorKind::kUnsupported, "PackedWeight::multiply(", format, "): a=", dtype_name(a_type),
+                      " c=", dtype_name(c_type), " (a f32/bf16/f16, c f32/bf16)");
+  if (m < 0) return make_error(ErrorKind::kInvalidArgument, "PackedWeight::multiply: negative m=", m);
+  return ok_status();
+}
 
 size_t int8_packed_bytes(int64_t k, int64_t n) {
   const int64_t cols = (n + int8::kBlock - 1) / int8::kBlock * int8::kBlock;

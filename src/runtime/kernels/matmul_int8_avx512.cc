@@ -9,6 +9,7 @@
 #include <limits>
 
 #include "runtime/kernels/matmul_int8.h"
+#include "runtime/kernels/static_dispatch.h"
 
 namespace hlx::kernels::int8 {
 namespace {
@@ -141,32 +142,13 @@ void stream_avx512(int64_t m, int64_t k, int64_t n, const int32_t* qa, const flo
     for (; b + 2 <= b1; b += 2) stream_pass<2, 2, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
   }
   for (; b < b1; ++b) {
-    switch (m) {
-      case 1:
-        stream_pass<1, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-        break;
-      case 2:
-        stream_pass<2, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-        break;
-      case 3:
-        stream_pass<3, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-        break;
-      case 4:
-        stream_pass<4, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-        break;
-      case 5:
-        stream_pass<5, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-        break;
-      case 6:
-        stream_pass<6, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c);
-        break;
-      // 7-8 rows: each half block in its own pass (16 sums; the halves are separate cache lines).
-      case 7:
-        for (int h = 0; h < 2; ++h) stream_pass<7, 1, 2>(pairs, n, qa, sa, q, sw, b, 2 * h, c_type, c);
-        break;
-      default:
-        for (int h = 0; h < 2; ++h) stream_pass<8, 1, 2>(pairs, n, qa, sa, q, sw, b, 2 * h, c_type, c);
-        break;
+    // 7-8 rows: each half block in its own pass (16 sums; the halves are separate cache lines).
+    if (m >= 7) {
+      with_count<7, 8>(int(m), [&](auto r) {
+        for (int h = 0; h < 2; ++h) stream_pass<r.value, 1, 2>(pairs, n, qa, sa, q, sw, b, 2 * h, c_type, c);
+      });
+    } else {
+      with_count<1, 6>(int(m), [&](auto r) { stream_pass<r.value, 1, 4>(pairs, n, qa, sa, q, sw, b, 0, c_type, c); });
     }
   }
 }

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "runtime/kernels/norms_internal.h"
+#include "runtime/kernels/static_dispatch.h"
 
 // Each product is rounded before it is added, as in the portable loop (no FMA contraction; GCC
 // contracts across statements unless told not to, clang only within one expression).
@@ -50,32 +51,7 @@ void rms_norm_rows_avx512(const float* x, int64_t rows, const float* w, int64_t 
     float inv[8];
     const int64_t nr = rows - r0 < 8 ? rows - r0 : 8;
     const float* xb = x + r0 * dim;
-    switch (nr) {
-      case 8:
-        inv_rms<8>(xb, dim, epsilon, inv);
-        break;
-      case 7:
-        inv_rms<7>(xb, dim, epsilon, inv);
-        break;
-      case 6:
-        inv_rms<6>(xb, dim, epsilon, inv);
-        break;
-      case 5:
-        inv_rms<5>(xb, dim, epsilon, inv);
-        break;
-      case 4:
-        inv_rms<4>(xb, dim, epsilon, inv);
-        break;
-      case 3:
-        inv_rms<3>(xb, dim, epsilon, inv);
-        break;
-      case 2:
-        inv_rms<2>(xb, dim, epsilon, inv);
-        break;
-      default:
-        inv_rms<1>(xb, dim, epsilon, inv);
-        break;
-    }
+    with_count<1, 8>(int(nr), [&](auto r) { inv_rms<r.value>(xb, dim, epsilon, inv); });
     for (int64_t r = 0; r < nr; ++r) {
       const float* xr = xb + r * dim;
       float* yr = y + (r0 + r) * dim;

@@ -12,6 +12,22 @@
 
 namespace hlx::rt::shape {
 
+// Calls f(E{}) with E the unsigned integer of `esize` bytes (1, 2, 4, else 8): the copies only
+// move bits, so one loop per element size serves every dtype.
+template <class F>
+inline void with_element_of_size(size_t esize, F&& f) {
+  switch (esize) {
+    case 1:
+      return f(uint8_t{});
+    case 2:
+      return f(uint16_t{});
+    case 4:
+      return f(uint32_t{});
+    default:
+      return f(uint64_t{});
+  }
+}
+
 // Copies the box `dims`: dst[sum i_k * dst_st_k] = src[sum i_k * src_st_k]; strides in elements
 // (src strides may be 0 for broadcasting).
 inline void strided_copy(void* dst_v, std::vector<int64_t> dst_st, const void* src_v, std::vector<int64_t> src_st,
@@ -65,20 +81,7 @@ inline void strided_copy(void* dst_v, std::vector<int64_t> dst_st, const void* s
         const auto* s = reinterpret_cast<const E*>(sp);
         for (int64_t i = 0; i < inner; ++i) d[i * t_in] = s[i * s_in];
       };
-      switch (esize) {
-        case 1:
-          loop(uint8_t{});
-          break;
-        case 2:
-          loop(uint16_t{});
-          break;
-        case 4:
-          loop(uint32_t{});
-          break;
-        default:
-          loop(uint64_t{});
-          break;
-      }
+      with_element_of_size(esize, loop);
     }
   };
   if (par) {
@@ -101,20 +104,7 @@ inline void fill(void* dst_v, int64_t n, const void* value, size_t esize) {
       for (int64_t i = b; i < e; ++i) d[i] = v;
     });
   };
-  switch (esize) {
-    case 1:
-      loop(uint8_t{});
-      break;
-    case 2:
-      loop(uint16_t{});
-      break;
-    case 4:
-      loop(uint32_t{});
-      break;
-    default:
-      loop(uint64_t{});
-      break;
-  }
+  with_element_of_size(esize, loop);
 }
 
 // Reads a scalar integer of any integer type as int64 (start indices of dynamic slices).
