@@ -109,28 +109,44 @@ BENCHMARK(BM_Attention)
 // other layer's K/V and the weights, so they come from DRAM, not from the cache the loop above
 // keeps them in. Here layer caches (f32 queries) are visited in turn: 28 of capacity 128 for the
 // short contexts, and for long ones (issue 27) as many of capacity kv_len as make >= 512 MiB, so
-// every call reads its K/V from DRAM. The time is per layer. Args: batch, kv_len. KV_GB/s is the
-// K+V bytes attended per second (the DRAM probe of `hlx bench` is the ceiling).
+// every call reads its K/V from DRAM. The time is per layer. Args: batch, kv_len, KV type (0 bf16,
+// 1 int8: i8 codes + f32 scales per row and kv head). KV_GB/s is the K+V bytes attended per second
+// (codes and scales for int8; the DRAM probe of `hlx bench` is the ceiling).
 void BM_AttentionDecodeCold(benchmark::State& state) {
   const int64_t B = state.range(0), len = state.range(1), S = std::max<int64_t>(128, len);
+  const bool i8 = state.range(2) != 0;
   const int64_t slot_elems = S * 8 * 128;
-  const int64_t layer_bytes = B * slot_elems * 2 * 2;
+  const int64_t row_bytes = i8 ? 128 + 4 : 256;  // per row and kv head
+  const int64_t layer_bytes = B * S * 8 * row_bytes * 2;
   const int64_t layers = S == 128 ? 28 : std::max<int64_t>(2, ((int64_t(512) << 20) + layer_bytes - 1) / layer_bytes);
   // Tensors, as the engine's caches: 2 MiB aligned and huge-page advised (std::vector's 4 KiB
   // pages made this a TLB benchmark: 3x slower).
-  std::vector<Tensor> k, v;
+  std::vector<Tensor> k, v, ks, vs;
   uint32_t x = 0x9e3779b9u;  // xorshift: values in [-1, 1) (mt19937 took seconds for GBs)
   auto next = [&x] {
     x ^= x << 13;
     x ^= x >> 17;
     x ^= x << 5;
-    return f32_to_bf16(float(int32_t(x)) * (1.f / 2147483648.f));
+    return x;
+  };
+  auto fill = [&](Tensor& t) {
+    for (int64_t i = 0; i < t.num_elements(); ++i) {
+      if (i8)
+        t.data<int8_t>()[i] = int8_t(int32_t(next() >> 24) % 127);
+      else
+        t.data<bf16>()[i] = f32_to_bf16(float(int32_t(next())) * (1.f / 2147483648.f));
+    }
   };
   for (int64_t l = 0; l < layers; ++l) {
-    k.push_back(Tensor::empty(DType::kBF16, {B * slot_elems}));
-    v.push_back(Tensor::empty(DType::kBF16, {B * slot_elems}));
-    for (int64_t i = 0; i < B * slot_elems; ++i) k.back().data<bf16>()[i] = next();
-    for (int64_t i = 0; i < B * slot_elems; ++i) v.back().data<bf16>()[i] = next();
+    for (auto* c : {&k, &v}) {
+      c->push_back(Tensor::empty(i8 ? DType::kI8 : DType::kBF16, {B * slot_elems}));
+      fill(c->back());
+    }
+    if (i8)
+      for (auto* c : {&ks, &vs}) {
+        c->push_back(Tensor::empty(DType::kF32, {B * S * 8}));
+        for (int64_t i = 0; i < B * S * 8; ++i) c->back().data<float>()[i] = 1.f / 127.f;
+      }
   }
   std::mt19937 rng(1);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -143,7 +159,7 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
   d.num_slots = B;
   d.capacity = S;
   d.q_type = DType::kF32;
-  d.kv_type = DType::kBF16;
+  d.kv_type = i8 ? DType::kI8 : DType::kBF16;
   d.scale = 1.f / std::sqrt(128.f);
   d.causal = true;
   std::vector<float> q(size_t(B * 16 * 128)), out(q.size());
@@ -156,6 +172,10 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
   }
   int64_t l = 0;
   for (auto _ : state) {
+    if (i8) {
+      d.k_scale = ks[size_t(l)].data<float>();
+      d.v_scale = vs[size_t(l)].data<float>();
+    }
     Status st = kernels::attention(d, q.data(), k[size_t(l)].raw(), v[size_t(l)].raw(), slot.data(), pos.data(),
                                    kv_len.data(), nullptr, out.data());
     if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
@@ -163,17 +183,20 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
     l = (l + 1) % layers;
   }
   state.counters["KV_GB/s"] = benchmark::Counter(
-      double(B) * len * 8 * 128 * 2 * 2, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+      double(B) * len * 8 * row_bytes * 2, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_AttentionDecodeCold)
-    ->Args({1, 80})
-    ->Args({8, 80})
-    ->Args({8, 120})
-    ->Args({1, 2048})
-    ->Args({1, 8192})
-    ->Args({8, 8192})
-    ->Args({1, 32768})
+    ->Args({1, 80, 0})
+    ->Args({8, 80, 0})
+    ->Args({8, 120, 0})
+    ->Args({1, 2048, 0})
+    ->Args({1, 8192, 0})
+    ->Args({1, 8192, 1})
+    ->Args({8, 8192, 0})
+    ->Args({8, 8192, 1})
+    ->Args({1, 32768, 0})
+    ->Args({1, 32768, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

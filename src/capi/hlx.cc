@@ -532,9 +532,11 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
       return fail(HLX_STATUS_INVALID_ARGUMENT, "slots ", o.slots, " is outside [1, ", HLX_MAX_SLOTS, "]");
     if (o.threads < 0 || o.threads > HLX_MAX_THREADS)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "threads ", o.threads, " is outside [0, ", HLX_MAX_THREADS, "]");
-    if (o.kv_dtype != HLX_KV_DTYPE_BF16 && o.kv_dtype != HLX_KV_DTYPE_F32 && o.kv_dtype != HLX_KV_DTYPE_AUTO)
+    if (o.kv_dtype != HLX_KV_DTYPE_BF16 && o.kv_dtype != HLX_KV_DTYPE_F32 && o.kv_dtype != HLX_KV_DTYPE_AUTO &&
+        o.kv_dtype != HLX_KV_DTYPE_INT8)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "kv_dtype ", o.kv_dtype,
-                  " is unknown (expected HLX_KV_DTYPE_BF16 = 0, HLX_KV_DTYPE_F32 = 1 or HLX_KV_DTYPE_AUTO = 2)");
+                  " is unknown (expected HLX_KV_DTYPE_BF16 = 0, HLX_KV_DTYPE_F32 = 1, HLX_KV_DTYPE_AUTO = 2 or "
+                  "HLX_KV_DTYPE_INT8 = 3)");
     if (o.load_tokenizer != 0 && o.load_tokenizer != 1)
       return fail(HLX_STATUS_INVALID_ARGUMENT, "load_tokenizer ", o.load_tokenizer, " must be 0 or 1");
     if (o.skip_special_tokens != 0 && o.skip_special_tokens != 1)
@@ -565,7 +567,9 @@ hlx_status_t hlx_model_load(const char* model_dir, const hlx_model_options_t* op
     to.slots = o.slots;
     to.threads = o.threads;
     if (o.kv_dtype != HLX_KV_DTYPE_AUTO)
-      to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32 ? hlx::DType::kF32 : hlx::DType::kBF16;
+      to.kv_dtype = o.kv_dtype == HLX_KV_DTYPE_F32    ? hlx::DType::kF32
+                    : o.kv_dtype == HLX_KV_DTYPE_INT8 ? hlx::DType::kI8
+                                                      : hlx::DType::kBF16;
     to.weight_format = o.weights == HLX_WEIGHTS_INT8   ? hlx::kernels::WeightFormat::kInt8
                        : o.weights == HLX_WEIGHTS_INT4 ? hlx::kernels::WeightFormat::kInt4
                                                        : hlx::kernels::WeightFormat::kAsStored;

@@ -43,7 +43,8 @@ struct BenchArgs {
   std::string model;
   std::string json_out;
   int threads = 0;
-  std::string weights;  // "int8", or empty: the checkpoint's own type
+  std::string weights;            // "int8", or empty: the checkpoint's own type
+  std::string kv_dtype = "auto";  // auto | bf16 | f32 | int8
   int64_t capacity = 4096;
   int64_t small_capacity = 512;
   int64_t context = 64;        // context the decode runs start from
@@ -113,7 +114,9 @@ int64_t argmax(const float* row, int64_t n) {
 
 // K and V bytes attention reads per token (one sequence) at context `len`.
 size_t kv_bytes_per_token(const models::TextModelSpec& spec, DType kv, int64_t len) {
-  return size_t(spec.num_layers) * 2 * size_t(len) * size_t(spec.num_kv_heads * spec.head_dim) * dtype_size(kv);
+  // int8 KV also reads one f32 scale per row and kv head.
+  const size_t row = size_t(spec.num_kv_heads) * (size_t(spec.head_dim) * dtype_size(kv) + (kv == DType::kI8 ? 4 : 0));
+  return size_t(spec.num_layers) * 2 * size_t(len) * row;
 }
 
 struct DecodeRun {
@@ -481,6 +484,8 @@ Status run_bench(const BenchArgs& a) {
   base.threads = a.threads;
   if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
   if (a.weights == "int4") base.weight_format = kernels::WeightFormat::kInt4;
+  if (a.kv_dtype != "auto") base.kv_dtype = a.kv_dtype == "int8" ? DType::kI8 : *dtype_from_name(a.kv_dtype);
+  rec["kv_dtype_option"] = a.kv_dtype;
   if (a.long_only) {
     HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
     return write_record(a, rec);
@@ -695,6 +700,9 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_option("--threads", a->threads, "runtime threads (default: all cores)")->check(CLI::Range(0, 1024));
   sub->add_option("--weights", a->weights,
                   "int8 | int4: matmul weights quantized at load (default: the checkpoint's type)");
+  sub->add_option("--kv-dtype", a->kv_dtype,
+                  "KV cache: auto (default: f32 for an f32 checkpoint, else bf16) | bf16 | f32 | int8")
+      ->check(CLI::IsMember({"auto", "bf16", "f32", "int8"}));
   sub->add_option("--capacity", a->capacity, "context capacity of the main model (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--small-capacity", a->small_capacity, "capacity of the comparison model (default 512)")

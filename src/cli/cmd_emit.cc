@@ -1,4 +1,4 @@
-// `hlx emit -m DIR --entry ENTRY --capacity C [--slots N] [--rows L|B] [--kv-dtype bf16|f32]
+// `hlx emit -m DIR --entry ENTRY --capacity C [--slots N] [--rows L|B] [--kv-dtype bf16|f32|int8]
 //  -o FILE.mlir`: writes one text-decoder entry (prefill, prefill_embeddings, prefill_all_logits,
 // decode, prefill_embeddings_masked, prefill_embeddings_masked_all_logits; M-RoPE models also
 // prefill_embeddings_mrope, prefill_embeddings_deepstack [--visual-rows Nv], decode_mrope) as
@@ -97,8 +97,10 @@ Status run_emit(const EmitArgs& a) {
     shape.kv_dtype = DType::kBF16;
   } else if (a.kv_dtype == "f32") {
     shape.kv_dtype = DType::kF32;
+  } else if (a.kv_dtype == "int8") {
+    shape.kv_dtype = DType::kI8;
   } else {
-    return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16 or f32)");
+    return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", a.kv_dtype, "' (expected bf16, f32 or int8)");
   }
   if (!a.weights.empty() && a.weights != "int8" && a.weights != "int4")
     return make_error(ErrorKind::kInvalidArgument, "--weights '", a.weights, "' (expected int8 or int4)");
@@ -141,7 +143,7 @@ CommandRun setup_emit(CLI::App& root) {
   sub->add_option("--rows", args->rows,
                   "Prefill rows (a bucket; default the largest, = capacity) or decode batch B (default N)");
   sub->add_option("--visual-rows", args->visual_rows, "prefill_embeddings_deepstack: static max Nv (default rows)");
-  sub->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: bf16 (default) or f32");
+  sub->add_option("--kv-dtype", args->kv_dtype, "KV cache dtype: bf16 (default), f32 or int8");
   sub->add_option("--weights", args->weights,
                   "int8 | int4: the module is for matmul weights quantized at load (part of its identity)");
   sub->add_option("-o,--out", args->out, "Output .mlir file (default stdout)");

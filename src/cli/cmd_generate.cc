@@ -1,6 +1,6 @@
 // `hlx generate -m DIR (-p TEXT | --file F | --tokens 1,2,3) [--image PATH]... [--chat] [-n N] [--temp T]
 //               [--top-k K] [--top-p P] [--min-p P] [--seed S] [--stop STR]... [--capacity C] [--slots N]
-//               [--logprobs K] [--kv-dtype auto|bf16|f32] [--threads N]`
+//               [--logprobs K] [--kv-dtype auto|bf16|f32|int8] [--threads N]`
 // Text mode (-p / --file): tokenizes with DIR/tokenizer.json (--chat first renders DIR's chat
 // template for one user message with add_generation_prompt), streams the generated text to stdout
 // as it is decided (never a broken UTF-8 character), and ends with a one-line summary on stderr.

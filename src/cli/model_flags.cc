@@ -5,7 +5,9 @@ namespace hlx::cli {
 void ModelFlags::add_to(CLI::App* sub) {
   sub->add_option("--capacity", capacity,
                   "context capacity (default: min(4096, max_position_embeddings); see docs/CAPACITY.md)");
-  sub->add_option("--kv-dtype", kv_dtype, "auto (default: f32 for an f32 checkpoint, else bf16) | bf16 | f32");
+  sub->add_option("--kv-dtype", kv_dtype,
+                  "auto (default: f32 for an f32 checkpoint, else bf16) | bf16 | f32 | int8 (per-row, per-head "
+                  "scales; docs/COMPOSITES.md)");
   sub->add_option("--threads", threads, "runtime threads (default: all cores)");
   sub->add_option("--weights", weights,
                   "matmul weights: int8 (per-channel) | int4 (groups of 128, f32 scale + min) quantized at load | the "
@@ -23,9 +25,9 @@ Result<engine::TextModelOptions> ModelFlags::options() const {
   engine::TextModelOptions o;
   o.context_capacity = capacity;
   if (kv_dtype != "auto") {
-    auto kv = dtype_from_name(kv_dtype);
-    if (!kv || (*kv != DType::kBF16 && *kv != DType::kF32))
-      return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", kv_dtype, "' (expected auto, bf16 or f32)");
+    auto kv = kv_dtype == "int8" ? std::optional<DType>(DType::kI8) : dtype_from_name(kv_dtype);
+    if (!kv || (*kv != DType::kBF16 && *kv != DType::kF32 && *kv != DType::kI8))
+      return make_error(ErrorKind::kInvalidArgument, "--kv-dtype '", kv_dtype, "' (expected auto, bf16, f32 or int8)");
     o.kv_dtype = *kv;
   }
   o.threads = threads;

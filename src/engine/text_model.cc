@@ -83,10 +83,12 @@ void expected_signature(const models::TextModelSpec& spec, const models::EngineS
       break;
   }
   shlo::TensorType cache = tt(shape.kv_dtype, {shape.slots, shape.context_capacity, spec.num_kv_heads, spec.head_dim});
+  shlo::TensorType scale = tt(DType::kF32, {shape.slots, shape.context_capacity, spec.num_kv_heads});  // int8 KV
+  const std::vector<std::string> names = models::text_cache_names(shape);
   for (int64_t l = 0; l < spec.num_layers; ++l)
-    for (const char* kv : {"k_cache.", "v_cache."}) {
-      inputs->push_back({str_cat(kv, l), cache});
-      results->push_back({str_cat(kv, l), cache});
+    for (size_t i = 0; i < names.size(); ++i) {
+      inputs->push_back({str_cat(names[i], l), i < 2 ? cache : scale});
+      results->push_back({str_cat(names[i], l), i < 2 ? cache : scale});
     }
 }
 
@@ -192,8 +194,10 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   const models::TextModelSpec& spec = m->spec_;
 
   if (options.slots < 1) return make_error(ErrorKind::kInvalidArgument, "slots must be >= 1, got ", options.slots);
-  if (options.kv_dtype && *options.kv_dtype != DType::kBF16 && *options.kv_dtype != DType::kF32)
-    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16 or f32, got ", dtype_name(*options.kv_dtype));
+  if (options.kv_dtype && *options.kv_dtype != DType::kBF16 && *options.kv_dtype != DType::kF32 &&
+      *options.kv_dtype != DType::kI8)
+    return make_error(ErrorKind::kInvalidArgument, "kv dtype must be bf16, f32 or i8, got ",
+                      dtype_name(*options.kv_dtype));
   int64_t capacity = options.context_capacity ? options.context_capacity : default_context_capacity(spec);
   if (capacity < 1) return make_error(ErrorKind::kInvalidArgument, "context capacity must be >= 1, got ", capacity);
   // i32 positions and slot ids in the modules.
@@ -320,12 +324,16 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     for (auto& [key, e] : m->entries_) HLX_RETURN_IF_ERROR(m->compile(e));
 
   // KV caches: allocated once, zero-filled so padding rows are deterministic bytes.
+  // int8 KV adds per layer the f32 [slots, S, kv_heads] scales of K and V (models::text_cache_names order).
   Shape cache_shape{options.slots, capacity, spec.num_kv_heads, spec.head_dim};
-  HLX_ASSIGN_OR_RETURN(int64_t cache_elems, checked_num_elements(cache_shape));
+  Shape scale_shape{options.slots, capacity, spec.num_kv_heads};
+  HLX_RETURN_IF_ERROR(checked_num_elements(cache_shape).status());  // overflow check
+  const size_t per_layer = models::text_cache_names(m->shape_).size();
   for (int64_t l = 0; l < spec.num_layers; ++l)
-    for (int kv = 0; kv < 2; ++kv) {
-      m->caches_.push_back(Tensor::zeros(*options.kv_dtype, cache_shape));
-      m->stats_.kv_bytes += size_t(cache_elems) * dtype_size(*options.kv_dtype);
+    for (size_t i = 0; i < per_layer; ++i) {
+      m->caches_.push_back(i < 2 ? Tensor::zeros(*options.kv_dtype, cache_shape)
+                                 : Tensor::zeros(DType::kF32, scale_shape));
+      m->stats_.kv_bytes += m->caches_.back().nbytes();
     }
   m->pool_ = SlotPool(options.slots);
   m->history_.assign(size_t(options.slots), {});
@@ -537,9 +545,10 @@ Result<int64_t> TextModel::admit_reusing(const PromptKey& key, int64_t max_new_t
   std::vector<int32_t> hist(have.begin(), have.begin() + keep);  // before retained_ is cleared
   HLX_RETURN_IF_ERROR(pool_.acquire(slot));
   if (source != slot && keep > 0) {
-    // [slots, S, kv_heads, head_dim]: a slot's leading rows are one contiguous run per tensor.
+    // [slots, S, kv_heads, head_dim] (int8 scales: [slots, S, kv_heads]): a slot's leading rows are
+    // one contiguous run per tensor.
     for (Tensor& c : caches_) {
-      const size_t row = size_t(c.dim(2) * c.dim(3)) * dtype_size(c.dtype());
+      const size_t row = c.nbytes() / size_t(c.dim(0) * c.dim(1));
       char* base = static_cast<char*>(c.raw());
       const size_t slot_bytes = size_t(shape_.context_capacity) * row;
       std::memcpy(base + size_t(slot) * slot_bytes, base + size_t(source) * slot_bytes, size_t(keep) * row);

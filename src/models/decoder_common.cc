@@ -77,11 +77,39 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
   sd.inserted_window_dims = {0, 1};
   sd.scatter_dims_to_operand_dims = {0, 1};
   sd.index_vector_dim = 1;
-  Value& k_cache = c.caches[size_t(2 * layer)];
-  Value& v_cache = c.caches[size_t(2 * layer + 1)];
-  const DType kv = k_cache.dtype();
-  k_cache = f.scatter(k_cache, c.cache_index, f.convert(k, kv), sd, shlo::Reducer::kReplace);
-  v_cache = f.scatter(v_cache, c.cache_index, f.convert(v, kv), sd, shlo::Reducer::kReplace);
+  const bool i8 = c.shape.kv_dtype == DType::kI8;
+  const size_t per_layer = i8 ? 4 : 2;  // k, v (, k_scale, v_scale)
+  Value& k_cache = c.caches[per_layer * size_t(layer)];
+  Value& v_cache = c.caches[per_layer * size_t(layer) + 1];
+  std::optional<std::pair<Value, Value>> scales;
+  if (i8) {
+    // int8 KV (docs/COMPOSITES.md): per row and kv head, scale = max|x| / 127 over head_dim and
+    // code = clamp(round_half_even(x / scale), -127, 127); a zero row has scale 0 and codes 0.
+    ScatterDims ssd;
+    ssd.update_window_dims = {1};
+    ssd.inserted_window_dims = {0, 1};
+    ssd.scatter_dims_to_operand_dims = {0, 1};
+    ssd.index_vector_dim = 1;
+    const TensorType rows_type{DType::kF32, {t, hkv}};
+    auto quantize = [&](const Value& x, Value& cache, Value& scale_cache) {
+      Value scale = f.div(f.reduce_max(f.abs(x), {2}), f.full(127.0, rows_type));
+      Value zero = f.compare(shlo::CompareDir::kEQ, scale, f.zeros(rows_type));
+      Value divisor = f.broadcast_in_dim(f.select(zero, f.full(1.0, rows_type), scale), {t, hkv, dh}, {0, 1});
+      const TensorType x_type{DType::kF32, {t, hkv, dh}};
+      Value code = f.clamp(f.full(-127.0, x_type), f.round_even(f.div(x, divisor)), f.full(127.0, x_type));
+      cache = f.scatter(cache, c.cache_index, f.convert(code, DType::kI8), sd, shlo::Reducer::kReplace);
+      scale_cache = f.scatter(scale_cache, c.cache_index, scale, ssd, shlo::Reducer::kReplace);
+    };
+    Value& k_scale = c.caches[per_layer * size_t(layer) + 2];
+    Value& v_scale = c.caches[per_layer * size_t(layer) + 3];
+    quantize(k, k_cache, k_scale);
+    quantize(v, v_cache, v_scale);
+    scales = std::make_pair(k_scale, v_scale);
+  } else {
+    const DType kv = k_cache.dtype();
+    k_cache = f.scatter(k_cache, c.cache_index, f.convert(k, kv), sd, shlo::Reducer::kReplace);
+    v_cache = f.scatter(v_cache, c.cache_index, f.convert(v, kv), sd, shlo::Reducer::kReplace);
+  }
 
   f.set_scope(str_cat("layer ", layer, " attention"));
   shlo::AttentionOptions o;
@@ -94,7 +122,7 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
   Value q4 = f.reshape(q, {c.batch, c.q_len, hq, dh});
   std::optional<Value> bias;
   if (c.attn_bias.valid()) bias = c.attn_bias;
-  Value a = shlo::attention(f, q4, k_cache, v_cache, c.attn_slot, c.attn_q_pos, c.attn_kv_len, bias, o);
+  Value a = shlo::attention(f, q4, k_cache, v_cache, c.attn_slot, c.attn_q_pos, c.attn_kv_len, bias, o, scales);
   f.set_scope(str_cat("layer ", layer, " o_proj"));
   return linear(c, f.reshape(a, {t, hq * dh}), c.layer_weight(layer, "self_attn.o_proj.weight"));
 }

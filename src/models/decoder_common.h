@@ -38,7 +38,7 @@ struct DecoderContext {
   shlo::Value mrope_positions;
   std::vector<shlo::Value> inv_freq_mrope;
   shlo::Value rotary_positions;     // decode_mrope: [T] i32 rotary positions (cache rows stay `positions`)
-  std::vector<shlo::Value> caches;  // k_cache.0, v_cache.0, ... (replaced by the updated caches)
+  std::vector<shlo::Value> caches;  // text_cache_names() per layer (replaced by the updated caches)
   Status status;                    // first missing weight
 
   DecoderContext(shlo::FunctionBuilder& fb, const TextModelSpec& s, const EngineShape& sh)

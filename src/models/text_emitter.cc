@@ -42,8 +42,8 @@ Status validate(const TextModelSpec& s, const EngineShape& shape, const EntryReq
     return bad("context_capacity ", shape.context_capacity, " must be in [1, 2^31 - 2] (positions are i32)");
   if (shape.slots <= 0 || shape.slots >= (int64_t(1) << 31))
     return bad("slots ", shape.slots, " must be positive and fit i32");
-  if (shape.kv_dtype != DType::kBF16 && shape.kv_dtype != DType::kF32)
-    return bad("kv dtype ", dtype_name(shape.kv_dtype), " is not bf16 or f32");
+  if (shape.kv_dtype != DType::kBF16 && shape.kv_dtype != DType::kF32 && shape.kv_dtype != DType::kI8)
+    return bad("kv dtype ", dtype_name(shape.kv_dtype), " is not bf16, f32 or i8");
   if (req.rows <= 0) return bad(entry_name(req.entry), " rows ", req.rows, " must be positive");
   if (is_prefill(req.entry) && req.rows > shape.context_capacity)
     return bad(entry_name(req.entry), " rows (bucket) ", req.rows, " exceed context_capacity ", shape.context_capacity);
@@ -126,6 +126,11 @@ bool entry_takes_mask(TextEntry e) {
 }
 bool entry_all_logits(TextEntry e) {
   return e == TextEntry::kPrefillAllLogits || e == TextEntry::kPrefillEmbeddingsMaskedAllLogits;
+}
+
+std::vector<std::string> text_cache_names(const EngineShape& shape) {
+  if (shape.kv_dtype == DType::kI8) return {"k_cache.", "v_cache.", "k_scale.", "v_scale."};
+  return {"k_cache.", "v_cache."};
 }
 
 std::vector<int64_t> default_prefill_buckets(int64_t context_capacity) {
@@ -249,10 +254,11 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
     slot = f.arg(i32_scalar, "slot");
   }
   const TensorType cache_type{shape.kv_dtype, {shape.slots, S, spec.num_kv_heads, spec.head_dim}};
-  for (int64_t l = 0; l < spec.num_layers; ++l) {
-    c.caches.push_back(f.arg(cache_type, str_cat("k_cache.", l), int(1 + 2 * l)));
-    c.caches.push_back(f.arg(cache_type, str_cat("v_cache.", l), int(2 + 2 * l)));
-  }
+  const std::vector<std::string> cache_names = text_cache_names(shape);
+  const TensorType scale_type{DType::kF32, {shape.slots, S, spec.num_kv_heads}};
+  for (int64_t l = 0; l < spec.num_layers; ++l)
+    for (size_t i = 0; i < cache_names.size(); ++i)
+      c.caches.push_back(f.arg(i < 2 ? cache_type : scale_type, str_cat(cache_names[i], l), int(1 + c.caches.size())));
 
   // ---- positions and cache addressing.
   f.set_scope("positions");
@@ -377,7 +383,8 @@ Result<shlo::Module> emit_text_entry(const TextModelSpec& spec, const EngineShap
   std::vector<AttrDict> result_attrs = {{{shlo::kArgNameAttr, Attr::string("logits")}}};
   for (size_t i = 0; i < c.caches.size(); ++i) {
     results.push_back(c.caches[i]);
-    result_attrs.push_back({{shlo::kArgNameAttr, Attr::string(str_cat(i % 2 ? "v_cache." : "k_cache.", i / 2))}});
+    result_attrs.push_back(
+        {{shlo::kArgNameAttr, Attr::string(str_cat(cache_names[i % cache_names.size()], i / cache_names.size()))}});
   }
   f.ret(results, result_attrs);
   HLX_RETURN_IF_ERROR(c.status);

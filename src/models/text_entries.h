@@ -44,7 +44,9 @@
 //                            rope delta; the three axes are equal for generated tokens).
 //
 //   Caches are tensor<N x S x Hkv x Dh x kv_dtype> (N = slots, S = capacity), donated: the cache
-//   argument i carries `tf.aliasing_output = 1 + i`. Prefill rows i < length get position start + i
+//   argument i carries `tf.aliasing_output = 1 + i`. kv_dtype i8 (int8 KV) adds per layer
+//   k_scale.l, v_scale.l: tensor<N x S x Hkv x f32> after v_cache.l (element = code * scale;
+//   quantization in docs/COMPOSITES.md), donated the same way. Prefill rows i < length get position start + i
 //   and are written at (slot, start + i); rows >= length are padding and are never read. Cache
 //   writes use scatter, whose out-of-bounds updates are dropped, so no position can cross the
 //   capacity even if a caller skips admission; attention rejects kv lengths above S.
@@ -64,6 +66,10 @@ struct EngineShape {
   int64_t slots = 1;             // N: KV slots
   DType kv_dtype = DType::kBF16;
 };
+
+// Name prefixes of one layer's cache arguments/results, in order (the layer index follows):
+// k_cache., v_cache. (and k_scale., v_scale. for an i8 cache).
+std::vector<std::string> text_cache_names(const EngineShape& shape);
 
 // The default prefill buckets for a capacity: powers of 4 from 32 below the capacity, then the
 // capacity itself (e.g. 1000 -> 32, 128, 512, 1000).

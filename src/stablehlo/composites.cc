@@ -103,7 +103,8 @@ Value rotary(FunctionBuilder& f, const Value& x, const Value& positions, const V
 }
 
 Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const Value& v_cache, const Value& slot,
-                const Value& q_pos, const Value& kv_len, const std::optional<Value>& bias, const AttentionOptions& o) {
+                const Value& q_pos, const Value& kv_len, const std::optional<Value>& bias, const AttentionOptions& o,
+                const std::optional<std::pair<Value, Value>>& scales) {
   AttrDict attrs = {{"scale", Attr::floating(o.scale, DType::kF32)},
                     {"causal", Attr::boolean(o.causal)},
                     {"sliding_window", Attr::integer(o.sliding_window, DType::kI64)},
@@ -111,7 +112,12 @@ Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const 
                     {"has_bias", Attr::boolean(bias.has_value())}};
   std::vector<Value> operands = {q, k_cache, v_cache, slot, q_pos, kv_len};
   if (bias) operands.push_back(*bias);
-  return emit(f, "hlx.attention", operands, std::move(attrs), [o](FunctionBuilder& g, const std::vector<Value>& a) {
+  if (scales) {
+    operands.push_back(scales->first);
+    operands.push_back(scales->second);
+  }
+  const bool has_bias = bias.has_value(), quantized = scales.has_value();
+  return emit(f, "hlx.attention", operands, std::move(attrs), [=](FunctionBuilder& g, const std::vector<Value>& a) {
     int64_t b = a[0].dim(0), t = a[0].dim(1), hq = a[0].dim(2), dh = a[0].dim(3);
     int64_t s = a[1].dim(1), hkv = a[1].dim(2), groups = hq / hkv;
     // Each row's slot of the caches: [B, S, Hkv, Dh].
@@ -121,10 +127,17 @@ Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const 
     by_slot.start_index_map = {0};
     by_slot.index_vector_dim = 1;
     Value slot_index = g.reshape(a[3], {b, 1});
-    auto rows_of = [&](const Value& cache) {
-      return g.convert(g.gather(cache, slot_index, by_slot, {1, s, hkv, dh}), DType::kF32);
+    // int8 KV: codes times their row's scale ([N,S,Hkv] gathered the same way), in f32.
+    GatherDims scale_by_slot = by_slot;
+    scale_by_slot.offset_dims = {1, 2};
+    const size_t scale_at = has_bias ? 7 : 6;
+    auto rows_of = [&](const Value& cache, size_t scale_index) {
+      Value x = g.convert(g.gather(cache, slot_index, by_slot, {1, s, hkv, dh}), DType::kF32);
+      if (!quantized) return x;
+      Value sc = g.gather(a[scale_index], slot_index, scale_by_slot, {1, s, hkv});
+      return g.mul(x, g.broadcast_in_dim(sc, {b, s, hkv, dh}, {0, 1, 2}));
     };
-    Value k = rows_of(a[1]), v = rows_of(a[2]);
+    Value k = rows_of(a[1], scale_at), v = rows_of(a[2], scale_at + 1);
     // Scores [B, Hkv, T, G, S]: query head h reads kv head h / G.
     Value q5 = g.reshape(g.convert(a[0], DType::kF32), {b, t, hkv, groups, dh});
     DotDims qk{{0, 2}, {0, 2}, {4}, {3}};
@@ -135,7 +148,7 @@ Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const 
       Value cap = g.full(o.logit_softcap, stype);
       scores = g.mul(cap, g.tanh(g.div(scores, cap)));
     }
-    if (a.size() > 6) scores = g.add(scores, g.broadcast_in_dim(a[6], sshape, {0, 2, 4}));
+    if (has_bias) scores = g.add(scores, g.broadcast_in_dim(a[6], sshape, {0, 2, 4}));
     // Visibility of key j to query (b, t).
     TensorType itype{DType::kI32, sshape};
     Value j = g.iota(itype, 4);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <optional>
+#include <utility>
 
 #include "stablehlo/builder.h"
 
@@ -28,8 +29,10 @@ struct AttentionOptions {
 
 // Grouped-query attention over slot caches: q [B,T,Hq,Dh], caches [N,S,Hkv,Dh], slot [B],
 // q_pos [B,T], kv_len [B] (i32), optional additive bias [B,T,S] (f32). Result [B,T,Hq,Dh] f32.
+// i8 caches (int8 KV) need `scales` = {k_scale, v_scale}, f32 [N,S,Hkv]: element = code * scale;
+// they are the last two operands.
 Value attention(FunctionBuilder& f, const Value& q, const Value& k_cache, const Value& v_cache, const Value& slot,
                 const Value& q_pos, const Value& kv_len, const std::optional<Value>& bias,
-                const AttentionOptions& options);
+                const AttentionOptions& options, const std::optional<std::pair<Value, Value>>& scales = std::nullopt);
 
 }  // namespace hlx::shlo

@@ -562,6 +562,33 @@ static void test_growth(const char* model_dir, const int64_t* prompt, size_t n, 
   }
 }
 
+/* ---- version 4: HLX_KV_DTYPE_INT8 ---- */
+
+/* An int8 KV cache gives the tokens of the CLI's --kv-dtype int8 (and an unknown value is refused
+ * by name, nothing returned). */
+static void test_kv_int8(const char* hlx, const char* model_dir, const int64_t* prompt, size_t n, int nref) {
+  int64_t want[kMaxTokens], got[kMaxTokens];
+  int nw = cli_generate_args(hlx, model_dir, prompt, n, nref, " --kv-dtype int8", want, kMaxTokens);
+  hlx_model_options_t o;
+  EXPECT_OK(hlx_model_options_init(&o));
+  o.context_capacity = kCapacity;
+  o.kv_dtype = HLX_KV_DTYPE_INT8;
+  hlx_model_t* m = NULL;
+  EXPECT_OK(hlx_model_load(model_dir, &o, &m));
+  if (m) {
+    hlx_generation_params_t p;
+    EXPECT_OK(hlx_generation_params_init(&p));
+    p.max_new_tokens = nref;
+    int ng = run_one(m, prompt, n, &p, got, NULL);
+    CHECK(nw > 0 && ng == nw && same_tokens(got, (size_t)ng, want, (size_t)nw));
+    hlx_model_release(m);
+  }
+  o.kv_dtype = 4;
+  m = (hlx_model_t*)0x1;
+  EXPECT_STATUS(hlx_model_load(model_dir, &o, &m), HLX_STATUS_INVALID_ARGUMENT);
+  CHECK(m == NULL && contains(hlx_last_error_message(), "kv_dtype 4"));
+}
+
 /* ---- version 3: the weights option ---- */
 
 /* Each format gives the tokens the CLI's --weights gives (int4 moves this fixture's greedy tokens
@@ -1711,6 +1738,7 @@ int main(int argc, char** argv) {
 
   test_growth(model_dir, prompt, 5, ref, nref);
   test_weights(hlx, model_dir, prompt, 5, ref, nref);
+  test_kv_int8(hlx, model_dir, prompt, 5, nref);
   test_images(hlx, dir);
   test_structured(model_dir);
   test_logprobs(hlx, dir, model_dir);

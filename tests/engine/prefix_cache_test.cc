@@ -1,15 +1,16 @@
 // Prefix reuse (BatchEngineOptions::prefix_cache): every request's logits and tokens with reuse
 // are compared bit for bit against the same request on an engine with reuse off, over an f32 and a
-// bf16 fixture: a prefix ending inside a prefill chunk and at a chunk edge, chat-like turns
-// (previous prompt + its generated tokens + new text), partial matches, a repeated prompt,
-// eviction then recompute, and a prefix copied from a slot that is still running. The expected
-// cached_tokens are asserted too, so a cache that never hits fails.
+// bf16 fixture, and the bf16 one with an int8 KV cache (copied rows must bring their scales): a prefix ending inside a
+// prefill chunk and at a chunk edge, chat-like turns (previous prompt + its generated tokens + new text), partial
+// matches, a repeated prompt, eviction then recompute, and a prefix copied from a slot that is still running. The
+// expected cached_tokens are asserted too, so a cache that never hits fails.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,9 +26,13 @@ namespace fs = std::filesystem;
 struct Fixture {
   std::string family;
   DType dtype;
+  std::optional<DType> kv_dtype = std::nullopt;  // default: the model's auto choice
 };
 
 std::string fixture_name(const Fixture& f) { return f.family + "_" + std::string(dtype_name(f.dtype)); }
+std::string param_name(const Fixture& f) {
+  return fixture_name(f) + (f.kv_dtype ? "_kv_" + std::string(dtype_name(*f.kv_dtype)) : "");
+}
 
 const std::string& fixture_dir(const Fixture& f) {
   static std::map<std::string, std::string> dirs;
@@ -52,6 +57,7 @@ std::unique_ptr<TextModel> load(const Fixture& f, int64_t slots) {
   o.context_capacity = 96;
   o.slots = slots;
   o.prefill_buckets = {8, 16};
+  o.kv_dtype = f.kv_dtype;
   auto m = TextModel::load(fixture_dir(f), o);
   EXPECT_TRUE(m.ok()) << m.status().to_string();
   return m.ok() ? std::move(*m) : nullptr;
@@ -297,8 +303,9 @@ TEST_P(PrefixCache, OffReusesNothing) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, PrefixCache,
-                         testing::Values(Fixture{"llama", DType::kF32}, Fixture{"qwen3", DType::kBF16}),
-                         [](const testing::TestParamInfo<Fixture>& i) { return fixture_name(i.param); });
+                         testing::Values(Fixture{"llama", DType::kF32}, Fixture{"qwen3", DType::kBF16},
+                                         Fixture{"qwen3", DType::kBF16, DType::kI8}),
+                         [](const testing::TestParamInfo<Fixture>& i) { return param_name(i.param); });
 
 // TextModel::admit_reusing checks everything before touching a slot.
 TEST(PrefixCacheModel, AdmitReusingRefusesBadPrefixesAndTouchesNothing) {

@@ -97,6 +97,7 @@ TEST(Identity, ChangesWithEveryInput) {
     expect_new(str_cat("capacity ", capacity), identity_of(base, {capacity, 2, DType::kBF16}, req));
   expect_new("slots", identity_of(base, {1024, 3, DType::kBF16}, req));
   expect_new("kv dtype", identity_of(base, {1024, 2, DType::kF32}, req));
+  expect_new("kv dtype int8", identity_of(base, {1024, 2, DType::kI8}, req));
   expect_new("rows", identity_of(base, shape, {TextEntry::kPrefill, 512}));
   expect_new("entry embeddings", identity_of(base, shape, {TextEntry::kPrefillEmbeddings, 128}));
   expect_new("entry all logits", identity_of(base, shape, {TextEntry::kPrefillAllLogits, 128}));

@@ -10,7 +10,8 @@ activations are f32. The one place where upstream rounds to the weight dtype on 
 Gemma's embedding scale sqrt(hidden) is cast to the embedding's dtype before the multiply
 (55.4256 -> 55.5 in bf16). For bf16 checkpoints two optional roundings model a bf16 engine's dtype
 policy (not model math): bf16_matmul rounds each weight matmul's activation operand to bf16 (bf16
-GEMM, f32 accumulation) and bf16_kv rounds K/V as a bf16 cache stores them. The vision tower's
+GEMM, f32 accumulation) and bf16_kv rounds K/V as a bf16 cache stores them; kv_int8 instead
+quantizes K/V as an int8 cache stores them (quantize_kv_int8, the format of docs/COMPOSITES.md). The vision tower's
 bf16_matmul also rounds its attention's Q/K/V and softmax weights (tower_attention).
 
 API:
@@ -75,6 +76,17 @@ def read_checkpoint(model_dir):
 
 
 # --- config -------------------------------------------------------------------------------------
+
+def quantize_kv_int8(x):
+    """An int8 KV cache's view of x [..., head_dim] (f32): per vector over head_dim (one token, one kv
+    head), scale = max|x| / 127 in f32, code = round-half-even(x / scale) clipped to [-127, 127],
+    0 for an all-zero vector (scale 0); returns code * scale in f32."""
+    x = np.asarray(x, dtype=np.float32)
+    scale = (np.abs(x).max(axis=-1, keepdims=True) / np.float32(127)).astype(np.float32)
+    safe = np.where(scale > 0, scale, np.float32(1))
+    code = np.clip(np.rint(x / safe), -127, 127)  # f32 division; rint rounds half to even
+    return (code * scale).astype(np.float32)
+
 
 def bf16_round(x):
     """Round f32 values to bf16 (nearest, ties to even) and widen back to f32 (finite inputs)."""
@@ -141,7 +153,7 @@ class Model:
         self.cfg = cfg
         self.gemma = self.model_type in ("gemma3", "gemma3_text")
         self.w, self.dtypes = read_checkpoint(model_dir)
-        self.bf16_matmul = self.bf16_kv = False
+        self.bf16_matmul = self.bf16_kv = self.kv_int8 = False
 
         c = cfg
         self.hidden = c["hidden_size"]
@@ -280,6 +292,8 @@ class Model:
         k = self.rope(k, positions, inv_freq)
         if self.bf16_kv:
             k, v = bf16_round(k), bf16_round(v)  # K/V as stored in a bf16 cache
+        if self.kv_int8:
+            k, v = quantize_kv_int8(k), quantize_kv_int8(v)  # K/V as an int8 cache stores them
         k, v = self.repeat_kv(k), self.repeat_kv(v)
         scores = (q @ k.transpose(0, 2, 1)) * np.float32(self.scaling)
         # Causal mask; sliding layers also need q - kv < window (masking_utils.sliding_window_overlay).
@@ -331,8 +345,8 @@ class Model:
             out = (np.tanh(out / c) * c).astype(np.float32)
         return out
 
-    def forward(self, tokens, bf16_matmul=False, bf16_kv=False):
-        self.bf16_matmul, self.bf16_kv = bf16_matmul, bf16_kv
+    def forward(self, tokens, bf16_matmul=False, bf16_kv=False, kv_int8=False):
+        self.bf16_matmul, self.bf16_kv, self.kv_int8 = bf16_matmul, bf16_kv, kv_int8
         return self.forward_embeddings(self.embeddings(tokens))
 
     def eos_ids(self):
@@ -509,14 +523,14 @@ def load(model_dir):
     return _CACHE[key]
 
 
-def logits(model_dir, tokens, bf16_matmul=False, bf16_kv=False):
+def logits(model_dir, tokens, bf16_matmul=False, bf16_kv=False, kv_int8=False):
     """Logits of every row, [T, vocab] f32. bf16_matmul rounds the activation operand of every
     weight matmul to bf16 (what a bf16 GEMM with f32 accumulation computes); bf16_kv rounds K and V
     as a bf16 KV cache stores them. Both off: f32 activations throughout."""
-    return load(model_dir).forward(list(tokens), bf16_matmul, bf16_kv)
+    return load(model_dir).forward(list(tokens), bf16_matmul, bf16_kv, kv_int8)
 
 
-def greedy_model(model, tokens, n, stop_at_eos=False, bf16_matmul=False, bf16_kv=False):
+def greedy_model(model, tokens, n, stop_at_eos=False, bf16_matmul=False, bf16_kv=False, kv_int8=False):
     """Greedy decoding of a loaded model (or a subclass that quantizes its matmuls) by full
     recomputation: (ids, last-row logits of every step). stop_at_eos stops after emitting an id of
     generation_config's eos."""
@@ -524,7 +538,7 @@ def greedy_model(model, tokens, n, stop_at_eos=False, bf16_matmul=False, bf16_kv
     out, steps = [], []
     eos = model.eos_ids()
     for _ in range(n):
-        row = model.forward(seq, bf16_matmul, bf16_kv)[-1]
+        row = model.forward(seq, bf16_matmul, bf16_kv, kv_int8)[-1]
         t = int(np.argmax(row))
         out.append(t)
         steps.append(row)
@@ -534,10 +548,11 @@ def greedy_model(model, tokens, n, stop_at_eos=False, bf16_matmul=False, bf16_kv
     return out, steps
 
 
-def greedy(model_dir, tokens, n, stop_at_eos=False, return_logits=False, bf16_matmul=False, bf16_kv=False):
+def greedy(model_dir, tokens, n, stop_at_eos=False, return_logits=False, bf16_matmul=False, bf16_kv=False,
+           kv_int8=False):
     """greedy_model on the checkpoint in model_dir; with return_logits also every step's logits
     (for tie analysis)."""
-    out, steps = greedy_model(load(model_dir), tokens, n, stop_at_eos, bf16_matmul, bf16_kv)
+    out, steps = greedy_model(load(model_dir), tokens, n, stop_at_eos, bf16_matmul, bf16_kv, kv_int8)
     return (out, steps) if return_logits else out
 
 

@@ -2,7 +2,7 @@
 
 Not a correctness test (the numpy oracle tests are): it proves that a change meant to be behaviour-
 preserving (families as data, a decoder moved, a file split) emits byte-identical StableHLO for
-every family, dtype, KV dtype and entry, including which entries a family refuses. A change that
+every family, dtype, KV dtype (bf16, f32, int8) and entry, including which entries a family refuses. A change that
 means to alter emitted programs updates the list in the same commit, with the reason in its
 message:  /usr/bin/python3 tests/models/test_emitted_modules.py --hlx build/bin/hlx --update
 """
@@ -45,7 +45,7 @@ def current(hlx, tmp):
             model = os.path.join(tmp, f"{family}-{dtype}")
             subprocess.run([hlx, "fixture", "--family", family, "--dtype", dtype, "--out", model, "--no-tokenizer"],
                            check=True, capture_output=True)
-            for kv in ("bf16", "f32"):
+            for kv in ("bf16", "f32", "int8"):
                 for entry in ENTRIES:
                     if entry == "vision_encode" and kv != "bf16":
                         continue

@@ -85,7 +85,7 @@ void check_schema(const TextModelSpec& spec, const EngineShape& shape, const Ent
     inputs.push_back({"start", {DType::kI32, {}}});
     inputs.push_back({"slot", {DType::kI32, {}}});
   }
-  ASSERT_EQ(fn->args.size(), layout.size() + inputs.size() + size_t(2 * L));
+  ASSERT_EQ(fn->args.size(), layout.size() + inputs.size() + size_t((shape.kv_dtype == DType::kI8 ? 4 : 2) * L));
   size_t a = 0;
   for (const TensorInfo& w : layout) {
     EXPECT_EQ(fn->type_of(fn->args[a]), (TensorType{spec.weight_dtype, w.shape})) << w.name;
@@ -102,22 +102,28 @@ void check_schema(const TextModelSpec& spec, const EngineShape& shape, const Ent
     EXPECT_EQ(shlo::find_attr(fn->arg_attrs[a], shlo::kWeightAttr), nullptr);
     ++a;
   }
-  const TensorType cache{shape.kv_dtype, {N, S, spec.num_kv_heads, spec.head_dim}};
-  for (int64_t i = 0; i < 2 * L; ++i, ++a) {
-    EXPECT_EQ(fn->type_of(fn->args[a]), cache) << "cache " << i;
+  // Per layer k_cache, v_cache (and, int8 KV, f32 k_scale, v_scale [N, S, Hkv]).
+  const bool i8 = shape.kv_dtype == DType::kI8;
+  const int64_t per_layer = i8 ? 4 : 2;
+  const char* const names[] = {"k_cache.", "v_cache.", "k_scale.", "v_scale."};
+  const TensorType cache_only{shape.kv_dtype, {N, S, spec.num_kv_heads, spec.head_dim}};
+  const TensorType scale{DType::kF32, {N, S, spec.num_kv_heads}};
+  auto cache_type = [&](int64_t i) { return i % per_layer < 2 ? cache_only : scale; };
+  for (int64_t i = 0; i < per_layer * L; ++i, ++a) {
+    EXPECT_EQ(fn->type_of(fn->args[a]), cache_type(i)) << "cache " << i;
     const Attr* alias = shlo::find_attr(fn->arg_attrs[a], shlo::kAliasAttr);
     ASSERT_NE(alias, nullptr) << "cache " << i << " is not donated";
     EXPECT_EQ(alias->i, 1 + i);
     const std::string* n = str_attr(fn->arg_attrs[a], shlo::kArgNameAttr);
     ASSERT_NE(n, nullptr);
-    EXPECT_EQ(*n, str_cat(i % 2 ? "v_cache." : "k_cache.", i / 2));
+    EXPECT_EQ(*n, str_cat(names[i % per_layer], i / per_layer));
   }
-  ASSERT_EQ(fn->result_types.size(), size_t(1 + 2 * L));
+  ASSERT_EQ(fn->result_types.size(), size_t(1 + per_layer * L));
   const TensorType logits = req.entry == TextEntry::kPrefill || req.entry == TextEntry::kPrefillEmbeddings
                                 ? TensorType{DType::kF32, {spec.vocab_size}}
                                 : TensorType{DType::kF32, {T, spec.vocab_size}};
   EXPECT_EQ(fn->result_types[0], logits);
-  for (int64_t i = 0; i < 2 * L; ++i) EXPECT_EQ(fn->result_types[size_t(1 + i)], cache);
+  for (int64_t i = 0; i < per_layer * L; ++i) EXPECT_EQ(fn->result_types[size_t(1 + i)], cache_type(i));
 
   // Module attributes a loader checks.
   const Attr* cap = shlo::find_attr(m.attrs, "hlx.context_capacity");
@@ -163,6 +169,22 @@ TEST(TextEmitter, F32KvCacheAndSingleSlot) {
   const TextModelSpec spec = spec_of(kQwen3);
   check_schema(spec, {1000, 1, DType::kF32}, {TextEntry::kPrefill, 128});
   check_schema(spec, {1000, 1, DType::kF32}, {TextEntry::kDecode, 1});
+}
+
+// int8 KV: scale arguments after each layer's caches, donated; the kv write quantizes (a
+// round_nearest_even and i8 scatters appear) and hlx.attention takes the scales.
+TEST(TextEmitter, Int8KvCacheTakesScales) {
+  for (const char* json : {kQwen3, kGemma3}) {
+    const TextModelSpec spec = spec_of(json);
+    for (TextEntry e : {TextEntry::kPrefill, TextEntry::kDecode}) {
+      check_schema(spec, {1000, 2, DType::kI8}, {e, e == TextEntry::kDecode ? 2 : 128});
+      auto m = emit_text_entry(spec, {1000, 2, DType::kI8}, {e, e == TextEntry::kDecode ? 2 : 128});
+      ASSERT_TRUE(m.ok()) << m.status().to_string();
+      const std::string text = shlo::print_module(*m);
+      EXPECT_NE(text.find("stablehlo.round_nearest_even"), std::string::npos);
+      EXPECT_NE(text.find("xi8>"), std::string::npos);
+    }
+  }
 }
 
 TEST(TextEmitter, DefaultPrefillBuckets) {

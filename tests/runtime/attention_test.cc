@@ -13,6 +13,10 @@
 // e^(+-2D), so the output by at most (e^(2D) - 1) max|v|; rounding P (and normalising by the sum
 // of the rounded weights) moves them by a factor within (1 +- u) / (1 -+ u), i.e. the output by
 // 2.01 u max|v|. The tolerance is that bound per query row, plus the f32 2e-5.
+//
+// i8 caches (int8 KV): the values are quantized per (slot, row, kv head) as docs/COMPOSITES.md
+// says, and the reference reads code * scale; the kernels dequantize exactly the same codes in f32
+// (scores scaled after the dot product, or rows dequantized before it), so the f32 tolerance holds.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -35,6 +39,7 @@ using kernels::AttentionDesc;
 struct Inputs {
   std::vector<float> q, k, v;       // values (already rounded to the storage type)
   std::vector<uint8_t> qb, kb, vb;  // storage bytes
+  std::vector<float> ks, vs;        // i8 caches: per (slot, row, kv head) scales
   std::vector<int32_t> slot, q_pos, kv_len;
   std::vector<float> bias;
 };
@@ -48,6 +53,31 @@ std::vector<uint8_t> to_storage(DType t, std::vector<float>& v) {
       bf16 h = f32_to_bf16(v[i]);
       if (!std::isnan(v[i])) v[i] = bf16_to_f32(h);
       std::memcpy(&out[i * 2], &h, 2);
+    }
+  }
+  return out;
+}
+
+// int8 KV as documented: per row of head_dim values, scale = max|x| / 127 (f32) and code =
+// round-half-even(x / scale) clamped to [-127, 127] (0 for a zero row); v becomes code * scale. A
+// row holding NaN (never written) gets codes 0 and a NaN scale, so reading it still poisons.
+std::vector<uint8_t> quantize_rows(std::vector<float>& v, int64_t Dh, std::vector<float>* scales) {
+  std::vector<uint8_t> out(v.size());
+  scales->assign(v.size() / size_t(Dh), 0.f);
+  for (size_t r = 0; r < scales->size(); ++r) {
+    float* x = &v[r * size_t(Dh)];
+    float mx = 0.f;
+    bool nan = false;
+    for (int64_t i = 0; i < Dh; ++i) {
+      nan |= std::isnan(x[i]);
+      mx = std::max(mx, std::fabs(x[i]));
+    }
+    const float sc = nan ? std::numeric_limits<float>::quiet_NaN() : mx / 127.f;
+    (*scales)[r] = sc;
+    for (int64_t i = 0; i < Dh; ++i) {
+      const float c = nan || sc == 0.f ? 0.f : std::min(127.f, std::max(-127.f, std::nearbyint(x[i] / sc)));
+      out[r * size_t(Dh) + size_t(i)] = uint8_t(int8_t(c));
+      if (!nan) x[i] = float(double(c) * double(sc));  // the reference reads code * scale
     }
   }
   return out;
@@ -75,8 +105,13 @@ Inputs make_inputs(const AttentionDesc& d, uint32_t seed, const std::vector<int3
         in.v[off] = u(rng);
       }
   in.qb = to_storage(d.q_type, in.q);
-  in.kb = to_storage(d.kv_type, in.k);
-  in.vb = to_storage(d.kv_type, in.v);
+  if (d.kv_type == DType::kI8) {
+    in.kb = quantize_rows(in.k, d.head_dim, &in.ks);
+    in.vb = quantize_rows(in.v, d.head_dim, &in.vs);
+  } else {
+    in.kb = to_storage(d.kv_type, in.k);
+    in.vb = to_storage(d.kv_type, in.v);
+  }
   in.slot = slot;
   in.kv_len = kv_len;
   in.q_pos = q_pos;
@@ -146,7 +181,17 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
 // Largest |error| / tolerance seen by run_and_compare (printed by the tests for the record).
 double g_worst_ratio = 0, g_worst_abs = 0;
 
-void run_and_compare(const AttentionDesc& d, const Inputs& in, const std::string& what) {
+// d with the i8 scale pointers of `in` (unchanged for other cache types).
+AttentionDesc with_scales(AttentionDesc d, const Inputs& in) {
+  if (d.kv_type == DType::kI8) {
+    d.k_scale = in.ks.data();
+    d.v_scale = in.vs.data();
+  }
+  return d;
+}
+
+void run_and_compare(const AttentionDesc& d0, const Inputs& in, const std::string& what) {
+  const AttentionDesc d = with_scales(d0, in);
   std::vector<float> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 123.f);
   Status s = kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
                                 in.kv_len.data(), d.has_bias ? in.bias.data() : nullptr, out.data());
@@ -383,6 +428,94 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
       }
 }
 
+// int8 KV: decode (the register-widening kernel at head_dim % 16 == 0, attention_impl.h at 40),
+// prefill (key blocks dequantized before the f32 packing) and split-K decode, all masks, GQA 1-3,
+// against the double reference on the dequantized codes; decode rows bit-identical alone (from
+// another slot, codes and scales copied) and in the batch, on 1 and 2 threads. Rows never written
+// carry NaN scales, so a read past kv_len fails. A zero row (scale 0) attends as zeros.
+TEST(Attention, Int8CacheMatchesDequantizedReference) {
+  uint32_t seed = 7000;
+  for (int64_t T : {1, 17})
+    for (int64_t dh : {40, 64, 128, 176})
+      for (int64_t gqa : {1, 3})
+        for (const Config& c :
+             {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{false, 0, 20.f, true}})
+          for (int64_t cap : {120, 1100}) {
+            if (cap > 200 && (T > 1 || c.softcap > 0)) continue;  // long rows: split-K decode only
+            AttentionDesc d;
+            d.batch = 4;
+            d.q_len = T;
+            d.kv_heads = 2;
+            d.q_heads = 2 * gqa;
+            d.head_dim = dh;
+            d.num_slots = 5;
+            d.capacity = cap;
+            d.q_type = DType::kF32;
+            d.kv_type = DType::kI8;
+            d.scale = 1.f / std::sqrt(float(dh));
+            d.causal = c.causal;
+            d.sliding_window = c.window;
+            d.logit_softcap = c.softcap;
+            d.has_bias = c.bias;
+            std::vector<int32_t> slot = {3, 0, 2, 1}, q_pos;
+            std::vector<int32_t> kv_len =
+                cap > 200 ? std::vector<int32_t>{1100, 513, 1025, 0} : std::vector<int32_t>{120, 17, 33, 0};
+            for (int32_t len : kv_len)
+              for (int64_t t = 0; t < T; ++t) q_pos.push_back(int32_t(std::max<int64_t>(0, len - T + t)));
+            Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+            // One written row of slot 0 all zeros: scale 0, codes 0 (attended as a zero vector).
+            for (int64_t i = 0; i < dh; ++i) in.kb[size_t(5 * 2 * dh + i)] = in.vb[size_t(5 * 2 * dh + i)] = 0;
+            in.ks[5 * 2] = in.vs[5 * 2] = 0.f;
+            for (int64_t i = 0; i < dh; ++i) in.k[size_t(5 * 2 * dh + i)] = in.v[size_t(5 * 2 * dh + i)] = 0.f;
+            const std::string what = str_cat("int8 T=", T, " Dh=", dh, " gqa=", gqa, " window=", c.window,
+                                             " cap=", c.softcap, " bias=", c.bias, " capacity=", cap);
+            run_and_compare(d, in, what);
+            if (T != 1) continue;
+            const AttentionDesc ds = with_scales(d, in);
+            const size_t row = size_t(d.q_heads * d.head_dim);
+            std::vector<float> whole(size_t(d.batch) * row);
+            ASSERT_TRUE(kernels::attention(ds, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(),
+                                           in.q_pos.data(), in.kv_len.data(), c.bias ? in.bias.data() : nullptr,
+                                           whole.data())
+                            .ok());
+            const size_t slot_elems = size_t(cap * d.kv_heads * dh), slot_scales = size_t(cap * d.kv_heads);
+            for (int threads : {1, 2})
+              for (int64_t b = 0; b < d.batch; ++b) {
+                kernels::ThreadLimit limit(threads);
+                std::vector<uint8_t> kc = in.kb, vc = in.vb;
+                std::vector<float> ks = in.ks, vs = in.vs;
+                const size_t from = size_t(slot[size_t(b)]);
+                std::memcpy(&kc[4 * slot_elems], &in.kb[from * slot_elems], slot_elems);
+                std::memcpy(&vc[4 * slot_elems], &in.vb[from * slot_elems], slot_elems);
+                std::memcpy(&ks[4 * slot_scales], &in.ks[from * slot_scales], slot_scales * 4);
+                std::memcpy(&vs[4 * slot_scales], &in.vs[from * slot_scales], slot_scales * 4);
+                AttentionDesc e = d;
+                e.batch = 1;
+                e.k_scale = ks.data();
+                e.v_scale = vs.data();
+                const int32_t s4 = 4;
+                std::vector<float> one(row);
+                ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
+                                               &q_pos[size_t(b)], &kv_len[size_t(b)],
+                                               c.bias ? in.bias.data() + b * d.capacity : nullptr, one.data())
+                                .ok());
+                ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
+                    << what << " threads=" << threads << " row " << b;
+              }
+          }
+  // Scales are required exactly for i8 caches: a typed error, nothing written.
+  AttentionDesc d;
+  d.head_dim = 16;
+  d.capacity = 4;
+  d.kv_type = DType::kI8;
+  std::vector<int8_t> cache(64, 0);
+  std::vector<float> q(16, 1.f), out(16, 5.f);
+  const int32_t zero = 0, one = 1;
+  Status s = kernels::attention(d, q.data(), cache.data(), cache.data(), &zero, &zero, &one, nullptr, out.data());
+  EXPECT_EQ(s.kind(), ErrorKind::kInvalidArgument) << s.to_string();
+  EXPECT_EQ(out[0], 5.f);
+}
+
 // head_dim 256 (Gemma): four 64-column passes of the prefill kernel's P.V; 16 and 48: one
 // partial pass; both cache types, causal with and without a window.
 TEST(Attention, PrefillWideAndNarrowHeads) {
@@ -582,6 +715,9 @@ shlo::Op attention_op(shlo::Function& fn, const AttentionDesc& d) {
                  fn.new_value({DType::kI32, {d.batch, d.q_len}}),
                  fn.new_value({DType::kI32, {d.batch}})};
   if (d.has_bias) op.operands.push_back(fn.new_value({DType::kF32, {d.batch, d.q_len, d.capacity}}));
+  if (d.kv_type == DType::kI8)  // k_scale, v_scale
+    for (int i = 0; i < 2; ++i)
+      op.operands.push_back(fn.new_value({DType::kF32, {d.num_slots, d.capacity, d.kv_heads}}));
   op.results = {fn.new_value({DType::kF32, {d.batch, d.q_len, d.q_heads, d.head_dim}})};
   shlo::AttrDict ca;
   ca.push_back({"scale", shlo::Attr::floating(d.scale)});
@@ -639,6 +775,54 @@ TEST(NativeAttention, CompositeRunsKernel) {
   int32_t bad_slot[2] = {0, 2};
   Tensor slot_bad = bytes_tensor(DType::kI32, {2}, bad_slot);
   EXPECT_EQ((*kernel)->run({&q, &k, &v, &slot_bad, &pos, &len, &bias}, {&out}).kind(), ErrorKind::kOutOfRange);
+}
+
+// An i8 cache through the op binding: the scale operands follow the bias and reach the kernel.
+TEST(NativeAttention, CompositeRunsKernelOnInt8Cache) {
+  AttentionDesc d;
+  d.batch = 2;
+  d.q_len = 1;
+  d.q_heads = 4;
+  d.kv_heads = 2;
+  d.head_dim = 32;
+  d.num_slots = 2;
+  d.capacity = 20;
+  d.kv_type = DType::kI8;
+  d.scale = 0.3f;
+  d.has_bias = true;
+  shlo::Function fn;
+  shlo::Op op = attention_op(fn, d);
+  auto kernel = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op, fn);
+  ASSERT_TRUE(kernel.ok()) << kernel.status().to_string();
+  Inputs in = make_inputs(d, 12, {1, 0}, {20, 9}, {19, 8});
+  Tensor q = bytes_tensor(d.q_type, {2, 1, 4, 32}, in.qb.data());
+  Tensor k = bytes_tensor(DType::kI8, {2, 20, 2, 32}, in.kb.data());
+  Tensor v = bytes_tensor(DType::kI8, {2, 20, 2, 32}, in.vb.data());
+  Tensor slot = bytes_tensor(DType::kI32, {2}, in.slot.data());
+  Tensor pos = bytes_tensor(DType::kI32, {2, 1}, in.q_pos.data());
+  Tensor len = bytes_tensor(DType::kI32, {2}, in.kv_len.data());
+  Tensor bias = bytes_tensor(DType::kF32, {2, 1, 20}, in.bias.data());
+  Tensor ks = bytes_tensor(DType::kF32, {2, 20, 2}, in.ks.data());
+  Tensor vs = bytes_tensor(DType::kF32, {2, 20, 2}, in.vs.data());
+  Tensor out = Tensor::zeros(DType::kF32, {2, 1, 4, 32});
+  ASSERT_TRUE((*kernel)->run({&q, &k, &v, &slot, &pos, &len, &bias, &ks, &vs}, {&out}).ok());
+  auto want = reference(d, in);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], 2e-5) << i;
+  {  // without the scale operands: refused at compile time, naming them
+    shlo::Function fn2;
+    shlo::Op op2 = attention_op(fn2, d);
+    op2.operands.resize(op2.operands.size() - 2);
+    auto r = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op2, fn2);
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+  }
+  {  // scales of the wrong shape
+    shlo::Function fn2;
+    shlo::Op op2 = attention_op(fn2, d);
+    fn2.value_types[size_t(op2.operands.back())].shape = {2, 20, 1};
+    auto r = rt::KernelRegistry::builtin().compile("composite:hlx.attention", op2, fn2);
+    EXPECT_EQ(r.status().kind(), ErrorKind::kInvalidArgument);
+    EXPECT_NE(r.status().message().find("v_scale"), std::string::npos) << r.status().message();
+  }
 }
 
 TEST(NativeAttention, CompileTimeChecks) {

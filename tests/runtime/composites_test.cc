@@ -30,6 +30,16 @@ Tensor random_tensor(DType dtype, Shape shape, uint32_t seed, float scale = 1.f)
   return t;
 }
 
+// int8 KV: codes in [-127, 127] and positive per-row scales.
+Tensor int8_codes(Shape shape, uint32_t seed) {
+  Tensor t = Tensor::empty(DType::kI8, std::move(shape));
+  for (int64_t i = 0; i < t.num_elements(); ++i) {
+    seed = seed * 1664525u + 1013904223u;
+    t.data<int8_t>()[i] = int8_t(int32_t(seed >> 8) % 255 - 127);
+  }
+  return t;
+}
+
 Tensor ints(Shape shape, std::vector<int32_t> values) {
   Tensor t = Tensor::empty(DType::kI32, std::move(shape));
   for (size_t i = 0; i < values.size(); ++i) t.data<int32_t>()[i] = values[i];
@@ -131,23 +141,37 @@ TEST(Composites, Attention) {
       {"causal", true, 0, 0.f, false, DType::kBF16},  {"causal_f32_kv", true, 0, 0.f, false, DType::kF32},
       {"sliding", true, 3, 0.f, false, DType::kBF16}, {"softcap", true, 0, 5.f, false, DType::kBF16},
       {"bias", false, 0, 0.f, true, DType::kF32},     {"bidirectional", false, 0, 0.f, false, DType::kBF16},
+      {"int8_kv", true, 0, 0.f, false, DType::kI8},   {"int8_kv_bias", false, 3, 0.f, true, DType::kI8},
   };
   const int64_t b = 3, t = 3, hq = 4, hkv = 2, dh = 8, n = 4, s = 16;
   for (const AttentionCase& c : cases) {
     SCOPED_TRACE(c.name);
+    const bool i8 = c.kv == DType::kI8;
     std::vector<Tensor> in = {
-        random_tensor(DType::kF32, {b, t, hq, dh}, 7), random_tensor(c.kv, {n, s, hkv, dh}, 8),
-        random_tensor(c.kv, {n, s, hkv, dh}, 9),       ints({b}, {2, 0, 3}),
-        ints({b, t}, {5, 6, 7, 0, 1, 2, 0, 0, 0}),     ints({b}, {8, 3, 0}),  // the last row sees no key: zeros
+        random_tensor(DType::kF32, {b, t, hq, dh}, 7),
+        i8 ? int8_codes({n, s, hkv, dh}, 8) : random_tensor(c.kv, {n, s, hkv, dh}, 8),
+        i8 ? int8_codes({n, s, hkv, dh}, 9) : random_tensor(c.kv, {n, s, hkv, dh}, 9),
+        ints({b}, {2, 0, 3}),
+        ints({b, t}, {5, 6, 7, 0, 1, 2, 0, 0, 0}),
+        ints({b}, {8, 3, 0}),  // the last row sees no key: zeros
     };
     if (c.bias) in.push_back(random_tensor(DType::kF32, {b, t, s}, 10, 2.f));
+    if (i8)  // k_scale, v_scale [N, S, Hkv]: positive, about 1/127
+      for (uint32_t seed : {11u, 12u}) {
+        Tensor sc = random_tensor(DType::kF32, {n, s, hkv}, seed);
+        for (int64_t i = 0; i < sc.num_elements(); ++i)
+          sc.data<float>()[i] = (std::fabs(sc.data<float>()[i]) + 0.1f) / 127.f;
+        in.push_back(sc);
+      }
     shlo::AttentionOptions o{1.f / std::sqrt(float(dh)), c.causal, c.window, c.softcap};
     expect_native_matches_decomposition(
         in,
         [&](FunctionBuilder& f, std::vector<Value>& a) {
           std::optional<Value> bias;
           if (c.bias) bias = a[6];
-          return shlo::attention(f, a[0], a[1], a[2], a[3], a[4], a[5], bias, o);
+          std::optional<std::pair<Value, Value>> scales;
+          if (i8) scales = std::make_pair(a[a.size() - 2], a[a.size() - 1]);
+          return shlo::attention(f, a[0], a[1], a[2], a[3], a[4], a[5], bias, o, scales);
         },
         1e-5f, "hlx.attention");
   }

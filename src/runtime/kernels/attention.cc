@@ -33,8 +33,11 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
 // never on the batch or the data.
 AttentionPath attention_path(const AttentionDesc& d) {
   const CpuFeatures& c = cpu_features();
-  if (d.q_len == 1 && d.kv_type == DType::kBF16 && d.head_dim % 16 == 0 && c.avx512bw && c.avx512vl)
+  if (d.q_len == 1 && (d.kv_type == DType::kBF16 || d.kv_type == DType::kI8) && d.head_dim % 16 == 0 && c.avx512bw &&
+      c.avx512vl)
     return AttentionPath::kDecode;
+  // An i8 cache at q_len > 1: the f32 path, each key block dequantized to f32 before its packing.
+  if (d.q_len > 1 && d.head_dim % 8 == 0 && d.kv_type == DType::kI8 && c.avx512f) return AttentionPath::kPrefill;
   // bf16 at head_dim % 16 == 8 only for a bf16 Q (the bf16 towers): the text entries' f32 Q keeps
   // the generic kernel's f32 products there, which their references' tolerances were set against.
   const bool bf16_dims = d.head_dim % 16 == 0 || (d.head_dim % 8 == 0 && d.q_type == DType::kBF16);
@@ -56,8 +59,14 @@ Status attention(const AttentionDesc& d, const void* q, const void* k_cache, con
                       " is not a multiple of kv_heads=", d.kv_heads);
   if (d.q_type != DType::kF32 && d.q_type != DType::kBF16)
     return make_error(ErrorKind::kUnsupported, "attention: q type ", dtype_name(d.q_type), " (expected f32 or bf16)");
-  if (d.kv_type != DType::kF32 && d.kv_type != DType::kBF16)
-    return make_error(ErrorKind::kUnsupported, "attention: kv type ", dtype_name(d.kv_type), " (expected f32 or bf16)");
+  if (d.kv_type != DType::kF32 && d.kv_type != DType::kBF16 && d.kv_type != DType::kI8)
+    return make_error(ErrorKind::kUnsupported, "attention: kv type ", dtype_name(d.kv_type),
+                      " (expected f32, bf16 or i8)");
+  if ((d.kv_type == DType::kI8) != (d.k_scale != nullptr && d.v_scale != nullptr) ||
+      (d.kv_type != DType::kI8 && (d.k_scale || d.v_scale)))
+    return make_error(ErrorKind::kInvalidArgument, "attention: kv type ", dtype_name(d.kv_type), " with k_scale ",
+                      d.k_scale ? "set" : "null", " and v_scale ", d.v_scale ? "set" : "null",
+                      " (both are needed for i8 and only for i8)");
   if (d.sliding_window < 0)
     return make_error(ErrorKind::kInvalidArgument, "attention: sliding_window=", d.sliding_window, " < 0");
   if (!(d.logit_softcap >= 0.f))

@@ -1,6 +1,9 @@
-// hlx.attention for one query token per row (decode) over a bf16 cache. attention.cc calls it
-// when q_len == 1, the cache is bf16, head_dim % 16 == 0 and the CPU has AVX-512BW/VL; other decode
-// shapes keep attention_impl.h.
+// hlx.attention for one query token per row (decode) over a bf16 or i8 cache. attention.cc calls it
+// when q_len == 1, the cache is bf16 or i8, head_dim % 16 == 0 and the CPU has AVX-512BW/VL; other
+// decode shapes keep attention_impl.h.
+// i8 (int8 KV): codes are widened to f32 in registers (cvtepi8 then cvtepi32_ps, exact); each K
+// row's scale multiplies its score (q . (c * s) = s * (q . c)) and each V row's scale its softmax
+// weight after the sum, so no dequantized row is ever stored.
 //
 // Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, and
 // attention_impl.h widened every bf16 element to f32 (two instructions per 16) once per query row,
@@ -74,28 +77,46 @@ inline __m512 hsum16(const __m512* v) {
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15), w);
 }
 
-// Prefetches `elems` bf16 from p (a cache row's span of kv heads) into L1.
-inline void prefetch_span(const uint16_t* p, int64_t elems) {
-  for (int64_t c = 0; c < elems; c += 32) _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
+// Prefetches `elems` cache elements (bf16, or i8 codes) from p (a cache row's span of kv heads) into L1.
+template <class E>
+inline void prefetch_span(const E* p, int64_t elems) {
+  for (int64_t c = 0; c < elems; c += 64 / int64_t(sizeof(E)))
+    _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
 }
 
 constexpr int64_t kAhead = 16;   // K rows prefetched ahead of the score pass
 constexpr int64_t kVChunk = 32;  // keys per P.V chunk; the next chunk's V rows are prefetched
 
-// Loads 32 bf16, or 16 (the rest zero) for the last chunk of a head_dim that is an odd multiple of 16.
-inline __m512i load_chunk(const uint16_t* p, __mmask32 m) { return _mm512_maskz_loadu_epi16(m, p); }
+// 32 cache elements as two f32 vectors, in the chunk layout of Q and the accumulators: bf16 as
+// its even / odd elements (exact, one instruction per 16); i8 codes (int8 KV: exact integers; the
+// row's scale is applied to the score (K) or the weight (V), not per element) as elements 0-15 and
+// 16-31 (sign-extend + convert per 16: half the instructions of an even / odd split of bytes).
+// Mask m: 32 elements, or 16 (the rest zero) for the last chunk of a head_dim that is an odd multiple of 16.
+inline void load_chunk(const uint16_t* p, __mmask32 m, __m512* e, __m512* o) {
+  const __m512i x = _mm512_maskz_loadu_epi16(m, p);
+  *e = even_f32(x);
+  *o = odd_f32(x);
+}
+inline void load_chunk(const int8_t* p, __mmask32 m, __m512* e, __m512* o) {
+  *e = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(__mmask16(m), p)));
+  *o = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(__mmask16(m >> 16), p + 16)));
+}
+// Whether the chunk layout of element type E is natural (0-15, 16-31) rather than even / odd.
+template <class E>
+constexpr bool kNaturalChunks = sizeof(E) == 1;
 inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : __mmask32(0xffff); }
 
 // Scores of R query rows (R = 1 or 2) against the 16 / R keys [j, j + 16 / R) (keys at or past hi
 // re-read row hi - 1 and are dropped): s_r[t] = dot(q_r, k_{j+t}), with q_r stored as [chunks][even
 // 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks * 32). One accumulator per
-// (row, key), even elements first in each chunk, then one hsum16.
-template <int R>
-inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
-                       float* s1) {
+// (row, key), even elements first in each chunk, then one hsum16. i8 codes: each sum times its
+// key's scale ks[(j + t) * ks_stride].
+template <int R, class E>
+inline void score_keys(const float* qp, const E* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
+                       float* s1, const float* ks, int64_t ks_stride) {
   constexpr int kK = 16 / R;
   const int64_t chunks = (Dh + 31) / 32;
-  const uint16_t* kp[kK];
+  const E* kp[kK];
 #pragma GCC unroll 16
   for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
   __m512 acc[16];
@@ -111,8 +132,8 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
     }
 #pragma GCC unroll 16
     for (int t = 0; t < kK; ++t) {
-      const __m512i kv = load_chunk(kp[t] + c * 32, m);
-      const __m512 ke = even_f32(kv), ko = odd_f32(kv);
+      __m512 ke, ko;
+      load_chunk(kp[t] + c * 32, m, &ke, &ko);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r)
         acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
@@ -122,8 +143,9 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
   _mm512_store_ps(sums, hsum16(acc));
   const int n = int(std::min<int64_t>(kK, hi - j));
   for (int t = 0; t < n; ++t) {
-    s0[t] = sums[t];
-    if (R == 2) s1[t] = sums[kK + t];
+    const float f = ks ? ks[(j + t) * ks_stride] : 1.f;
+    s0[t] = ks ? sums[t] * f : sums[t];
+    if (R == 2) s1[t] = ks ? sums[kK + t] * f : sums[kK + t];
   }
 }
 
@@ -131,9 +153,9 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
 // 32 c, ...)), c < NC, for R rows; `first` starts the sums at zero. The accumulators live in
 // registers across the keys of a chunk and in memory (f32, exact) between chunks, so every
 // column's sum is still the same chain of FMAs in key order.
-template <int R, int NC>
-void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int64_t j0, int64_t j1, int64_t c0,
-                   int64_t w, float* const* acc_mem, bool first) {
+template <int R, int NC, class E>
+void weighted_part(const float* const* p, const E* v, int64_t stride, int64_t j0, int64_t j1, int64_t c0, int64_t w,
+                   float* const* acc_mem, bool first) {
   __mmask32 m[NC];
 #pragma GCC unroll 4
   for (int c = 0; c < NC; ++c) m[c] = chunk_mask(w - 32 * c);
@@ -144,14 +166,14 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
     for (int i = 0; i < 2 * NC; ++i)
       acc[r][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem[r] + c0 + 16 * i);
   for (int64_t j = j0; j < j1; ++j) {
-    const uint16_t* vr = v + j * stride + c0;
+    const E* vr = v + j * stride + c0;
     __m512 pj[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) pj[r] = _mm512_set1_ps(p[r][j - j0]);
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
-      const __m512i x = load_chunk(vr + 32 * c, m[c]);
-      const __m512 ve = even_f32(x), vo = odd_f32(x);
+      __m512 ve, vo;
+      load_chunk(vr + 32 * c, m[c], &ve, &vo);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
         acc[r][2 * c] = _mm512_fmadd_ps(pj[r], ve, acc[r][2 * c]);
@@ -165,30 +187,36 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
     for (int i = 0; i < 2 * NC; ++i) _mm512_storeu_ps(acc_mem[r] + c0 + 16 * i, acc[r][i]);
 }
 
-template <int R>
-void weighted_part_all(const float* const* p, const uint16_t* v, int64_t stride, int64_t j0, int64_t j1, int64_t Dh,
+template <int R, class E>
+void weighted_part_all(const float* const* p, const E* v, int64_t stride, int64_t j0, int64_t j1, int64_t Dh,
                        float* const* acc_mem, bool first) {
   for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
     const int64_t w = std::min<int64_t>(128, Dh - c0);
     switch ((w + 31) / 32) {
       case 1:
-        weighted_part<R, 1>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        weighted_part<R, 1, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
         break;
       case 2:
-        weighted_part<R, 2>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        weighted_part<R, 2, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
         break;
       case 3:
-        weighted_part<R, 3>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        weighted_part<R, 3, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
         break;
       default:
-        weighted_part<R, 4>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        weighted_part<R, 4, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
         break;
     }
   }
 }
 
-// out[0, Dh) = inv * the columns of acc (per 32-column chunk: 16 even, then 16 odd) interleaved back.
-void finish_row(const float* acc, int64_t Dh, float inv, float* out) {
+// out[0, Dh) = inv * the columns of acc (per 32-column chunk: 16 even, then 16 odd) interleaved back;
+// natural: the chunks already hold columns in order.
+void finish_row(const float* acc, int64_t Dh, float inv, float* out, bool natural) {
+  if (natural) {
+    const __m512 sc = _mm512_set1_ps(inv);
+    for (int64_t c = 0; c < Dh; c += 16) _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_loadu_ps(acc + c), sc));
+    return;
+  }
   const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
   const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
   const __m512 sc = _mm512_set1_ps(inv);
@@ -261,15 +289,15 @@ void visible_range(const AttentionDesc& d, int64_t pos, int64_t len, int64_t* lo
   *hi = std::max(h, l);
 }
 
-}  // namespace
-
-void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
-         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
+// E: bf16 bits (uint16_t) or i8 codes (int8_t, with d.k_scale / d.v_scale).
+template <class E>
+void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+              const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
   const int64_t Hq = d.q_heads, Hkv = d.kv_heads, Dh = d.head_dim, S = d.capacity, G = Hq / Hkv;
   const int64_t stride = Hkv * Dh;  // elements between consecutive cache rows of one kv head
   const int64_t chunks = (Dh + 31) / 32;
-  const uint16_t* k16 = static_cast<const uint16_t*>(k_cache);
-  const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
+  const E* k16 = static_cast<const E*>(k_cache);
+  const E* v16 = static_cast<const E*>(v_cache);
   // Split-K: a row's visible keys [lo, hi) are cut at multiples of kSplitKeys into parts (only
   // when they span more than one), each part its own work item with its own softmax max and sum;
   // the parts are then merged exactly (log-sum-exp weights, in part order). The cut depends only
@@ -344,12 +372,20 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             x1 = _mm512_castsi512_ps(
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
           }
-          _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
-          _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
+          if constexpr (kNaturalChunks<E>) {
+            _mm512_storeu_ps(dst + c * 32, x0);
+            _mm512_storeu_ps(dst + c * 32 + 16, x1);
+          } else {
+            _mm512_storeu_ps(dst + c * 32, _mm512_permutex2var_ps(x0, even_idx, x1));
+            _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
+          }
         }
       }
-      const uint16_t* kb = k16 + (slot[b] * S * Hkv + h0) * Dh;  // row j of head h0 + l at kb + j * stride + l * Dh
-      const uint16_t* vb = v16 + (slot[b] * S * Hkv + h0) * Dh;
+      const E* kb = k16 + (slot[b] * S * Hkv + h0) * Dh;  // row j of head h0 + l at kb + j * stride + l * Dh
+      const E* vb = v16 + (slot[b] * S * Hkv + h0) * Dh;
+      // i8: the scale of row j, head h0 + l at ksb[j * Hkv + l] (null for bf16).
+      const float* ksb = d.k_scale ? d.k_scale + slot[b] * S * Hkv + h0 : nullptr;
+      const float* vsb = d.v_scale ? d.v_scale + slot[b] * S * Hkv + h0 : nullptr;
       const int64_t span = hg * Dh;
       // Scores, 16 keys at a time for every head of the item (score row i at sc + i * ld, key j at
       // j - lo). Rows kAhead keys ahead are prefetched; past the end, the first V rows of the P.V pass.
@@ -364,15 +400,16 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             else if (t - hi < std::min(kVChunk, n))
               prefetch_span(vb + (lo + t - hi) * stride + l * Dh, Dh);
           }
+          const float* ksl = ksb ? ksb + l : nullptr;
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
             const int64_t i = l * G + g0;
             const float* qr = qp.data() + i * chunks * 32;
             float* s0 = sc.data() + i * ld + (j - lo);
             if (G - g0 >= 2) {
-              score_keys<2>(qr, kb + l * Dh, stride, j, hi, Dh, s0, s0 + ld);
-              if (j + 8 < hi) score_keys<2>(qr, kb + l * Dh, stride, j + 8, hi, Dh, s0 + 8, s0 + ld + 8);
+              score_keys<2>(qr, kb + l * Dh, stride, j, hi, Dh, s0, s0 + ld, ksl, Hkv);
+              if (j + 8 < hi) score_keys<2>(qr, kb + l * Dh, stride, j + 8, hi, Dh, s0 + 8, s0 + ld + 8, ksl, Hkv);
             } else {
-              score_keys<1>(qr, kb + l * Dh, stride, j, hi, Dh, s0, nullptr);
+              score_keys<1>(qr, kb + l * Dh, stride, j, hi, Dh, s0, nullptr, ksl, Hkv);
             }
           }
         }
@@ -393,6 +430,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
         const float l = softmax_in_place(sr, n, &maxs[size_t(i)]);  // all -inf: zero weights, zero output
         if (l == 0.f) std::fill(sr, sr + n, 0.f);
         invs[size_t(i)] = part.split ? l : (l > 0.f ? 1.f / l : 0.f);  // a part keeps its sum
+        if (vsb) {  // i8: fold each V row's scale into its weight (after the sum, which it must not change)
+          const float* vs = vsb + i / G;
+          for (int64_t x = 0; x < n; ++x) sr[x] *= vs[(lo + x) * Hkv];
+        }
       }
       // P.V in chunks of kVChunk keys, every head of the item per chunk, the next chunk's V rows
       // prefetched (the first rows of the first chunk were prefetched by the score pass).
@@ -407,14 +448,15 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             const float* p[2] = {sc.data() + i * ld + (j0 - lo), sc.data() + (i + 1) * ld + (j0 - lo)};
             float* a[2] = {acc.data() + i * chunks * 32, acc.data() + (i + 1) * chunks * 32};
             if (G - g0 >= 2)
-              weighted_part_all<2>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
+              weighted_part_all<2, E>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
             else
-              weighted_part_all<1>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
+              weighted_part_all<1, E>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
           }
         }
       }
       if (!part.split) {
-        for (int64_t i = 0; i < rows; ++i) finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh);
+        for (int64_t i = 0; i < rows; ++i)
+          finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh, kNaturalChunks<E>);
         continue;
       }
       for (int64_t i = 0; i < rows; ++i) {
@@ -454,9 +496,19 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
           _mm512_storeu_ps(merged.data() + c,
                            _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 + c), _mm512_loadu_ps(merged.data() + c)));
       }
-      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o);
+      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o, kNaturalChunks<E>);
     }
   });
+}
+
+}  // namespace
+
+void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
+         const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
+  if (d.kv_type == DType::kI8)
+    run_impl<int8_t>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
+  else
+    run_impl<uint16_t>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
 }
 
 }  // namespace hlx::kernels::attention_decode

@@ -246,9 +246,14 @@ inline float dot_bf16(const float*, const uint16_t*, int64_t) { return 0.f; }
 inline void pv_accumulate_bf16(float*, float, const float*, const uint16_t*, int64_t, int64_t, int64_t, int64_t) {}
 #endif
 
-inline void load_f32(DType t, const void* base, int64_t off, int64_t n, float* dst) {
+// n elements at base + off as f32; an i8 cache row is dequantized with its scale (code * scale).
+inline void load_f32(DType t, const void* base, int64_t off, int64_t n, float* dst, float scale = 1.f) {
   if (t == DType::kF32) {
     std::memcpy(dst, static_cast<const float*>(base) + off, size_t(n) * 4);
+  } else if (t == DType::kI8) {
+    const int8_t* s = static_cast<const int8_t*>(base) + off;
+#pragma omp simd
+    for (int64_t i = 0; i < n; ++i) dst[i] = float(s[i]) * scale;
   } else {
     const uint16_t* s = static_cast<const uint16_t*>(base) + off;
 #pragma omp simd
@@ -341,8 +346,10 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
             }
           }
           if (direct) continue;
-          load_f32(d.kv_type, k_cache, off, Dh, &kb[jj * Dh]);
-          load_f32(d.kv_type, v_cache, off, Dh, &vb[jj * Dh]);
+          // i8: the row's scale sits at the same (slot, position, head) index of [N,S,Hkv].
+          const float ks = d.k_scale ? d.k_scale[off / Dh] : 1.f, vs = d.v_scale ? d.v_scale[off / Dh] : 1.f;
+          load_f32(d.kv_type, k_cache, off, Dh, &kb[jj * Dh], ks);
+          load_f32(d.kv_type, v_cache, off, Dh, &vb[jj * Dh], vs);
         }
         for (int64_t r = 0; r < rows; ++r) {
           const int64_t a = std::max(lo[r], j0) - j0, e = std::min(hi[r], j0 + nk) - j0;

@@ -5,7 +5,8 @@
 // vector when head_dim % 16 == 8: the SigLIP towers' head_dim 72.
 //
 // f32 cache: f32 FMAs throughout (Q, K, V and P are not rounded); only the order of the sums
-// differs from attention_impl.h.
+// differs from attention_impl.h. i8 cache (int8 KV): the same f32 path, each key block of codes
+// dequantized to f32 (code * row scale, exact) before the packing (dequant_rows).
 //
 // bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. Q (f32 in the
 // models) is split as hi + lo, two bf16 whose sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T
@@ -325,6 +326,21 @@ void pack_v(const uint16_t* v, int64_t stride, int64_t nk, int64_t Dh, uint16_t*
   }
 }
 
+// int8 KV: keys [0, nk) of one kv head (row j at codes + j * stride, its scale at scales[j * Hkv])
+// dequantized to f32 rows [nk][Dh] (code * scale, exact in f32), which the f32 path then packs.
+void dequant_rows(const int8_t* codes, const float* scales, int64_t stride, int64_t Hkv, int64_t nk, int64_t Dh,
+                  float* dst) {
+  for (int64_t j = 0; j < nk; ++j) {
+    const __m512 sc = _mm512_set1_ps(scales[j * Hkv]);
+    const int8_t* row = codes + j * stride;
+    for (int64_t i = 0; i < Dh; i += 16) {
+      const __mmask16 m = Dh - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (Dh - i)) - 1);
+      const __m512 x = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(m, row + i)));
+      _mm512_mask_storeu_ps(dst + j * Dh + i, m, _mm512_mul_ps(x, sc));
+    }
+  }
+}
+
 }  // namespace
 
 template <bool F32>
@@ -342,8 +358,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   const uint16_t* v16 = static_cast<const uint16_t*>(v_cache);
   const float* k32 = static_cast<const float*>(k_cache);
   const float* v32 = static_cast<const float*>(v_cache);
-  const int64_t kv_stride = Hkv * Dh;          // elements between consecutive keys of one kv head
-  constexpr int64_t kEsz = F32 ? 4 : 2;        // bytes per cache element
+  const int64_t kv_stride = Hkv * Dh;  // elements between consecutive keys of one kv head
+  // An i8 cache runs the f32 path (F32 is true): each key block is dequantized to f32 (dequant_rows).
+  const bool i8 = d.kv_type == DType::kI8;
+  const int64_t kEsz = i8 ? 1 : F32 ? 4 : 2;   // bytes per cache element
   const bool q_lo = d.q_type != DType::kBF16;  // a bf16 Q is its own hi: every lo half is zero
 
   parallel_for(items, 1, [&](int64_t item_begin, int64_t item_end) {
@@ -353,7 +371,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
     thread_local std::vector<float> acc, mrow, lrow, sc;
     thread_local std::vector<int32_t> lo, hi;
     thread_local std::vector<uint16_t> vt;
-    thread_local std::vector<float> ktf, vtf, ppf;
+    thread_local std::vector<float> ktf, vtf, ppf, kdq, vdq;
     auto fit = [](auto& v, int64_t size) {
       if (int64_t(v.size()) < size) v.resize(size_t(size));
     };
@@ -369,6 +387,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       fit(ktf, kKeyBlock * Dh);
       fit(vtf, kKeyBlock * Dh);
       fit(ppf, kKeyBlock * kLanes);
+      if (i8) {
+        fit(kdq, kKeyBlock * Dh);
+        fit(vdq, kKeyBlock * Dh);
+      }
     } else {
       fit(vt, kKeyBlock * Dh);
       fit(kt, kKeyBlock * P);
@@ -388,6 +410,9 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       const uint16_t* vbase = v16 + (sl * S * Hkv + kvh) * Dh;
       const float* kf32 = k32 + (sl * S * Hkv + kvh) * Dh;
       const float* vf32 = v32 + (sl * S * Hkv + kvh) * Dh;
+      const int64_t row0 = (sl * S * Hkv + kvh) * Dh;  // element index of key 0 of this head
+      const void* k_row0 = static_cast<const char*>(k_cache) + row0 * kEsz;
+      const void* v_row0 = static_cast<const char*>(v_cache) + row0 * kEsz;
       // Row r = (t - t0) * G + g  <->  query head kvh * G + g at token t; lane r % 16 of group r / 16.
       int64_t jmin = len, jmax = 0;
       for (int64_t r = 0; r < groups * kLanes; ++r) {
@@ -462,13 +487,20 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           for (int64_t jj = 0; jj < std::min(kKeyBlock, jmax - j0 - kKeyBlock); ++jj)
             for (int64_t c = 0; c < Dh * kEsz; c += 64) {
               const int64_t off = (j0 + kKeyBlock + jj) * kv_stride * kEsz + c;
-              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(kf32) : kbase) + off,
-                           _MM_HINT_T0);
-              _mm_prefetch(reinterpret_cast<const char*>(F32 ? static_cast<const void*>(vf32) : vbase) + off,
-                           _MM_HINT_T0);
+              _mm_prefetch(static_cast<const char*>(k_row0) + off, _MM_HINT_T0);
+              _mm_prefetch(static_cast<const char*>(v_row0) + off, _MM_HINT_T0);
             }
         if constexpr (F32) {
-          pack_kv_f32(kf32 + j0 * kv_stride, vf32 + j0 * kv_stride, kv_stride, nk, Dh, ktf.data(), vtf.data());
+          if (i8) {
+            const int64_t first = sl * S * Hkv + j0 * Hkv + kvh;  // scale index of key j0
+            dequant_rows(static_cast<const int8_t*>(k_row0) + j0 * kv_stride, d.k_scale + first, kv_stride, Hkv, nk, Dh,
+                         kdq.data());
+            dequant_rows(static_cast<const int8_t*>(v_row0) + j0 * kv_stride, d.v_scale + first, kv_stride, Hkv, nk, Dh,
+                         vdq.data());
+            pack_kv_f32(kdq.data(), vdq.data(), Dh, nk, Dh, ktf.data(), vtf.data());
+          } else {
+            pack_kv_f32(kf32 + j0 * kv_stride, vf32 + j0 * kv_stride, kv_stride, nk, Dh, ktf.data(), vtf.data());
+          }
         } else {
           pack_k(kbase + j0 * kv_stride, kv_stride, nk, P, kt.data());
           pack_v(vbase + j0 * kv_stride, kv_stride, nk, Dh, vt.data());
@@ -630,7 +662,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
 
 void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
-  if (d.kv_type == DType::kF32)
+  if (d.kv_type == DType::kF32 || d.kv_type == DType::kI8)
     run_impl<true>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else
     run_impl<false>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);

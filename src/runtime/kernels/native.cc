@@ -399,7 +399,13 @@ class AttentionKernel final : public OpKernel {
  public:
   kernels::AttentionDesc d;
   Status run(const std::vector<const Tensor*>& in, const std::vector<Tensor*>& out) override {
-    return kernels::attention(d, in[0]->raw(), in[1]->raw(), in[2]->raw(), in[3]->data<int32_t>(),
+    kernels::AttentionDesc dc = d;
+    if (d.kv_type == DType::kI8) {  // the scale operands follow kv_len (and the bias)
+      const size_t s0 = d.has_bias ? 7 : 6;
+      dc.k_scale = in[s0]->data<float>();
+      dc.v_scale = in[s0 + 1]->data<float>();
+    }
+    return kernels::attention(dc, in[0]->raw(), in[1]->raw(), in[2]->raw(), in[3]->data<int32_t>(),
                               in[4]->data<int32_t>(), in[5]->data<int32_t>(),
                               d.has_bias ? in[6]->data<float>() : nullptr, out[0]->data<float>());
   }
@@ -414,13 +420,20 @@ Result<std::unique_ptr<OpKernel>> make_attention(const shlo::Op& op, const shlo:
   HLX_ASSIGN_OR_RETURN(d.sliding_window, int_attr(op, fn, C, "sliding_window"));
   HLX_ASSIGN_OR_RETURN(d.logit_softcap, float_attr(op, fn, C, "logit_softcap"));
   HLX_ASSIGN_OR_RETURN(d.has_bias, bool_attr(op, fn, C, "has_bias"));
-  HLX_RETURN_IF_ERROR(check_arity(C, op, fn, d.has_bias ? 7 : 6));
   const TensorType& q = fn.type_of(op.operands[0]);
   const TensorType& kc = fn.type_of(op.operands[1]);
   const TensorType& vc = fn.type_of(op.operands[2]);
+  const bool i8 = kc.dtype == DType::kI8;  // int8 KV: k_scale, v_scale operands at the end
+  HLX_RETURN_IF_ERROR(check_arity(C, op, fn, (d.has_bias ? 7 : 6) + (i8 ? 2 : 0)));
   if (!is_act(q.dtype) || q.rank() != 4) return invalid(C, op, fn, "q must be [B, T, Hq, Dh] of f32/bf16");
-  if (!is_act(kc.dtype) || kc.rank() != 4 || vc != kc)
-    return invalid(C, op, fn, "k_cache and v_cache must both be [N, S, Hkv, Dh] of the same f32/bf16 type");
+  if (!(is_act(kc.dtype) || i8) || kc.rank() != 4 || vc != kc)
+    return invalid(C, op, fn, "k_cache and v_cache must both be [N, S, Hkv, Dh] of the same f32/bf16/i8 type");
+  if (i8) {
+    const TensorType want_scale{DType::kF32, {kc.shape[0], kc.shape[1], kc.shape[2]}};
+    const size_t s0 = d.has_bias ? 7 : 6;
+    if (fn.type_of(op.operands[s0]) != want_scale || fn.type_of(op.operands[s0 + 1]) != want_scale)
+      return invalid(C, op, fn, "k_scale and v_scale of an i8 cache must be ", want_scale.to_string());
+  }
   d.batch = q.shape[0];
   d.q_len = q.shape[1];
   d.q_heads = q.shape[2];
