@@ -102,8 +102,9 @@ typedef enum hlx_kv_dtype_e {
   HLX_KV_DTYPE_BF16 = 0,
   HLX_KV_DTYPE_F32 = 1,
   HLX_KV_DTYPE_AUTO = 2, /* default: f32 for an f32 checkpoint, else bf16 */
-  HLX_KV_DTYPE_INT8 = 3  /* since version 4: int8 codes with per-token, per-kv-head f32 scales
-                            (the CLI's --kv-dtype int8; format and error in docs/COMPOSITES.md) */
+  HLX_KV_DTYPE_INT8 = 3  /* int8 codes with per-token, per-kv-head f32 scales (the CLI's
+                            --kv-dtype int8; format and error in docs/COMPOSITES.md). A value added
+                            after version 4 shipped: an older library refuses it (invalid argument) */
 } hlx_kv_dtype_t;
 
 /* Value of hlx_model_options_t.context_capacity meaning "the model's default" (4096 tokens or
