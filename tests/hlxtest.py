@@ -55,10 +55,11 @@ def finish():
     return 0
 
 
-def run(cmd, **kw):
-    """Runs cmd (text mode) and returns the CompletedProcess; a non-zero exit ends the test."""
+def run(cmd, ok=True, **kw):
+    """Runs cmd (text mode) and returns the CompletedProcess; a non-zero exit ends the test unless
+    ok=False (a refusal the test checks)."""
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
-    if r.returncode != 0:
+    if ok and r.returncode != 0:
         raise SystemExit(f"command failed ({r.returncode}): {' '.join(cmd)}\n{r.stdout}\n{r.stderr}")
     return r
 

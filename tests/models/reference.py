@@ -32,6 +32,19 @@ _NP_DTYPES = {"F32": np.float32, "F16": np.float16, "F64": np.float64, "I64": np
               "F8_E4M3": np.uint8}  # raw float8_e4m3fn bytes: the FP8 test decodes them itself
 
 
+# Prompts of 7+ tokens (longer than Gemma's window of 4) the decoder tests draw from: each takes the
+# first whose reference generation suits it (no eos, no near-tie), so a mismatch means a wrong
+# engine, not an ambiguous argmax.
+CANDIDATE_PROMPTS = [
+    [5, 17, 42, 99, 3, 250, 7],
+    [300, 12, 77, 140, 9, 64, 201, 33],
+    [1, 2, 3, 4, 5, 6, 7, 8, 9],
+    [9, 9, 9, 9, 9, 9, 100, 200],
+    [311, 47, 180, 26, 95, 160, 4],
+    [44, 128, 19, 276, 63, 88, 150, 12, 230],
+]
+
+
 def read_safetensors(path):
     """-> (dict name -> f32/int ndarray, dict name -> safetensors dtype string)."""
     with open(path, "rb") as f:

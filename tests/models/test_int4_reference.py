@@ -18,7 +18,6 @@ Run: /usr/bin/python3 test_int4_reference.py --hlx path/to/hlx
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -27,33 +26,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from hlxtest import check, failures, run  # noqa: E402
+
 FAMILIES = ["llama", "qwen3", "gemma3_text"]
 GROUP = 128
 N_NEW = 32
 LOGIT_REL_TOL = 0.04
-CANDIDATE_PROMPTS = [
-    [5, 17, 42, 99, 3, 250, 7],
-    [300, 12, 77, 140, 9, 64, 201, 33],
-    [1, 2, 3, 4, 5, 6, 7, 8, 9],
-    [9, 9, 9, 9, 9, 9, 100, 200],
-    [311, 47, 180, 26, 95, 160, 4],
-]
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
-
-
-def run(cmd, ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
-    return p
 
 
 def quantize4(w):
@@ -101,7 +80,7 @@ def test_f32(hlx, tmp, family):
     # hidden 256 / intermediate 384: two or more groups of 128 per row.
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "0", "--no-tokenizer"])
     qm = Int4Model(model_dir)
-    prompt = CANDIDATE_PROMPTS[0]
+    prompt = reference.CANDIDATE_PROMPTS[0]
     want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True)
     ref_q = qm.forward(prompt)
     ref_f = reference.logits(model_dir, prompt)
@@ -138,7 +117,7 @@ def test_bf16(hlx, tmp, family):
     model_dir = os.path.join(tmp, family + "-bf16")
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "bf16", "--seed", "1", "--no-tokenizer"])
     qm = Int4Model(model_dir)
-    prompt = CANDIDATE_PROMPTS[1]
+    prompt = reference.CANDIDATE_PROMPTS[1]
     want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True)
     out = os.path.join(tmp, family + "-bf16-int4.npy")
     run([hlx, "logits", "-m", model_dir, "--tokens", ",".join(map(str, prompt)), "--all", "--kv-dtype", "f32",

@@ -25,7 +25,6 @@ Run: /usr/bin/python3 test_int8_reference.py --hlx path/to/hlx
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -34,36 +33,15 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from hlxtest import check, failures, run  # noqa: E402
+
 FAMILIES = ["llama", "qwen2", "qwen3", "gemma3_text", "gemma3"]
 N_NEW = 32
 LOGIT_TOL = 1e-4         # the least tolerance (see above)
 LOGIT_TOL_FACTOR = 3.0   # times the reference's sensitivity to 1e-7 relative input noise
 NOISE = 1e-7
 BF16_TIE_GAP = 1e-2
-CANDIDATE_PROMPTS = [
-    [5, 17, 42, 99, 3, 250, 7],
-    [300, 12, 77, 140, 9, 64, 201, 33],
-    [1, 2, 3, 4, 5, 6, 7, 8, 9],
-    [9, 9, 9, 9, 9, 9, 100, 200],
-    [311, 47, 180, 26, 95, 160, 4],
-    [44, 128, 19, 276, 63, 88, 150, 12, 230],
-]
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
-
-
-def run(cmd, ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
-    return p
 
 
 FLT_MIN = np.finfo(np.float32).tiny
@@ -145,10 +123,10 @@ def test_f32(hlx, tmp, family):
     model_dir = os.path.join(tmp, family + "-f32")
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "0", "--no-tokenizer"])
     qm = Int8Model(model_dir)
-    sens = sensitivity(model_dir, CANDIDATE_PROMPTS[0])
+    sens = sensitivity(model_dir, reference.CANDIDATE_PROMPTS[0])
     tol = max(LOGIT_TOL, LOGIT_TOL_FACTOR * sens)
     prompt, want = None, None
-    for p in CANDIDATE_PROMPTS:
+    for p in reference.CANDIDATE_PROMPTS:
         toks, steps = reference.greedy_model(qm, p, N_NEW, stop_at_eos=True)
         if len(toks) == N_NEW and min(reference.top2_gap(r) for r in steps) >= 2 * tol:
             prompt, want = p, toks
@@ -185,7 +163,7 @@ def test_bf16(hlx, tmp, family):
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "bf16", "--seed", "1", "--no-tokenizer"])
     qm = Int8Model(model_dir)
     compared = 0
-    for prompt in CANDIDATE_PROMPTS[:2]:
+    for prompt in reference.CANDIDATE_PROMPTS[:2]:
         want, steps = reference.greedy_model(qm, prompt, N_NEW, stop_at_eos=True, bf16_matmul=True)
         got = hlx_generate(hlx, model_dir, prompt, "f32")
         div = next((i for i in range(min(len(got), len(want))) if got[i] != want[i]), None)

@@ -22,7 +22,6 @@ Run: /usr/bin/python3 test_kv_int8_reference.py --hlx path/to/hlx
 """
 import argparse
 import os
-import subprocess
 import sys
 import tempfile
 
@@ -31,33 +30,12 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from hlxtest import check, failures, run  # noqa: E402
+
 FAMILIES = ["llama", "qwen2", "qwen3", "gemma3_text", "gemma3"]
 N_NEW = 32
 LOGIT_TOL = 1e-4
-CANDIDATE_PROMPTS = [
-    [5, 17, 42, 99, 3, 250, 7],
-    [300, 12, 77, 140, 9, 64, 201, 33],
-    [1, 2, 3, 4, 5, 6, 7, 8, 9],
-    [9, 9, 9, 9, 9, 9, 100, 200],
-    [311, 47, 180, 26, 95, 160, 4],
-    [44, 128, 19, 276, 63, 88, 150, 12, 230],
-]
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
-
-
-def run(cmd, ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
-    return p
 
 
 def hlx_logits(hlx, model, prompt, kv, out):
@@ -70,7 +48,7 @@ def test_family(hlx, tmp, family):
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "0", "--no-tokenizer"])
     model = reference.load(model_dir)
     prompt, want = None, None
-    for p in CANDIDATE_PROMPTS:
+    for p in reference.CANDIDATE_PROMPTS:
         toks, steps = reference.greedy_model(model, p, N_NEW, stop_at_eos=True, kv_int8=True)
         if len(toks) == N_NEW and min(reference.top2_gap(r) for r in steps) >= 2 * LOGIT_TOL:
             prompt, want = p, toks

@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import struct
-import subprocess
 import sys
 import tempfile
 
@@ -36,26 +35,13 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
 
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
+from hlxtest import check, failures, run  # noqa: E402
+
 N_NEW = 32
 LOGIT_REL_TOL = 0.04
 PROMPTS = [[5, 17, 42, 99, 3, 250, 7], [300, 12, 77, 140, 9, 64, 201, 33], [1, 2, 3, 4, 5, 6, 7, 8, 9],
            [311, 47, 180, 26, 95, 160, 4]]
-
-failures = []
-
-
-def check(cond, msg):
-    if not cond:
-        failures.append(msg)
-        print("FAIL:", msg)
-    return cond
-
-
-def run(cmd, ok=True):
-    p = subprocess.run(cmd, capture_output=True, text=True)
-    if ok and p.returncode != 0:
-        raise RuntimeError(f"{' '.join(cmd)} exited {p.returncode}:\n{p.stderr}")
-    return p
 
 
 def nibbles(words):
