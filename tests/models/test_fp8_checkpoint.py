@@ -118,12 +118,12 @@ def test_family(hlx, tmp, family):
     run([hlx, "fixture", "--family", family, "--out", model_dir, "--dtype", "f32", "--seed", "5", "--no-tokenizer",
          "--quant", "fp8"])
     qm = Fp8Model(model_dir)
-    base = qm.forward(int8.CANDIDATE_PROMPTS[0])
-    sens = max(float(np.abs(Fp8Model(model_dir, noise_seed=s).forward(int8.CANDIDATE_PROMPTS[0]) - base).max())
+    base = qm.forward(reference.CANDIDATE_PROMPTS[0])
+    sens = max(float(np.abs(Fp8Model(model_dir, noise_seed=s).forward(reference.CANDIDATE_PROMPTS[0]) - base).max())
                for s in (1, 2))
     tol = max(int8.LOGIT_TOL, int8.LOGIT_TOL_FACTOR * sens)
     prompt, want = None, None
-    for p in int8.CANDIDATE_PROMPTS:
+    for p in reference.CANDIDATE_PROMPTS:
         toks, steps = reference.greedy_model(qm, p, N_NEW, stop_at_eos=True)
         if len(toks) == N_NEW and min(reference.top2_gap(r) for r in steps) >= 2 * tol:
             prompt, want = p, toks
