@@ -190,6 +190,41 @@ AttentionDesc with_scales(AttentionDesc d, const Inputs& in) {
   return d;
 }
 
+// Decode rows are batch invariant: each row alone, its slot's cache rows (and i8 scales) copied
+// to slot 4, which the batch leaves unused, gets the bits it got in the whole batch, on 1 and 2
+// threads. Q is f32.
+void expect_rows_batch_invariant(const AttentionDesc& d, const Inputs& in, const std::string& what) {
+  const size_t row = size_t(d.q_heads * d.head_dim);
+  std::vector<float> whole(size_t(d.batch) * row);
+  ASSERT_TRUE(kernels::attention(with_scales(d, in), in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(),
+                                 in.q_pos.data(), in.kv_len.data(), d.has_bias ? in.bias.data() : nullptr, whole.data())
+                  .ok());
+  const size_t slot_rows = size_t(d.capacity * d.kv_heads);
+  const size_t slot_bytes = slot_rows * size_t(d.head_dim) * dtype_size(d.kv_type);
+  for (int threads : {1, 2})
+    for (int64_t b = 0; b < d.batch; ++b) {
+      kernels::ThreadLimit limit(threads);
+      const size_t from = size_t(in.slot[size_t(b)]);
+      Inputs one_slot = in;
+      std::memcpy(&one_slot.kb[4 * slot_bytes], &in.kb[from * slot_bytes], slot_bytes);
+      std::memcpy(&one_slot.vb[4 * slot_bytes], &in.vb[from * slot_bytes], slot_bytes);
+      if (!in.ks.empty()) {
+        std::memcpy(&one_slot.ks[4 * slot_rows], &in.ks[from * slot_rows], slot_rows * 4);
+        std::memcpy(&one_slot.vs[4 * slot_rows], &in.vs[from * slot_rows], slot_rows * 4);
+      }
+      AttentionDesc e = with_scales(d, one_slot);
+      e.batch = 1;
+      const int32_t s4 = 4;
+      std::vector<float> one(row);
+      ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, one_slot.kb.data(), one_slot.vb.data(), &s4,
+                                     &in.q_pos[size_t(b)], &in.kv_len[size_t(b)],
+                                     d.has_bias ? in.bias.data() + b * d.capacity : nullptr, one.data())
+                      .ok());
+      ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
+          << what << " threads=" << threads << " row " << b;
+    }
+}
+
 void run_and_compare(const AttentionDesc& d0, const Inputs& in, const std::string& what) {
   const AttentionDesc d = with_scales(d0, in);
   std::vector<float> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 123.f);
@@ -339,30 +374,7 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
           const std::string what = str_cat("decode Dh=", dh, " gqa=", gqa, " window=", c.window, " cap=", c.softcap,
                                            " bias=", c.bias, " kv=", dtype_name(kvt));
           run_and_compare(d, in, what);
-          const size_t row = size_t(d.q_heads * d.head_dim);
-          std::vector<float> whole(size_t(d.batch) * row);
-          ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
-                                         in.kv_len.data(), c.bias ? in.bias.data() : nullptr, whole.data())
-                          .ok());
-          // Row b alone, its cache rows copied to slot 4 (unused by the batch).
-          const size_t es = dtype_size(kvt), slot_bytes = size_t(d.capacity * d.kv_heads * d.head_dim) * es;
-          for (int threads : {1, 2})
-            for (int64_t b = 0; b < d.batch; ++b) {
-              kernels::ThreadLimit limit(threads);
-              std::vector<uint8_t> kc = in.kb, vc = in.vb;
-              std::memcpy(&kc[4 * slot_bytes], &in.kb[size_t(slot[size_t(b)]) * slot_bytes], slot_bytes);
-              std::memcpy(&vc[4 * slot_bytes], &in.vb[size_t(slot[size_t(b)]) * slot_bytes], slot_bytes);
-              AttentionDesc e = d;
-              e.batch = 1;
-              const int32_t s4 = 4;
-              std::vector<float> one(row);
-              ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
-                                             &q_pos[size_t(b)], &kv_len[size_t(b)],
-                                             c.bias ? in.bias.data() + b * d.capacity : nullptr, one.data())
-                              .ok());
-              ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
-                  << what << " threads=" << threads << " row " << b;
-            }
+          expect_rows_batch_invariant(d, in, what);
         }
 }
 
@@ -471,37 +483,7 @@ TEST(Attention, Int8CacheMatchesDequantizedReference) {
                                              " cap=", c.softcap, " bias=", c.bias, " capacity=", cap);
             run_and_compare(d, in, what);
             if (T != 1) continue;
-            const AttentionDesc ds = with_scales(d, in);
-            const size_t row = size_t(d.q_heads * d.head_dim);
-            std::vector<float> whole(size_t(d.batch) * row);
-            ASSERT_TRUE(kernels::attention(ds, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(),
-                                           in.q_pos.data(), in.kv_len.data(), c.bias ? in.bias.data() : nullptr,
-                                           whole.data())
-                            .ok());
-            const size_t slot_elems = size_t(cap * d.kv_heads * dh), slot_scales = size_t(cap * d.kv_heads);
-            for (int threads : {1, 2})
-              for (int64_t b = 0; b < d.batch; ++b) {
-                kernels::ThreadLimit limit(threads);
-                std::vector<uint8_t> kc = in.kb, vc = in.vb;
-                std::vector<float> ks = in.ks, vs = in.vs;
-                const size_t from = size_t(slot[size_t(b)]);
-                std::memcpy(&kc[4 * slot_elems], &in.kb[from * slot_elems], slot_elems);
-                std::memcpy(&vc[4 * slot_elems], &in.vb[from * slot_elems], slot_elems);
-                std::memcpy(&ks[4 * slot_scales], &in.ks[from * slot_scales], slot_scales * 4);
-                std::memcpy(&vs[4 * slot_scales], &in.vs[from * slot_scales], slot_scales * 4);
-                AttentionDesc e = d;
-                e.batch = 1;
-                e.k_scale = ks.data();
-                e.v_scale = vs.data();
-                const int32_t s4 = 4;
-                std::vector<float> one(row);
-                ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, kc.data(), vc.data(), &s4,
-                                               &q_pos[size_t(b)], &kv_len[size_t(b)],
-                                               c.bias ? in.bias.data() + b * d.capacity : nullptr, one.data())
-                                .ok());
-                ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
-                    << what << " threads=" << threads << " row " << b;
-              }
+            expect_rows_batch_invariant(d, in, what);
           }
   // Scales are required exactly for i8 caches: a typed error, nothing written.
   AttentionDesc d;
