@@ -71,6 +71,8 @@ CpuFeatures detect() {
 
   unsigned max_leaf = __get_cpuid_max(0, nullptr);
   if (max_leaf < 1) return f;
+  Regs l0 = cpuid(0, 0);  // vendor string in ebx, edx, ecx: "Genu" "ineI" "ntel"
+  f.intel = l0.b == 0x756e6547 && l0.d == 0x49656e69 && l0.c == 0x6c65746e;
   Regs l1 = cpuid(1, 0);
   bool osxsave = bit(l1.c, 27);
   uint64_t xcr0 = osxsave ? xgetbv0() : 0;

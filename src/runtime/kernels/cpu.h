@@ -10,6 +10,7 @@ struct CpuFeatures {
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512bf16 = false, avx512fp16 = false;
   bool avx512vnni = false;  // vpdpwssd / vpdpbusd (int8 weights)
   bool amx_tile = false, amx_bf16 = false, amx_int8 = false;
+  bool intel = false;      // vendor GenuineIntel: some stream tunings were measured per vendor
   std::string model_name;  // from /proc/cpuinfo
 };
 

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "runtime/kernels/cpu.h"
 #include "runtime/kernels/internal.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/kernels/static_dispatch.h"
@@ -94,13 +95,14 @@ void zero(__m512 (&acc)[M][4]) {
 
 // C rows [0, M) (M <= 8) for one 64-column block of W.
 //
-// M <= 4: one pass, 4M accumulators in registers, no software prefetch: measured at load ~3
-// (interleaved A/B, BM_StreamBf16 and BM_DecodeStepWeights, 2 threads), prefetching the k-pair
-// 2 KiB ahead made M = 1 slower on the decode shapes (4096x4096 -29..41%, 1024x3072 -21..37%,
-// the whole decode step -13..23%; N = K = 2048 alone +15%). An earlier quiet-machine run found
-// it helped when both cores compete for DRAM, so HLX_GEMV_PREFETCH=1 turns it back on for
-// A/B runs on a quiet machine. Re-measured (load 6-7, one thread, process CPU time of the decode
-// step): the 4 lines of the k-pair 2-4 KiB ahead still cost M = 1 7-11%; M = 4 +-4% (2-8 KiB).
+// M <= 4: one pass, 4M accumulators in registers; software prefetch of the k-pair 2 KiB ahead
+// by default on Intel only, because its effect has opposite signs on the two vendors seen here.
+// AMD Zen 4/5 (interleaved A/B, BM_StreamBf16 and BM_DecodeStepWeights, 2 threads, load ~3): it
+// made M = 1 slower on the decode shapes (4096x4096 -29..41%, 1024x3072 -21..37%, the whole decode
+// step -13..23%; N = K = 2048 alone +15%), and at load 6-7 on one thread still cost M = 1 7-11%.
+// Intel Xeon with AVX512-BF16 and AMX (2026-12-02, quiet, `hlx bench` on Qwen3-0.6B shapes, runs
+// alternated): decode b1 17.1 -> 20.6 tok/s (71 -> 86 % of the roofline), b2 1.07x, b4 1.24x.
+// HLX_GEMV_PREFETCH=0 or 1 overrides the default (A/B runs on other CPUs).
 //
 // M > 4: rows 4.. need another 16 accumulators (all 32 registers hold 8 rows x 64 columns, with
 // none left for the weights), so K is walked in chunks of kChunkPairs k-pairs (8 KiB of the
@@ -161,11 +163,12 @@ void run_block(int64_t rows, int64_t k, const bf16* a, const bf16* w, int64_t nv
   with_count<1, 8>(int(rows), [&](auto r) { gemv_block<r.value, kPrefetch>(k, a, w, nv, c_type, ldc, c, n0); });
 }
 
-// HLX_GEMV_PREFETCH=1 prefetches for M <= 4 too (A/B runs; see gemv_block).
+// Software prefetch for M <= 4 (see gemv_block): Intel's default, or HLX_GEMV_PREFETCH=0/1.
 bool small_m_prefetch() {
   static const bool on = [] {
     const char* e = std::getenv("HLX_GEMV_PREFETCH");
-    return e && std::strcmp(e, "1") == 0;
+    if (e && (std::strcmp(e, "0") == 0 || std::strcmp(e, "1") == 0)) return e[0] == '1';
+    return kernels::cpu_features().intel;
   }();
   return on;
 }
