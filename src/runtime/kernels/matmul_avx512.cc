@@ -118,8 +118,10 @@ void zero(__m512 (&acc)[M][4]) {
 // and 54.5 -> 46.8-48.6 ms of CPU on two; N = K = 2048 alone +10-17%. Other layouts, against
 // this one on N = K = 2048 (M = 8, 4 runs) and the decode step: 8 KiB chunks 6, 12 or 16 KiB
 // ahead -3..+2%, 16 KiB chunks 8, 16 or 32 KiB ahead 2-10% slower, 4-6 KiB chunks 4-12 KiB ahead
-// 2-8% slower; prefetcht1 (into L2 only) 5-20% slower; prefetchnta (into L1, not kept in L2 on
-// eviction: the weights are read once) level with prefetcht0 to 3% faster, so NTA. M = 5 and 6
+// 2-8% slower; prefetcht1 (into L2 only) 5-20% slower; prefetchnta (the weights are read once)
+// level with prefetcht0 to 3% faster on AMD, but on an Intel Xeon (2026-12-02, quiet, `hlx bench`
+// b8 on Qwen3-0.6B shapes, alternated) NTA ran 67.8 tok/s and T0 105 (1.55x; 16 KiB ahead level
+// with 8), so T0 everywhere. M = 5 and 6
 // fit one pass (20-24 accumulators + 4 weights + 1 broadcast, no spills), which measured level
 // with these chunks (M = 5 -2..+2% against NTA; M = 6 -8..+7%), so every M > 4 takes the chunks.
 constexpr int64_t kChunkPairs = 32;
@@ -145,8 +147,8 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
       const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
       // Past the block's end this prefetches the next block, which is usually this thread's next.
       const char* ahead = reinterpret_cast<const char*>(w + p0 * 128) + kSpreadAhead;
-      accumulate<4, 2, _MM_HINT_NTA>(a16, k, w, p0, p1, ahead, acc0);
-      accumulate<M1, 2, _MM_HINT_NTA>(a16 + 4 * k, k, w, p0, p1, ahead + kChunkPairs * 128, acc1);
+      accumulate<4, 2, _MM_HINT_T0>(a16, k, w, p0, p1, ahead, acc0);
+      accumulate<M1, 2, _MM_HINT_T0>(a16 + 4 * k, k, w, p0, p1, ahead + kChunkPairs * 128, acc1);
     }
     if (k & 1) {
       accumulate_last(a16, k, k, w, acc0);
