@@ -78,6 +78,7 @@ Status run_encode(const EncodeArgs& a) {
   if (!a.emit_module.empty()) HLX_RETURN_IF_ERROR(write_file(a.emit_module, shlo::print_module(module)));
   rt::ProgramOptions po;
   po.threads = a.threads;
+  po.product_order = kernels::ProductOrder::kAnyOrder;  // as the engine's towers (vision_model.cc)
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> program,
                        rt::Program::compile(std::make_shared<const shlo::Module>(std::move(module)), po));
   for (const models::TensorInfo& info : models::vision_checkpoint_layout(spec)) {

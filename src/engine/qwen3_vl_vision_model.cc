@@ -73,6 +73,7 @@ Result<rt::Program*> Qwen3VLVisionModel::program_for(int64_t bucket) {
   auto t0 = std::chrono::steady_clock::now();
   rt::ProgramOptions po;
   po.threads = threads_;
+  po.product_order = kernels::ProductOrder::kAnyOrder;  // see vision_model.cc
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> p, rt::Program::compile(modules_.at(bucket), po));
   stats_.compile_ms += ms_since(t0);
   t0 = std::chrono::steady_clock::now();

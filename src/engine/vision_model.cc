@@ -79,6 +79,9 @@ Result<std::unique_ptr<VisionModel>> FixedVisionModel::load(const std::string& m
   t0 = std::chrono::steady_clock::now();
   rt::ProgramOptions po;
   po.threads = options.threads;
+  // An image is encoded at one fixed shape, so products need not keep rows invariant across M:
+  // on AMX CPUs they run oneDNN's AMX tiles (kernels/matmul.h ProductOrder).
+  po.product_order = kernels::ProductOrder::kAnyOrder;
   HLX_ASSIGN_OR_RETURN(m->program_, rt::Program::compile(std::make_shared<const shlo::Module>(std::move(module)), po));
   m->stats_.compile_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();

@@ -89,7 +89,7 @@ class ProgramImpl : public Program {
       }
     if (!found) return make_error(ErrorKind::kNotFound, "no entry argument is marked hlx.weight = \"", name, "\"");
     kernels::ThreadLimit thread_limit(options_.threads);  // weight packing runs on oneDNN's threads
-    kernels::WeightFormatScope weight_format(options_.weight_format);
+    kernels::PackScope pack_options({options_.weight_format, options_.product_order});
     const bool packed = is_packed_placeholder(tensor);
     for (auto& p : plans_)
       for (size_t k = 0; k < p->weight_name.size(); ++k) {

@@ -40,6 +40,8 @@ struct ProgramOptions {
   // Format of the matmul weights bound with bind_weight() (packed at bind time): as stored, or
   // int8 per-channel (kernels/matmul.h). Constants and non-matmul uses keep their own type.
   kernels::WeightFormat weight_format = kernels::WeightFormat::kAsStored;
+  // Whether bf16 products must keep each row's bits independent of M (kernels/matmul.h).
+  kernels::ProductOrder product_order = kernels::ProductOrder::kRowInvariant;
 };
 
 // What compile() decided for one entry, for tests and tools.

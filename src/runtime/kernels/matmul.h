@@ -52,18 +52,29 @@ enum class WeightFormat { kAsStored = 0, kInt8 = 1, kInt4 = 2 };
 constexpr int64_t kInt4LoadGroup = 128;
 const char* weight_format_name(WeightFormat f);
 
-// The format bound weights are packed in by matmuls compiled on this thread (DotKernel reads it in
-// set_constant_input); Program::bind_weight sets it from ProgramOptions::weight_format.
-WeightFormat current_weight_format();
-class WeightFormatScope {
+// Which kernels a bf16 weight's products may take. kRowInvariant (the text decoders): a row's bits
+// are the same at any M, through the streaming kernel (M <= 8) and the own GEMM alike, so chunked,
+// batched and prefix-reused rows equal the rows computed alone. kAnyOrder (the vision towers, whose
+// images are encoded at fixed bucket shapes): larger M may take a faster kernel whose rows differ in
+// bits from the streaming kernel's; today oneDNN's AMX brgemm tiles on CPUs with AMX-BF16.
+enum class ProductOrder { kRowInvariant = 0, kAnyOrder = 1 };
+
+// How weights bound on this thread are packed (DotKernel reads it in set_constant_input);
+// Program::bind_weight sets it from ProgramOptions::weight_format and product_order.
+struct PackOptions {
+  WeightFormat format = WeightFormat::kAsStored;
+  ProductOrder order = ProductOrder::kRowInvariant;
+};
+PackOptions current_pack_options();
+class PackScope {
  public:
-  explicit WeightFormatScope(WeightFormat f);
-  ~WeightFormatScope();
-  WeightFormatScope(const WeightFormatScope&) = delete;
-  WeightFormatScope& operator=(const WeightFormatScope&) = delete;
+  explicit PackScope(PackOptions o);
+  ~PackScope();
+  PackScope(const PackScope&) = delete;
+  PackScope& operator=(const PackScope&) = delete;
 
  private:
-  WeightFormat saved_;
+  PackOptions saved_;
 };
 
 // A weight matrix used as the right-hand side of many products, packed once at load.
@@ -71,7 +82,8 @@ class WeightFormatScope {
 class PackedWeight {
  public:
   static Result<std::unique_ptr<PackedWeight>> pack(DType type, int64_t k, int64_t n, bool transposed, const void* data,
-                                                    WeightFormat format = WeightFormat::kAsStored);
+                                                    WeightFormat format = WeightFormat::kAsStored,
+                                                    ProductOrder order = ProductOrder::kRowInvariant);
   virtual ~PackedWeight() = default;
   int64_t k() const { return k_; }
   int64_t n() const { return n_; }

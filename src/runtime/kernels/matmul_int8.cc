@@ -20,7 +20,7 @@
 namespace hlx::kernels {
 
 namespace {
-thread_local WeightFormat tl_format = WeightFormat::kAsStored;
+thread_local PackOptions tl_pack;
 }  // namespace
 
 const char* weight_format_name(WeightFormat f) {
@@ -35,9 +35,9 @@ const char* weight_format_name(WeightFormat f) {
   return "unknown";
 }
 
-WeightFormat current_weight_format() { return tl_format; }
-WeightFormatScope::WeightFormatScope(WeightFormat f) : saved_(tl_format) { tl_format = f; }
-WeightFormatScope::~WeightFormatScope() { tl_format = saved_; }
+PackOptions current_pack_options() { return tl_pack; }
+PackScope::PackScope(PackOptions o) : saved_(tl_pack) { tl_pack = o; }
+PackScope::~PackScope() { tl_pack = saved_; }
 
 namespace int8 {
 

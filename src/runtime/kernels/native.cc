@@ -57,7 +57,7 @@ struct SharedPacked {
   Tensor source;
   std::shared_ptr<const kernels::PackedWeight> packed;
 };
-using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int, int>;  // ..., dtype, WeightFormat
+using PackKey = std::tuple<const void*, int64_t, int64_t, bool, int, int, int>;  // ..., dtype, format, order
 std::mutex g_pack_mu;
 std::map<PackKey, std::weak_ptr<SharedPacked>> g_pack_cache;
 
@@ -90,8 +90,8 @@ void release_mapped_source(const void* data, size_t bytes) {
 std::map<const void*, std::weak_ptr<SharedPacked>> g_prepacked;
 
 Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, int64_t n, bool transposed,
-                                                  kernels::WeightFormat format) {
-  PackKey key{t.raw(), k, n, transposed, int(t.dtype()), int(format)};
+                                                  kernels::PackOptions o) {
+  PackKey key{t.raw(), k, n, transposed, int(t.dtype()), int(o.format), int(o.order)};
   std::lock_guard<std::mutex> lock(g_pack_mu);
   if (auto pre = g_prepacked.find(t.raw()); pre != g_prepacked.end())
     if (auto sp = pre->second.lock()) {
@@ -105,7 +105,8 @@ Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, in
   auto it = g_pack_cache.find(key);
   if (it != g_pack_cache.end())
     if (auto sp = it->second.lock()) return sp;
-  HLX_ASSIGN_OR_RETURN(auto packed, kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw(), format));
+  HLX_ASSIGN_OR_RETURN(auto packed,
+                       kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw(), o.format, o.order));
   auto sp = std::make_shared<SharedPacked>(SharedPacked{t, std::move(packed)});
   g_pack_cache[key] = sp;
   release_mapped_source(t.raw(), t.nbytes());
@@ -124,7 +125,7 @@ class DotKernel final : public OpKernel {
     if (index != 1 || desc.batch != 1) return ok_status();
     packed_.reset();
     HLX_ASSIGN_OR_RETURN(packed_,
-                         pack_shared(value, desc.k, desc.n, desc.b_transposed, kernels::current_weight_format()));
+                         pack_shared(value, desc.k, desc.n, desc.b_transposed, kernels::current_pack_options()));
     return ok_status();
   }
   // The packed weight run() would multiply by when `rhs` is the right operand, else null.
