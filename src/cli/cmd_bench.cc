@@ -43,8 +43,9 @@ struct BenchArgs {
   std::string model;
   std::string json_out;
   int threads = 0;
-  std::string weights;            // "int8", or empty: the checkpoint's own type
-  std::string kv_dtype = "auto";  // auto | bf16 | f32 | int8
+  std::string weights;                 // "int8", or empty: the checkpoint's own type
+  std::string kv_dtype = "auto";       // auto | bf16 | f32 | int8
+  std::string batch_invariant = "on";  // on | off (TextModelOptions::product_order)
   int64_t capacity = 4096;
   int64_t small_capacity = 512;
   int64_t context = 64;        // context the decode runs start from
@@ -426,13 +427,21 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
   return ok_status();
 }
 
+// The options every section's models start from.
+engine::TextModelOptions base_options(const BenchArgs& a) {
+  engine::TextModelOptions base;
+  base.threads = a.threads;
+  if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
+  if (a.weights == "int4") base.weight_format = kernels::WeightFormat::kInt4;
+  if (a.kv_dtype != "auto") base.kv_dtype = a.kv_dtype == "int8" ? DType::kI8 : *dtype_from_name(a.kv_dtype);
+  if (a.batch_invariant == "off") base.product_order = kernels::ProductOrder::kAnyOrder;
+  return base;
+}
+
 Status run_bench(const BenchArgs& a) {
   json rec;
+  const engine::TextModelOptions base = base_options(a);
   if (a.prefix_chat_only) {
-    engine::TextModelOptions base;
-    base.threads = a.threads;
-    if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
-    if (a.weights == "int4") base.weight_format = kernels::WeightFormat::kInt4;
     HLX_RETURN_IF_ERROR(run_prefix_chat(a, base, rec));
     return write_record(a, rec);
   }
@@ -442,7 +451,7 @@ Status run_bench(const BenchArgs& a) {
     kernels::ThreadLimit none(0);
     return kernels::max_threads();
   }();
-  kernels::MatmulPaths paths = kernels::matmul_paths();
+  kernels::MatmulPaths paths = kernels::matmul_paths(base.product_order);
   rec["machine"] = {{"cpu", cpu.model_name},
                     {"cores", kernels::hardware_threads()},
                     {"threads", threads},
@@ -480,12 +489,8 @@ Status run_bench(const BenchArgs& a) {
               probe.median_gbps);
   const double bw = probe.best_gbps * 1e9;
 
-  engine::TextModelOptions base;
-  base.threads = a.threads;
-  if (a.weights == "int8") base.weight_format = kernels::WeightFormat::kInt8;
-  if (a.weights == "int4") base.weight_format = kernels::WeightFormat::kInt4;
-  if (a.kv_dtype != "auto") base.kv_dtype = a.kv_dtype == "int8" ? DType::kI8 : *dtype_from_name(a.kv_dtype);
   rec["kv_dtype_option"] = a.kv_dtype;
+  rec["batch_invariant"] = a.batch_invariant;
   if (a.long_only) {
     HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
     return write_record(a, rec);
@@ -703,6 +708,9 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_option("--kv-dtype", a->kv_dtype,
                   "KV cache: auto (default: f32 for an f32 checkpoint, else bf16) | bf16 | f32 | int8")
       ->check(CLI::IsMember({"auto", "bf16", "f32", "int8"}));
+  sub->add_option("--batch-invariant", a->batch_invariant,
+                  "on (default) | off: let prefill products take faster kernels whose rows depend on the batch (AMX)")
+      ->check(CLI::IsMember({"on", "off"}));
   sub->add_option("--capacity", a->capacity, "context capacity of the main model (default 4096)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--small-capacity", a->small_capacity, "capacity of the comparison model (default 512)")

@@ -19,6 +19,10 @@ void ModelFlags::add_to(CLI::App* sub) {
                   "on (default) | off: reuse the cached KV rows of an earlier prompt's longest shared prefix "
                   "(docs/PERFORMANCE.md)")
       ->check(CLI::IsMember({"on", "off"}));
+  sub->add_option("--batch-invariant", batch_invariant,
+                  "on (default) | off: on, a token's logits do not depend on the batch or prefill chunking it ran in; "
+                  "off lets prefill take faster kernels that break this (AMX on CPUs with AMX-BF16)")
+      ->check(CLI::IsMember({"on", "off"}));
 }
 
 Result<engine::TextModelOptions> ModelFlags::options() const {
@@ -32,6 +36,7 @@ Result<engine::TextModelOptions> ModelFlags::options() const {
   }
   o.threads = threads;
   o.prefill_buckets = prefill_buckets;  // validated by TextModel::load against the capacity
+  if (batch_invariant == "off") o.product_order = kernels::ProductOrder::kAnyOrder;
   if (weights == "int8") {
     o.weight_format = kernels::WeightFormat::kInt8;
   } else if (weights == "int4") {

@@ -17,9 +17,10 @@ struct ModelFlags {
   std::string weights;                   // empty: as stored; "int8"; or the checkpoint's own type ("bf16", "f32")
   std::vector<int64_t> prefill_buckets;  // empty: the model's default (default_prefill_buckets)
   std::string prefix_cache = "on";       // on | off: BatchEngineOptions::prefix_cache
+  std::string batch_invariant = "on";    // on | off: TextModelOptions::product_order
 
-  // Declares --capacity, --kv-dtype, --threads, --weights, --prefill-buckets and --prefix-cache
-  // on `sub`.
+  // Declares --capacity, --kv-dtype, --threads, --weights, --prefill-buckets, --prefix-cache and
+  // --batch-invariant on `sub`.
   void add_to(CLI::App* sub);
   // Options for TextModel::load; kInvalidArgument for an unknown --kv-dtype or --weights.
   Result<engine::TextModelOptions> options() const;

@@ -375,6 +375,7 @@ Status TextModel::compile(Entry& e) {
   rt::ProgramOptions po;
   po.threads = options_.threads;
   po.weight_format = options_.weight_format;
+  po.product_order = options_.product_order;
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> program, rt::Program::compile(e.module, po));
   stats_.compile_ms += ms_since(t0);
   t0 = std::chrono::steady_clock::now();

@@ -69,6 +69,10 @@ struct TextModelOptions {
   // With kAsStored: when set, load() fails unless the checkpoint stores its weights in this type
   // (`--weights bf16` on an f32 checkpoint is an error, not a silent f32 run).
   std::optional<DType> stored_weight_dtype;
+  // kRowInvariant (default): a row's bits do not depend on the batch or the chunking it was computed
+  // in. kAnyOrder (`--batch-invariant off`): prefill products may take faster kernels that break
+  // this, today oneDNN's AMX tiles on CPUs with AMX-BF16 (kernels/matmul.h ProductOrder).
+  kernels::ProductOrder product_order = kernels::ProductOrder::kRowInvariant;
   // M-RoPE (Qwen3-VL) models: the static max Nv of visual rows one prefill_embeddings_deepstack
   // chunk takes (0: the bucket's rows, so any chunk fits). A chunk with more visual rows is refused.
   int64_t deepstack_visual_rows = 0;

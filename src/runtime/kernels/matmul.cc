@@ -535,10 +535,10 @@ class DnnlPackedWeight final : public PackedWeight {
 
 }  // namespace
 
-MatmulPaths matmul_paths() {
+MatmulPaths matmul_paths(ProductOrder order) {
   MatmulPaths p;
   std::vector<bf16> w(size_t(256) * 256, f32_to_bf16(0.f));
-  auto packed = PackedWeight::pack(DType::kBF16, 256, 256, true, w.data());
+  auto packed = PackedWeight::pack(DType::kBF16, 256, 256, true, w.data(), WeightFormat::kAsStored, order);
   if (!packed.ok()) return p;
   const auto* d = dynamic_cast<const DnnlPackedWeight*>(packed->get());
   if (!d) return p;

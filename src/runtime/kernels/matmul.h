@@ -29,9 +29,16 @@ Status matmul(const MatmulDesc& desc, const void* a, const void* b, void* c);
 // every 16-bit operand is widened to f32 and the product is computed in f32.
 bool bf16_matmul_available();
 
+// Which kernels a bf16 weight's products may take. kRowInvariant (the text decoders): a row's bits
+// are the same at any M, through the streaming kernel (M <= 8) and the own GEMM alike, so chunked,
+// batched and prefix-reused rows equal the rows computed alone. kAnyOrder (the vision towers, whose
+// images are encoded at fixed bucket shapes): larger M may take a faster kernel whose rows differ in
+// bits from the streaming kernel's; today oneDNN's AMX brgemm tiles on CPUs with AMX-BF16.
+enum class ProductOrder { kRowInvariant = 0, kAnyOrder = 1 };
+
 // How packed bf16 weights are multiplied on this machine, for `hlx bench`: the oneDNN
 // implementation chosen for a prefill-sized product and whether small-M products use our
-// AVX512-BF16 streaming kernel and large-M ones the pool-tiled path.
+// AVX512-BF16 streaming kernel and large-M ones the pool-tiled path, for weights packed with `order`.
 struct MatmulPaths {
   std::string gemm_impl;      // oneDNN impl_info_str, e.g. "brg:avx512_core_bf16"
   std::string weight_layout;  // packed weight format, e.g. "BA16a64b2a"
@@ -40,7 +47,7 @@ struct MatmulPaths {
   bool pool_tiles = false;  // larger M: single-threaded oneDNN tiles on the runtime pool
   bool own_gemm = false;    // larger M: hlx's gemm_bf16_avx512 on the pool (before pool_tiles)
 };
-MatmulPaths matmul_paths();
+MatmulPaths matmul_paths(ProductOrder order = ProductOrder::kRowInvariant);
 
 // How a packed weight is stored. kAsStored keeps the checkpoint's type (bf16/f32; f16 becomes
 // bf16). kInt8 quantizes per output column n: scale[n] = max_k |w[k, n]| / 127, q = round-half-even
@@ -51,13 +58,6 @@ MatmulPaths matmul_paths();
 enum class WeightFormat { kAsStored = 0, kInt8 = 1, kInt4 = 2 };
 constexpr int64_t kInt4LoadGroup = 128;
 const char* weight_format_name(WeightFormat f);
-
-// Which kernels a bf16 weight's products may take. kRowInvariant (the text decoders): a row's bits
-// are the same at any M, through the streaming kernel (M <= 8) and the own GEMM alike, so chunked,
-// batched and prefix-reused rows equal the rows computed alone. kAnyOrder (the vision towers, whose
-// images are encoded at fixed bucket shapes): larger M may take a faster kernel whose rows differ in
-// bits from the streaming kernel's; today oneDNN's AMX brgemm tiles on CPUs with AMX-BF16.
-enum class ProductOrder { kRowInvariant = 0, kAnyOrder = 1 };
 
 // How weights bound on this thread are packed (DotKernel reads it in set_constant_input);
 // Program::bind_weight sets it from ProgramOptions::weight_format and product_order.
