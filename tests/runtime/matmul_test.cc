@@ -148,33 +148,6 @@ TEST(PackedWeight, AllPathsMatchReference) {
       }
 }
 
-// ProductOrder::kAnyOrder (the vision towers): on a CPU with AMX-BF16 products above the streaming
-// kernel's M run oneDNN's AMX tiles on the pool (row and column tails included); elsewhere it is the
-// default path. Either way within the bf16 product's bound of the double reference.
-TEST(PackedWeight, AnyOrderProductsMatchReference) {
-  const int64_t n = 300, k = 256;  // 2 column tiles (256 + 44) of whole and partial 64-column blocks
-  uint32_t seed = 900;
-  auto w = rand_vec(k * n, seed++);
-  auto wb = store(DType::kBF16, w);
-  auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data(), kernels::WeightFormat::kAsStored,
-                                   kernels::ProductOrder::kAnyOrder);
-  ASSERT_TRUE(packed.ok()) << packed.status().to_string();
-  if (kernels::bf16_matmul_available())
-    for (auto& x : w) x = bf16_to_f32(f32_to_bf16(x));
-  for (int64_t m : {1, 9, 128, 300})  // 300: 2 full row tiles of 128 and a tail of 44
-    for (DType ct : {DType::kF32, DType::kBF16}) {
-      auto a = rand_vec(m * k, seed++);
-      auto ab = store(DType::kBF16, a);
-      for (auto& x : a) x = bf16_to_f32(f32_to_bf16(x));
-      std::vector<uint8_t> c(static_cast<size_t>(m * n) * dtype_size(ct));
-      Status s = (*packed)->multiply(m, DType::kBF16, ab.data(), ct, c.data());
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      std::vector<double> want, mag;
-      reference(1, m, n, k, true, a, w, want, mag);
-      expect_close(ct, c, want, mag, str_cat("any-order m", m, " c ", dtype_name(ct)));
-    }
-}
-
 TEST(PackedWeight, ConcurrentMultiplyIsThreadSafe) {
   const int64_t n = 96, k = 80;
   auto w = rand_vec(k * n, 9);

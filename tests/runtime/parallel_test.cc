@@ -143,35 +143,40 @@ TEST(ParallelFor, StressEveryItemOfEveryJobOnceAndNoneAfterReturn) {
   kernels::set_pool_handoff_delays_for_testing(0, 0);
 }
 
-// Products large enough to be cut into several 128 x 256 pool tiles, with ragged last tiles.
+// Products large enough to be cut into several 128 x 256 pool tiles, with ragged last tiles: the
+// own GEMM's row blocks, and with ProductOrder::kAnyOrder on a CPU with AMX-BF16 oneDNN's AMX tiles
+// (multiply_sliced; elsewhere the same own GEMM).
 TEST(PackedWeightTiles, MultiTileProductsMatchReference) {
   const int64_t shapes[][3] = {{300, 130, 40}, {513, 257, 96}, {256, 129, 33}, {1000, 9, 64}};
   std::mt19937 rng(5);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  for (int threads : {1, 2}) {
-    ThreadLimit limit(threads);
-    for (auto [n, m, k] : shapes) {
-      std::vector<bf16> w(size_t(n * k)), a(size_t(m * k));  // w is [N, K] (transposed)
-      for (auto& x : w) x = f32_to_bf16(u(rng));
-      for (auto& x : a) x = f32_to_bf16(u(rng));
-      auto packed = kernels::PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, w.data());
-      ASSERT_TRUE(packed.ok()) << packed.status().to_string();
-      std::vector<float> c(size_t(m * n), -1.f);
-      Status s = (*packed)->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
-      ASSERT_TRUE(s.ok()) << s.to_string();
-      for (int64_t i = 0; i < m; ++i)
-        for (int64_t j = 0; j < n; ++j) {
-          double want = 0, mag = 0;
-          for (int64_t q = 0; q < k; ++q) {
-            const double p = double(bf16_to_f32(a[size_t(i * k + q)])) * double(bf16_to_f32(w[size_t(j * k + q)]));
-            want += p;
-            mag += std::fabs(p);
+  for (auto order : {kernels::ProductOrder::kRowInvariant, kernels::ProductOrder::kAnyOrder})
+    for (int threads : {1, 2}) {
+      ThreadLimit limit(threads);
+      for (auto [n, m, k] : shapes) {
+        std::vector<bf16> w(size_t(n * k)), a(size_t(m * k));  // w is [N, K] (transposed)
+        for (auto& x : w) x = f32_to_bf16(u(rng));
+        for (auto& x : a) x = f32_to_bf16(u(rng));
+        auto packed = kernels::PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, w.data(),
+                                                  kernels::WeightFormat::kAsStored, order);
+        ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+        std::vector<float> c(size_t(m * n), -1.f);
+        Status s = (*packed)->multiply(m, DType::kBF16, a.data(), DType::kF32, c.data());
+        ASSERT_TRUE(s.ok()) << s.to_string();
+        for (int64_t i = 0; i < m; ++i)
+          for (int64_t j = 0; j < n; ++j) {
+            double want = 0, mag = 0;
+            for (int64_t q = 0; q < k; ++q) {
+              const double p = double(bf16_to_f32(a[size_t(i * k + q)])) * double(bf16_to_f32(w[size_t(j * k + q)]));
+              want += p;
+              mag += std::fabs(p);
+            }
+            ASSERT_NEAR(c[size_t(i * n + j)], want, 1e-5 * mag + 1e-30)
+                << "order " << int(order) << " threads " << threads << " n " << n << " m " << m << " k " << k << " at "
+                << i << "," << j;
           }
-          ASSERT_NEAR(c[size_t(i * n + j)], want, 1e-5 * mag + 1e-30)
-              << "threads " << threads << " n " << n << " m " << m << " k " << k << " at " << i << "," << j;
-        }
+      }
     }
-  }
 }
 
 }  // namespace
