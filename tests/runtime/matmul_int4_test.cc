@@ -117,7 +117,7 @@ TEST(PackedWeightInt4, ProductMatchesReferenceEveryShapeAndType) {
     auto packed = kernels::pack_int4(wp.source());
     ASSERT_TRUE(packed.ok()) << packed.status().to_string();
     EXPECT_EQ((*packed)->packed_bytes(), kernels::int4_packed_bytes(cs.k, cs.n, cs.group));
-    for (int64_t m : {1, 2, 3, 5, 8, 9, 20, 100}) {
+    for (int64_t m : {1, 2, 3, 5, 8, 9, 20, 100, 203}) {
       std::vector<float> a = rand_vec(m * cs.k, uint32_t(m * 7 + 1), -2.f, 2.f);
       std::vector<double> ref, mag;
       reference(wp, a, m, ref, mag);
@@ -125,48 +125,56 @@ TEST(PackedWeightInt4, ProductMatchesReferenceEveryShapeAndType) {
         std::vector<float> ar = a;
         const std::vector<uint8_t> ab = store(at, ar);
         if (at == DType::kBF16) reference(wp, ar, m, ref, mag);
-        for (DType ct : {DType::kF32, DType::kBF16}) {
-          const std::vector<uint8_t> c = run(**packed, m, at, ab, ct);
-          for (int64_t i = 0; i < m * cs.n; ++i) {
-            const double tol = 4e-6 * mag[size_t(i)] + (ct == DType::kBF16 ? std::fabs(ref[size_t(i)]) / 256 : 0);
-            ASSERT_NEAR(load(ct, c, size_t(i)), ref[size_t(i)], tol)
-                << "k=" << cs.k << " n=" << cs.n << " G=" << cs.group << " m=" << m << " i=" << i;
+        for (DType ct : {DType::kF32, DType::kBF16})
+          for (int threads : {1, 2}) {
+            kernels::ThreadLimit limit(threads);
+            const std::vector<uint8_t> c = run(**packed, m, at, ab, ct);
+            for (int64_t i = 0; i < m * cs.n; ++i) {
+              const double tol = 4e-6 * mag[size_t(i)] + (ct == DType::kBF16 ? std::fabs(ref[size_t(i)]) / 256 : 0);
+              ASSERT_NEAR(load(ct, c, size_t(i)), ref[size_t(i)], tol)
+                  << "k=" << cs.k << " n=" << cs.n << " G=" << cs.group << " m=" << m << " t=" << threads << " i=" << i;
+            }
           }
-        }
       }
     }
   }
 }
 
-// A row's bits do not depend on M (streaming vs tiled kernel), on the thread count, or on whether
-// the product runs grouped with siblings.
+// A row's bits do not depend on M (streaming vs tiled kernel, its place in a register tile or a
+// work item's rows), on the thread count, or on whether the product runs grouped with siblings.
 TEST(PackedWeightInt4, RowBitsIndependentOfBatchThreadsAndGrouping) {
-  const int64_t k = 384, n = 320;
-  const Q4 w = random_q4(k, n, 128, 5), w2 = random_q4(k, 70, 128, 6);
-  auto p = kernels::pack_int4(w.source());
-  auto p2 = kernels::pack_int4(w2.source());
-  ASSERT_TRUE(p.ok() && p2.ok());
-  const int64_t m = 30;
-  std::vector<float> a = rand_vec(m * k, 9);
-  std::vector<float> c_all(size_t(m * n));
-  ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c_all.data()).ok());
-  for (int64_t r : {0, 7, 29}) {
-    for (int threads : {1, 2}) {
-      kernels::ThreadLimit limit(threads);
-      std::vector<float> c1(static_cast<size_t>(n));
-      ASSERT_TRUE((*p)->multiply(1, DType::kF32, a.data() + r * k, DType::kF32, c1.data()).ok());
-      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(c1[size_t(j)], c_all[size_t(r * n + j)]) << r << "," << j;
+  const int64_t k = 384, n = 320, m = 203;  // 203 rows: three work items of rows, a partial last tile
+  for (int64_t group : {32, 64, 128}) {
+    const Q4 w = random_q4(k, n, group, 5), w2 = random_q4(k, 70, group, 6);
+    auto p = kernels::pack_int4(w.source());
+    auto p2 = kernels::pack_int4(w2.source());
+    ASSERT_TRUE(p.ok() && p2.ok());
+    std::vector<float> a = rand_vec(m * k, 9);
+    std::vector<float> c_all(size_t(m * n));
+    ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c_all.data()).ok());
+    for (int64_t r : {0, 7, 71, 72, 150, 202}) {
+      for (int threads : {1, 2}) {
+        kernels::ThreadLimit limit(threads);
+        std::vector<float> c1(static_cast<size_t>(n));
+        ASSERT_TRUE((*p)->multiply(1, DType::kF32, a.data() + r * k, DType::kF32, c1.data()).ok());
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(c1[size_t(j)], c_all[size_t(r * n + j)]) << group << ":" << r << "," << j;
+      }
     }
-  }
-  for (int64_t mm : {1, 4, 8, 30}) {
-    std::vector<float> ca(size_t(mm * n)), cb(size_t(mm * 70)), sa(size_t(mm * n)), sb(size_t(mm * 70));
-    ASSERT_TRUE(kernels::multiply_grouped(mm, DType::kF32, a.data(), DType::kF32,
-                                          {{p->get(), ca.data()}, {p2->get(), cb.data()}})
-                    .ok());
-    ASSERT_TRUE((*p)->multiply(mm, DType::kF32, a.data(), DType::kF32, sa.data()).ok());
-    ASSERT_TRUE((*p2)->multiply(mm, DType::kF32, a.data(), DType::kF32, sb.data()).ok());
-    EXPECT_EQ(ca, sa);
-    EXPECT_EQ(cb, sb);
+    for (int64_t mm : {1, 4, 8, 30, 203}) {
+      for (int threads : {1, 2}) {
+        kernels::ThreadLimit limit(threads);
+        std::vector<float> ca(size_t(mm * n)), cb(size_t(mm * 70)), sa(size_t(mm * n)), sb(size_t(mm * 70));
+        ASSERT_TRUE(kernels::multiply_grouped(mm, DType::kF32, a.data(), DType::kF32,
+                                              {{p->get(), ca.data()}, {p2->get(), cb.data()}})
+                        .ok());
+        ASSERT_TRUE((*p)->multiply(mm, DType::kF32, a.data(), DType::kF32, sa.data()).ok());
+        ASSERT_TRUE((*p2)->multiply(mm, DType::kF32, a.data(), DType::kF32, sb.data()).ok());
+        EXPECT_EQ(ca, sa) << group << " " << mm << " " << threads;
+        EXPECT_EQ(cb, sb) << group << " " << mm << " " << threads;
+        EXPECT_TRUE(std::equal(sa.begin(), sa.end(), c_all.begin())) << group << " " << mm << " " << threads;
+      }
+    }
   }
 }
 

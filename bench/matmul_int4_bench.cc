@@ -1,0 +1,282 @@
+// Prefill products of a Qwen3-0.6B-shaped layer (hidden 1024, q 2048, k/v 1024, MLP 3072) at
+// M = 512 bf16 rows with bf16, int8 and int4 weights, one and two threads: the int4 tiled kernel
+// against the two it must keep up with. Compare formats in one process with
+//   hlx_bench --benchmark_filter=BM_Int4Prefill --benchmark_repetitions=5
+//             --benchmark_enable_random_interleaving=true
+// (repetitions of all benchmarks interleaved, so load drift hits each format alike).
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
+
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "bench_util.h"
+#include "runtime/kernels/cpu.h"
+#include "runtime/kernels/matmul.h"
+#include "runtime/kernels/parallel.h"
+
+namespace {
+
+using namespace hlx;
+using kernels::WeightFormat;
+
+// The products sharing one A: {N, K} of each (grouped when more than one).
+struct Op {
+  std::vector<int64_t> n;
+  int64_t k;
+};
+const Op kOps[] = {{{2048, 1024, 1024}, 1024}, {{3072, 3072}, 1024}, {{1024}, 3072}, {{1024}, 2048}};
+const char* const kOpNames[] = {"qkv", "gate_up", "down", "o"};
+
+struct Product {
+  std::vector<std::unique_ptr<kernels::PackedWeight>> w;
+  std::vector<std::vector<bf16>> c;
+  std::vector<bf16> a;
+};
+
+Product make(const Op& op, int64_t m, WeightFormat f) {
+  Product p;
+  for (size_t i = 0; i < op.n.size(); ++i) {
+    auto w = bench::random_bf16(op.k * op.n[i], uint32_t(7 + i));
+    auto packed = kernels::PackedWeight::pack(DType::kBF16, op.k, op.n[i], true, w.data(), f);
+    if (!packed.ok()) return {};
+    p.w.push_back(std::move(packed).value());
+    p.c.emplace_back(size_t(m * op.n[i]));
+  }
+  p.a = bench::random_bf16(m * op.k, 1);
+  return p;
+}
+
+Status run(Product& p, int64_t m) {
+  std::vector<kernels::GroupedProduct> g;
+  for (size_t i = 0; i < p.w.size(); ++i) g.push_back({p.w[i].get(), p.c[i].data()});
+  return kernels::multiply_grouped(m, DType::kBF16, p.a.data(), DType::kBF16, g);
+}
+
+double flops(const Op& op, int64_t m) {
+  double f = 0;
+  for (int64_t n : op.n) f += 2.0 * double(m) * double(n) * double(op.k);
+  return f;
+}
+
+// Args: op (0 qkv, 1 gate/up, 2 down, 3 o, 4 the whole layer), format (0 bf16, 1 int8, 2 int4),
+// threads. Weights re-used across iterations (L2/L3 resident), as a prefill chunk re-reads them.
+void BM_Int4Prefill(benchmark::State& state) {
+  const int64_t m = 512, which = state.range(0);
+  const WeightFormat f = WeightFormat(state.range(1));
+  kernels::ThreadLimit limit(int(state.range(2)));
+  std::vector<Product> ps;
+  double fl = 0;
+  for (int64_t i = 0; i < 4; ++i) {
+    if (which != 4 && which != i) continue;
+    ps.push_back(make(kOps[i], m, f));
+    if (ps.back().w.empty()) return state.SkipWithError("pack failed");
+    fl += flops(kOps[i], m);
+  }
+  for (auto _ : state) {
+    for (Product& p : ps)
+      if (!run(p, m).ok()) return state.SkipWithError("multiply failed");
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(which == 4 ? "layer" : kOpNames[which]) + " " + kernels::weight_format_name(f) + " t" +
+                 std::to_string(state.range(2)));
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(fl, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Int4Prefill)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {0, 1, 2}, {1, 2}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// The register tile every prefill kernel here runs (6 rows x 64 columns, 24 accumulators; 4 weight
+// loads and 6 broadcasts per k-pair), on L1-resident operands, one thread: the dot-product
+// instruction's own rate. Arg 0: vdpbf16ps (bf16 GEMM, int4), 1: vpdpwssd (int8). Both do 32
+// multiply-adds per instruction.
+constexpr int kPairs = 64;
+// (AVX512-VNNI's intrinsic needs flags the shared build does not pass, so vpdpwssd is inline asm.)
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+template <bool kBf16>
+__attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) float tile_loop(const uint32_t* w, const uint32_t* a,
+                                                                                 long reps) {
+  float total = 0;
+  for (long rep = 0; rep < reps; ++rep) {
+    __m512 acc[6][4];
+    __m512i iacc[6][4];
+    for (int r = 0; r < 6; ++r)
+      for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps(), iacc[r][j] = _mm512_setzero_si512();
+    for (int p = 0; p < kPairs; ++p) {
+      const uint32_t* wp = w + p * 64;
+      const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 16);
+      const __m512i w2 = _mm512_load_si512(wp + 32), w3 = _mm512_load_si512(wp + 48);
+#pragma GCC unroll 6
+      for (int r = 0; r < 6; ++r) {
+        const __m512i x = _mm512_set1_epi32(int(a[p * 6 + r]));
+        if constexpr (kBf16) {
+          acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)x, (__m512bh)w0);
+          acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)x, (__m512bh)w1);
+          acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)x, (__m512bh)w2);
+          acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)x, (__m512bh)w3);
+        } else {
+          iacc[r][0] = dpwssd(iacc[r][0], x, w0);
+          iacc[r][1] = dpwssd(iacc[r][1], x, w1);
+          iacc[r][2] = dpwssd(iacc[r][2], x, w2);
+          iacc[r][3] = dpwssd(iacc[r][3], x, w3);
+        }
+      }
+    }
+    for (int r = 0; r < 6; ++r)
+      for (int j = 0; j < 4; ++j)
+        total += kBf16 ? _mm512_reduce_add_ps(acc[r][j]) : float(_mm512_reduce_add_epi32(iacc[r][j]));
+  }
+  return total;
+}
+
+void BM_Int4TileLoop(benchmark::State& state) {
+  const bool bf = state.range(0) == 0;
+  const auto& cpu = kernels::cpu_features();
+  if (!cpu.avx512bf16 || !cpu.avx512vnni) return state.SkipWithError("needs AVX512-BF16 and AVX512-VNNI");
+  alignas(64) static uint32_t w[kPairs * 64], a[kPairs * 6];
+  for (auto& v : w) v = 0x3f803f80u;
+  for (auto& v : a) v = 0x3f803f80u;
+  const long reps = 1000;
+  for (auto _ : state) benchmark::DoNotOptimize(bf ? tile_loop<true>(w, a, reps) : tile_loop<false>(w, a, reps));
+  state.SetLabel(bf ? "vdpbf16ps" : "vpdpwssd");
+  state.counters["Ginstr/s"] = benchmark::Counter(
+      double(reps) * kPairs * 24, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Int4TileLoop)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
+
+// One tiled work item (16 tiles of 6 rows x one 64-column block, K = 1024, group 128), L2/L1
+// operands, one thread, with the per-group or per-chunk fold each kernel needs. Arg 0: int4 as
+// today (nibbles -> bf16 128 + q per group, vdpbf16ps, fold fma(s), fma(o, A)); 1: int4 on VNNI,
+// a prototype of int16 activations (nibbles -> int16 q, vpdpwssd, fold cvt, fma(s), fma(m, A));
+// 2: int8 as today (a chunk of 128 pairs widened to int16, vpdpwssd, fold cvt + add). Numerics
+// are not checked here: it times the instruction mix only.
+namespace item {
+constexpr int kK = 1024, kP = kK / 2, kGroupPairs = 64, kTiles = 16;
+alignas(64) uint8_t w4[kP * 64];
+alignas(64) int8_t w8[kP * 128];
+alignas(64) uint32_t wbuf[128 * 64];
+alignas(64) float sums[kTiles * 6 * 64];
+alignas(64) uint32_t act[kTiles][kP * 6];
+alignas(64) float so[kK / 128][128], asum[kTiles][kK / 128][6];
+
+template <int V>
+__attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) void run() {
+  if (V == 2) {
+    int16_t* w = reinterpret_cast<int16_t*>(wbuf);
+    for (int c0 = 0; c0 < kP; c0 += 128) {
+      for (int p = 0; p < 128; ++p)
+        for (int j = 0; j < 4; ++j)
+          _mm512_store_si512(
+              w + p * 128 + j * 32,
+              _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(w8 + (c0 + p) * 128 + j * 32))));
+      for (int t = 0; t < kTiles; ++t) {
+        __m512i acc[6][4];
+        for (int r = 0; r < 6; ++r)
+          for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
+        for (int p = 0; p < 128; ++p) {
+          const int16_t* wp = w + p * 128;
+          const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 32);
+          const __m512i w2 = _mm512_load_si512(wp + 64), w3 = _mm512_load_si512(wp + 96);
+#pragma GCC unroll 6
+          for (int r = 0; r < 6; ++r) {
+            const __m512i x = _mm512_set1_epi32(int(act[t][(c0 + p) * 6 + r]));
+            acc[r][0] = dpwssd(acc[r][0], x, w0);
+            acc[r][1] = dpwssd(acc[r][1], x, w1);
+            acc[r][2] = dpwssd(acc[r][2], x, w2);
+            acc[r][3] = dpwssd(acc[r][3], x, w3);
+          }
+        }
+        for (int r = 0; r < 6; ++r)
+          for (int j = 0; j < 4; ++j) {
+            float* sp = sums + (t * 6 + r) * 64 + 16 * j;
+            _mm512_store_ps(sp, _mm512_add_ps(_mm512_load_ps(sp), _mm512_cvtepi32_ps(acc[r][j])));
+          }
+      }
+    }
+    return;
+  }
+  const __m512i lo4 = _mm512_set1_epi16(15), bias = _mm512_set1_epi16(V == 0 ? 0x4300 : 0);
+  for (int g = 0; g < kK / 128; ++g) {
+    const uint8_t* grp = w4 + g * kGroupPairs * 64;
+    for (int p = 0; p < kGroupPairs; ++p)
+      for (int u = 0; u < 2; ++u) {
+        const __m512i raw =
+            _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + p * 64 + 32 * u)));
+        _mm512_store_si512(wbuf + p * 64 + 32 * u, _mm512_ternarylogic_epi32(raw, lo4, bias, 0xEA));
+        _mm512_store_si512(wbuf + p * 64 + 32 * u + 16, _mm512_or_si512(_mm512_srli_epi16(raw, 4), bias));
+      }
+    for (int t = 0; t < kTiles; ++t) {
+      const uint32_t* ap = act[t] + g * kGroupPairs * 6;
+      __m512 acc[6][4];
+      __m512i iacc[6][4];
+      for (int r = 0; r < 6; ++r)
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps(), iacc[r][j] = _mm512_setzero_si512();
+      for (int p = 0; p < kGroupPairs; ++p) {
+        const uint32_t* wp = wbuf + p * 64;
+        const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 16);
+        const __m512i w2 = _mm512_load_si512(wp + 32), w3 = _mm512_load_si512(wp + 48);
+#pragma GCC unroll 6
+        for (int r = 0; r < 6; ++r) {
+          const __m512i x = _mm512_set1_epi32(int(ap[p * 6 + r]));
+          if constexpr (V == 0) {
+            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)x, (__m512bh)w0);
+            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)x, (__m512bh)w1);
+            acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)x, (__m512bh)w2);
+            acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)x, (__m512bh)w3);
+          } else {
+            iacc[r][0] = dpwssd(iacc[r][0], x, w0);
+            iacc[r][1] = dpwssd(iacc[r][1], x, w1);
+            iacc[r][2] = dpwssd(iacc[r][2], x, w2);
+            iacc[r][3] = dpwssd(iacc[r][3], x, w3);
+          }
+        }
+      }
+      for (int j = 0; j < 4; ++j) {
+        const __m512 sv = _mm512_load_ps(so[g] + 16 * j), ov = _mm512_load_ps(so[g] + 64 + 16 * j);
+        for (int r = 0; r < 6; ++r) {
+          float* sp = sums + (t * 6 + r) * 64 + 16 * j;
+          const __m512 a = V == 0 ? acc[r][j] : _mm512_cvtepi32_ps(iacc[r][j]);
+          _mm512_store_ps(
+              sp, _mm512_fmadd_ps(ov, _mm512_set1_ps(asum[t][g][r]), _mm512_fmadd_ps(sv, a, _mm512_load_ps(sp))));
+        }
+      }
+    }
+  }
+}
+}  // namespace item
+
+void BM_Int4WorkItem(benchmark::State& state) {
+  const int v = int(state.range(0));
+  const auto& cpu = kernels::cpu_features();
+  if (!cpu.avx512bf16 || !cpu.avx512vnni) return state.SkipWithError("needs AVX512-BF16 and AVX512-VNNI");
+  std::memset(item::w4, 0x35, sizeof item::w4);
+  std::memset(item::w8, 3, sizeof item::w8);
+  for (auto& t : item::act)
+    for (auto& x : t) x = 0x003f0080u;
+  for (auto& g : item::so)
+    for (auto& x : g) x = 0.01f;
+  for (auto _ : state) {
+    if (v == 0)
+      item::run<0>();
+    else if (v == 1)
+      item::run<1>();
+    else
+      item::run<2>();
+    benchmark::DoNotOptimize(item::sums);
+  }
+  const char* names[] = {"int4 bf16 (today)", "int4 vpdpwssd (prototype)", "int8 (today)"};
+  state.SetLabel(names[v]);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      2.0 * 16 * 6 * 64 * item::kK, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
+}
+BENCHMARK(BM_Int4WorkItem)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
+
+}  // namespace
