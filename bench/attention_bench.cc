@@ -1,7 +1,8 @@
 // hlx.attention at Qwen3-0.6B-like shapes (16 q heads, 8 kv heads, head_dim 128, bf16 KV cache of
 // capacity 8192): decode (T = 1) at several cache lengths, and causal prefill chunks, with bf16
-// queries and (4th argument 1) with f32 queries as the models emit them. The decode rows with f32
-// queries at batch 1 and 8 (kv_len 80 ~ a short chat turn) are the shapes of a decode step.
+// queries as the text models emit them over a bf16 cache and (4th argument 1) with f32 queries
+// (the prefill kernel's hi + lo path; the models' Q before it was rounded). The decode rows at
+// batch 1 and 8 with kv_len 80 (~ a short chat turn) are the shapes of a decode step.
 #include <benchmark/benchmark.h>
 #include <omp.h>
 
@@ -100,7 +101,9 @@ BENCHMARK(BM_Attention)
     ->Args({1, 512, 512, 0})
     ->Args({1, 512, 2048, 0})
     ->Args({1, 512, 512, 1})
-    ->Args({1, 2048, 2048, 1})  // long-context prefill (issue 27): the whole causal triangle
+    ->Args({1, 2048, 2048, 0})  // long-context prefill (issue 27): the whole causal triangle
+    ->Args({1, 8192, 8192, 0})
+    ->Args({1, 2048, 2048, 1})
     ->Args({1, 8192, 8192, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();

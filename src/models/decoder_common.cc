@@ -120,6 +120,10 @@ Value self_attention(DecoderContext& c, int64_t layer, const Value& h, bool slid
   o.sliding_window = sliding ? s.sliding_window : 0;
   o.logit_softcap = float(s.attn_logit_softcap);
   Value q4 = f.reshape(q, {c.batch, c.q_len, hq, dh});
+  // A bf16 cache takes a bf16 Q, as upstream run in bf16 holds it: rounded after rotary / q-norm,
+  // before the scale (applied to the f32 scores), so every entry and kernel sees the same Q and
+  // Q.K^T is one bf16 dot product per pair. f32 and i8 caches keep the f32 Q.
+  if (k_cache.dtype() == DType::kBF16) q4 = f.convert(q4, DType::kBF16);
   std::optional<Value> bias;
   if (c.attn_bias.valid()) bias = c.attn_bias;
   Value a = shlo::attention(f, q4, k_cache, v_cache, c.attn_slot, c.attn_q_pos, c.attn_kv_len, bias, o, scales);

@@ -236,7 +236,8 @@ TEST_P(TextModelFamily, RejectedRequestsTouchNoSlotAndNoCache) {
 INSTANTIATE_TEST_SUITE_P(Families, TextModelFamily, testing::Values("llama", "qwen2", "qwen3", "gemma3_text"));
 
 // The KV dtype follows the checkpoint unless set (issue 16): an f32 checkpoint keeps f32 K/V, so
-// its logits are not rounded through a bf16 cache; a bf16 checkpoint gets bf16 K/V.
+// its logits are not rounded through a bf16 cache (K/V, and the Q attending over it); a bf16
+// checkpoint gets bf16 K/V.
 TEST(TextModel, KvDtypeDefaultsToTheCheckpointsComputeType) {
   TextModelOptions o;
   o.context_capacity = 32;
@@ -253,7 +254,7 @@ TEST(TextModel, KvDtypeDefaultsToTheCheckpointsComputeType) {
   auto a = f32_default->prefill(0, p), b = f32_explicit->prefill(0, p), c = bf16_kv->prefill(0, p);
   ASSERT_TRUE(a.ok() && b.ok() && c.ok());
   EXPECT_EQ(std::memcmp(a->raw(), b->raw(), a->nbytes()), 0) << "default is not the f32 cache";
-  EXPECT_NE(std::memcmp(a->raw(), c->raw(), a->nbytes()), 0) << "a bf16 cache would round K/V";
+  EXPECT_NE(std::memcmp(a->raw(), c->raw(), a->nbytes()), 0) << "a bf16 cache would round Q, K and V";
 
   const std::string bf16_dir =
       (fs::path(testing::TempDir()) / ("hlx_kv_auto_bf16_" + std::to_string(::getpid()))).string();

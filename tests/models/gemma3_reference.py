@@ -9,8 +9,8 @@ emitter. The text decoder's building blocks (norms, projections, rotary, MLP) co
 reference.Model; the attention here takes an explicit visibility matrix per layer.
 
 Numerics: f32 activations; bf16 checkpoints widen exactly. With bf16=True, every weight matmul's
-activation operand is rounded to bf16 (a bf16 GEMM with f32 accumulation) and K/V are rounded as a
-bf16 cache stores them (bf16_kv), and the tower's attention rounds as reference.tower_attention
+activation operand is rounded to bf16 (a bf16 GEMM with f32 accumulation), K/V are rounded as a
+bf16 cache stores them and Q as attention over it takes it (bf16_kv), and the tower's attention rounds as reference.tower_attention
 says - the engine's dtype policy, not model math.
 
 Ablations (keyword flags, each a plausible implementation mistake) let tests show that their
@@ -218,7 +218,7 @@ class Gemma3Vlm:
         inv = t.inv_freq_local if sliding else t.inv_freq_global
         q, k = t.rope(q, positions, inv), t.rope(k, positions, inv)
         if t.bf16_kv:
-            k, v = bf16_round(k), bf16_round(v)
+            q, k, v = bf16_round(q), bf16_round(k), bf16_round(v)  # bf16 cache: bf16 Q too, before the scale
         k, v = t.repeat_kv(k), t.repeat_kv(v)
         s = (q @ k.transpose(0, 2, 1)) * np.float32(t.scaling)
         if multiplicative:  # ablation: a 0/1 mask multiplied into the scores

@@ -10,7 +10,8 @@ activations are f32. The one place where upstream rounds to the weight dtype on 
 Gemma's embedding scale sqrt(hidden) is cast to the embedding's dtype before the multiply
 (55.4256 -> 55.5 in bf16). For bf16 checkpoints two optional roundings model a bf16 engine's dtype
 policy (not model math): bf16_matmul rounds each weight matmul's activation operand to bf16 (bf16
-GEMM, f32 accumulation) and bf16_kv rounds K/V as a bf16 cache stores them; kv_int8 instead
+GEMM, f32 accumulation) and bf16_kv rounds K/V as a bf16 cache stores them and Q (after rotary,
+before the softmax scale) as attention over a bf16 cache takes it; kv_int8 instead
 quantizes K/V as an int8 cache stores them (quantize_kv_int8, the format of docs/COMPOSITES.md). The vision tower's
 bf16_matmul also rounds its attention's Q/K/V and softmax weights (tower_attention).
 
@@ -305,6 +306,7 @@ class Model:
         k = self.rope(k, positions, inv_freq)
         if self.bf16_kv:
             k, v = bf16_round(k), bf16_round(v)  # K/V as stored in a bf16 cache
+            q = bf16_round(q)  # and Q as attention over it takes it (before the scale)
         if self.kv_int8:
             k, v = quantize_kv_int8(k), quantize_kv_int8(v)  # K/V as an int8 cache stores them
         k, v = self.repeat_kv(k), self.repeat_kv(v)
@@ -539,7 +541,8 @@ def load(model_dir):
 def logits(model_dir, tokens, bf16_matmul=False, bf16_kv=False, kv_int8=False):
     """Logits of every row, [T, vocab] f32. bf16_matmul rounds the activation operand of every
     weight matmul to bf16 (what a bf16 GEMM with f32 accumulation computes); bf16_kv rounds K and V
-    as a bf16 KV cache stores them. Both off: f32 activations throughout."""
+    as a bf16 KV cache stores them, and Q as attention over that cache takes it. Both off: f32
+    activations throughout."""
     return load(model_dir).forward(list(tokens), bf16_matmul, bf16_kv, kv_int8)
 
 

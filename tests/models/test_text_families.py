@@ -4,8 +4,8 @@ independent numpy reference (tests/models/reference.py).
 f32 fixtures: prefill logits of every row within 1e-4 (max abs), and 32 greedy tokens identical.
 The Gemma3 fixtures use a sliding window of 4, so both the prompt and the decode steps cross it.
 bf16 fixtures (bf16 and f32 KV cache): greedy tokens identical to the reference run with bf16
-GEMM operands (and bf16 K/V when the cache is bf16), or diverging only at a step where the
-reference's top-2 logits are within 1e-2.
+GEMM operands (and bf16 Q/K/V when the cache is bf16), or diverging only at a step where the
+reference's top-2 logits are within 2e-2.
 
 Run: /usr/bin/python3 test_text_families.py --hlx path/to/hlx
 """
@@ -23,7 +23,12 @@ import reference  # noqa: E402
 FAMILIES = ["llama", "qwen2", "qwen3", "gemma3_text", "gemma3"]
 N_NEW = 32
 LOGIT_TOL = 1e-4
-BF16_TIE_GAP = 1e-2
+# hlx's rounding that the reference does not model (softmax weights in bf16 in prefill attention,
+# activations rounding the other way after f32 sums in another order) moves the reference's top-2
+# difference by a median 0.008-0.027 and a 90th percentile 0.017-0.06 per family (teacher-forced
+# prefill rows of the 3 prompts, kv=bf16; llama, qwen2, gemma3_text alike before and after Q became
+# bf16): a tie closer than 2e-2 is not a verdict on the engine.
+BF16_TIE_GAP = 2e-2
 
 failures = []
 

@@ -3,6 +3,7 @@
 // dimension is tied to an unthreaded constant.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <regex>
 
 #include "models/text_entries.h"
@@ -342,6 +343,58 @@ TEST(TextEmitter, MropeEntriesRefusedWithoutMrope) {
   EXPECT_EQ(emit_text_entry(vl, shape, {TextEntry::kPrefillEmbeddingsDeepstack, 8, 9}).status().kind(),
             ErrorKind::kInvalidArgument);
   EXPECT_EQ(emit_text_entry(vl, shape, {TextEntry::kPrefill, 8, 4}).status().kind(), ErrorKind::kInvalidArgument);
+}
+
+// Attention's Q follows the cache (docs/COMPOSITES.md): over a bf16 cache every entry converts the
+// rotated Q to bf16 right before hlx.attention, so the kernels and the decomposition see the same
+// bf16 Q; over f32 and i8 caches Q stays the f32 rotary result.
+TEST(TextEmitter, AttentionQueryIsBf16ExactlyOverABf16Cache) {
+  const TextEntry all[] = {
+      TextEntry::kPrefill,     TextEntry::kPrefillEmbeddings,       TextEntry::kPrefillAllLogits,
+      TextEntry::kDecode,      TextEntry::kPrefillEmbeddingsMrope,  TextEntry::kPrefillEmbeddingsDeepstack,
+      TextEntry::kDecodeMrope, TextEntry::kPrefillEmbeddingsMasked, TextEntry::kPrefillEmbeddingsMaskedAllLogits};
+  int modules = 0;
+  for (const char* json : {kLlama, kQwen2, kQwen3, kGemma3, kGemma3Wrapped, kQwen3VL}) {
+    const TextModelSpec spec = spec_of(json);
+    for (DType kv : {DType::kBF16, DType::kF32, DType::kI8})
+      for (TextEntry e : all) {
+        const bool decode = e == TextEntry::kDecode || e == TextEntry::kDecodeMrope;
+        Result<shlo::Module> m = emit_text_entry(spec, {48, 2, kv}, {e, decode ? 2 : 16});
+        if (!m.ok()) continue;  // an entry this family refuses
+        ++modules;
+        SCOPED_TRACE(str_cat(spec.model_type, " ", entry_name(e), " kv ", dtype_name(kv)));
+        const shlo::Function* fn = m->find_function(entry_name(e));
+        ASSERT_NE(fn, nullptr);
+        std::map<shlo::ValueId, const shlo::Op*> producer;
+        for (const shlo::Op& op : fn->body)
+          for (shlo::ValueId r : op.results) producer[r] = &op;
+        auto composite_name = [](const shlo::Op* op) {
+          const std::string* n = op && op->name == "stablehlo.composite" ? str_attr(op->attrs, "name") : nullptr;
+          return n ? *n : std::string();
+        };
+        int attentions = 0;
+        for (const shlo::Op& op : fn->body) {
+          if (composite_name(&op) != "hlx.attention") continue;
+          ++attentions;
+          const shlo::ValueId q = op.operands[0];
+          const shlo::Op* p = producer[q];
+          ASSERT_NE(p, nullptr);
+          if (kv == DType::kBF16) {
+            EXPECT_EQ(fn->type_of(q).dtype, DType::kBF16);
+            ASSERT_EQ(p->name, "stablehlo.convert");
+            EXPECT_EQ(fn->type_of(p->operands[0]).dtype, DType::kF32);
+            p = producer[p->operands[0]];
+          } else {
+            EXPECT_EQ(fn->type_of(q).dtype, DType::kF32);
+          }
+          ASSERT_NE(p, nullptr);
+          ASSERT_EQ(p->name, "stablehlo.reshape");  // [T, Hq, Dh] -> [B, T, Hq, Dh] of the rotary result
+          EXPECT_EQ(composite_name(producer[p->operands[0]]), "hlx.rotary");
+        }
+        EXPECT_EQ(attentions, spec.num_layers);
+      }
+  }
+  EXPECT_GE(modules, 3 * 6 * 4);
 }
 
 // Plain entries of a non-M-RoPE model carry no M-RoPE / DeepStack lines in their identity (so

@@ -24,6 +24,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "runtime/kernels/attention.h"
@@ -192,7 +193,7 @@ AttentionDesc with_scales(AttentionDesc d, const Inputs& in) {
 
 // Decode rows are batch invariant: each row alone, its slot's cache rows (and i8 scales) copied
 // to slot 4, which the batch leaves unused, gets the bits it got in the whole batch, on 1 and 2
-// threads. Q is f32.
+// threads.
 void expect_rows_batch_invariant(const AttentionDesc& d, const Inputs& in, const std::string& what) {
   const size_t row = size_t(d.q_heads * d.head_dim);
   std::vector<float> whole(size_t(d.batch) * row);
@@ -216,8 +217,8 @@ void expect_rows_batch_invariant(const AttentionDesc& d, const Inputs& in, const
       e.batch = 1;
       const int32_t s4 = 4;
       std::vector<float> one(row);
-      ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * 4, one_slot.kb.data(), one_slot.vb.data(), &s4,
-                                     &in.q_pos[size_t(b)], &in.kv_len[size_t(b)],
+      ASSERT_TRUE(kernels::attention(e, in.qb.data() + size_t(b) * row * dtype_size(d.q_type), one_slot.kb.data(),
+                                     one_slot.vb.data(), &s4, &in.q_pos[size_t(b)], &in.kv_len[size_t(b)],
                                      d.has_bias ? in.bias.data() + b * d.capacity : nullptr, one.data())
                       .ok());
       ASSERT_EQ(std::memcmp(one.data(), whole.data() + size_t(b) * row, row * 4), 0)
@@ -294,10 +295,12 @@ TEST(Attention, DecodeAndPrefillAllMasksGqaTypes) {
 
 // Each query row's bits must not depend on the other rows of the call: the batch (B = 3 vs the
 // row alone), the query chunk it arrives in (whole prompt vs chunks of 8 / 12 tokens, as chunked
-// prefill), or the thread count. Both kernels (bf16 and f32 cache), GQA 4, causal +- window.
+// prefill), or the thread count. Both kernels (bf16 cache with a bf16 Q, as the models give it, and
+// with an f32 Q: hi + lo; f32 cache), GQA 4, causal +- window.
 // (A one-token call is decode, a different kernel: chunks here are >= 4; decode has its own test below.)
 TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
-  for (DType kvt : {DType::kBF16, DType::kF32})
+  for (auto [qt, kvt] : {std::pair{DType::kBF16, DType::kBF16}, std::pair{DType::kF32, DType::kBF16},
+                         std::pair{DType::kF32, DType::kF32}})
     for (int64_t window : {0, 21}) {
       AttentionDesc d;
       d.batch = 3;
@@ -307,7 +310,7 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
       d.head_dim = 64;
       d.num_slots = 3;
       d.capacity = 200;
-      d.q_type = DType::kF32;
+      d.q_type = qt;
       d.kv_type = kvt;
       d.scale = 0.125f;
       d.causal = true;
@@ -330,14 +333,14 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
               e.batch = 1;
               e.q_len = std::min<int64_t>(chunk, 40 - t0);
               std::vector<float> part(size_t(e.q_len) * row);
-              const float* qp = in.q.data() + (b * 40 + t0) * int64_t(row);
+              const uint8_t* qp = in.qb.data() + size_t(b * 40 + t0) * row * dtype_size(qt);
               ASSERT_TRUE(kernels::attention(e, qp, in.kb.data(), in.vb.data(), &in.slot[size_t(b)],
                                              &in.q_pos[size_t(b * 40 + t0)], &in.kv_len[size_t(b)], nullptr,
                                              part.data())
                               .ok());
               ASSERT_EQ(std::memcmp(part.data(), whole.data() + (b * 40 + t0) * int64_t(row), part.size() * 4), 0)
-                  << "kv=" << dtype_name(kvt) << " window=" << window << " threads=" << threads << " chunk=" << chunk
-                  << " row " << b << " tokens from " << t0;
+                  << "q=" << dtype_name(qt) << " kv=" << dtype_name(kvt) << " window=" << window
+                  << " threads=" << threads << " chunk=" << chunk << " row " << b << " tokens from " << t0;
             }
         }
     }
@@ -352,7 +355,8 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
   for (int64_t dh : {16, 96, 176})
     for (int64_t gqa : {1, 2, 3})
       for (const Config& c : {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{true, 0, 20.f, true}})
-        for (DType kvt : {DType::kBF16, DType::kF32}) {
+        for (auto [qt, kvt] : {std::pair{DType::kBF16, DType::kBF16}, std::pair{DType::kF32, DType::kBF16},
+                               std::pair{DType::kF32, DType::kF32}}) {
           AttentionDesc d;
           d.batch = 6;
           d.q_len = 1;
@@ -361,7 +365,7 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
           d.head_dim = dh;
           d.num_slots = 7;
           d.capacity = 120;
-          d.q_type = DType::kF32;
+          d.q_type = qt;
           d.kv_type = kvt;
           d.scale = 1.f / std::sqrt(float(dh));
           d.causal = c.causal;
@@ -372,7 +376,7 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
           for (int32_t len : kv_len) q_pos.push_back(std::max(len - 1, 0));
           Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
           const std::string what = str_cat("decode Dh=", dh, " gqa=", gqa, " window=", c.window, " cap=", c.softcap,
-                                           " bias=", c.bias, " kv=", dtype_name(kvt));
+                                           " bias=", c.bias, " q=", dtype_name(qt), " kv=", dtype_name(kvt));
           run_and_compare(d, in, what);
           expect_rows_batch_invariant(d, in, what);
         }

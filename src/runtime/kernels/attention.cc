@@ -25,12 +25,11 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
 
 // More than one query token (prefill, vision): the query-rows-in-lanes kernel of
 // attention_prefill_avx512.cc (head_dim % 8 == 0, so SigLIP's 72 too, but see bf16_dims); over a
-// bf16 cache Q.K^T and P.V are bf16 dot products (Q as hi + lo bf16, P rounded to bf16, f32 softmax), over an f32
-// cache f32 FMAs. Decode (q_len 1) over a bf16 cache: attention_decode_avx512.cc,
-// f32 arithmetic with each K/V row loaded and widened once per pair of query heads; other shapes
-// keep attention_impl.h (one horizontal sum per score: at the gemma-3 tower's 4096 x 4096 per head
-// several times slower than the prefill kernel). The choice depends only on the entry's shapes,
-// never on the batch or the data.
+// bf16 cache Q.K^T and P.V are bf16 dot products (one per pair for the bf16 Q the emitters give
+// it, hi + lo for an f32 Q; P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) over a bf16
+// cache: attention_decode_avx512.cc, f32 arithmetic with each K/V row loaded and widened once per pair of query heads;
+// other shapes keep attention_impl.h (one horizontal sum per score: at the gemma-3 tower's 4096 x 4096 per head several
+// times slower than the prefill kernel). The choice depends only on the entry's shapes, never on the batch or the data.
 AttentionPath attention_path(const AttentionDesc& d) {
   const CpuFeatures& c = cpu_features();
   if (d.q_len == 1 && (d.kv_type == DType::kBF16 || d.kv_type == DType::kI8) && d.head_dim % 16 == 0 && c.avx512bw &&
@@ -38,8 +37,9 @@ AttentionPath attention_path(const AttentionDesc& d) {
     return AttentionPath::kDecode;
   // An i8 cache at q_len > 1: the f32 path, each key block dequantized to f32 before its packing.
   if (d.q_len > 1 && d.head_dim % 8 == 0 && d.kv_type == DType::kI8 && c.avx512f) return AttentionPath::kPrefill;
-  // bf16 at head_dim % 16 == 8 only for a bf16 Q (the bf16 towers): the text entries' f32 Q keeps
-  // the generic kernel's f32 products there, which their references' tolerances were set against.
+  // bf16 at head_dim % 16 == 8 only for a bf16 Q (every emitted attention over a bf16 cache: the
+  // towers, and the text entries since Q is rounded for a bf16 cache); an f32 Q there keeps the
+  // generic kernel's f32 products.
   const bool bf16_dims = d.head_dim % 16 == 0 || (d.head_dim % 8 == 0 && d.q_type == DType::kBF16);
   if (d.q_len > 1 && d.head_dim % 8 == 0 &&
       ((d.kv_type == DType::kBF16 && bf16_dims && c.avx512bf16) || (d.kv_type == DType::kF32 && c.avx512f)))

@@ -19,9 +19,9 @@
 //   softmax:  two passes (all scores of the row are kept), so there is no running-max rescaling;
 //   P.V:      in chunks of keys over every head of the item, accumulators kept in memory between
 //             chunks (exact: the same FMA chain per column as one pass).
-// All arithmetic is f32 on the exact values (no rounding of Q or P: a bf16 dot-product version,
-// Q and P as hi + lo bf16, flipped a greedy token of the llama bf16 fixture of
-// tests/models/test_text_families.py at a top-2 gap of 0.023, and cost about the same).
+// All arithmetic is f32 on the exact values: Q as given (bf16 from the text emitters over a bf16
+// cache, widened exactly, so decode and prefill see the same Q), P never rounded (a bf16
+// dot-product version, Q and P as hi + lo bf16, cost about the same).
 // Split-K (flash-decoding, issue 27): a row whose visible keys cross a multiple of kSplitKeys is
 // cut there into parts, each a work item over whole cache rows (all kv heads: one sequential
 // stream) with its own softmax max and sum, merged after by exact log-sum-exp weights. Before it

@@ -8,15 +8,15 @@
 // differs from attention_impl.h. i8 cache (int8 KV): the same f32 path, each key block of codes
 // dequantized to f32 (code * row scale, exact) before the packing (dequant_rows).
 //
-// bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. Q (f32 in the
-// models) is split as hi + lo, two bf16 whose sum carries ~16 significant bits (relative error <= 2^-16), and Q.K^T
-// takes two vdpbf16ps per pair: rounding Q to one bf16 moved the scores enough to flip greedy tokens of the bf16
-// fixtures of tests/models/test_text_families.py at top-2 gaps of 0.02. A bf16 Q (the bf16 vision towers, whose
-// operands are bf16 as upstream's) is its own hi, and one vdpbf16ps per pair does. The softmax weights P are rounded to
-// bf16 (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied to the f32 scores;
-// statistics (running max, sum) stay f32, and the sum is taken over the bf16-rounded weights, so each output row is
-// exactly a convex combination of V rows with the weights the P.V product used. tests/runtime/attention_test.cc checks
-// the resulting error bound against a double-precision reference.
+// bf16 cache, with AVX512-BF16 dot products (vdpbf16ps, f32 accumulation): K and V are bf16 already. The emitters
+// give a bf16 Q over a bf16 cache (the text decoders round it after rotary, as upstream run in bf16 holds it; the
+// bf16 vision towers), and Q.K^T takes one vdpbf16ps per pair. An f32 Q (direct callers) is split as hi + lo, two bf16
+// whose sum carries ~16 significant bits (relative error <= 2^-16), two vdpbf16ps per pair: rounding Q inside the
+// kernel, unmodelled by the references, flipped a greedy token of tests/models/test_text_families.py. The softmax
+// weights P are rounded to bf16 (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied
+// to the f32 scores; statistics (running max, sum) stay f32, and the sum is taken over the bf16-rounded weights, so
+// each output row is exactly a convex combination of V rows with the weights the P.V product used.
+// tests/runtime/attention_test.cc checks the resulting error bound against a double-precision reference.
 //
 // Layout: a work item is (batch row, kv head, tile of query tokens); its query rows (G heads x
 // tokens) are split into groups of 16 that sit in the 16 f32 lanes of a zmm:
