@@ -8,7 +8,7 @@
 //
 // bf16 kernel (bf16 cache, q_len > 1, head_dim % 16 == 0 or % 8 == 0 with a bf16 Q, AVX512-BF16): f32 Q is carried as a
 // sum of two bf16 (hi + lo, relative error <= 2^-16), and the softmax weights P are rounded to
-// bf16 (unit roundoff u = 2^-9). Q's residue moves each score by at most
+// bf16 (unit roundoff u = 2^-8: 8 significant bits, round to nearest). Q's residue moves each score by at most
 // D = 2^-16 * scale * sum_i |q_i k_i|, which moves the normalised weights by a factor within
 // e^(+-2D), so the output by at most (e^(2D) - 1) max|v|; rounding P (and normalising by the sum
 // of the rounded weights) moves them by a factor within (1 +- u) / (1 -+ u), i.e. the output by
@@ -133,7 +133,7 @@ bool bf16_kernel(const AttentionDesc& d) {
 std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vector<double>* tol = nullptr) {
   const int64_t G = d.q_heads / d.kv_heads;
   const bool bf16_path = bf16_kernel(d);
-  const double u = std::ldexp(1.0, -9);
+  const double u = std::ldexp(1.0, -8);
   std::vector<double> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 0.0);
   if (tol) tol->assign(out.size(), 2e-5);
   for (int64_t b = 0; b < d.batch; ++b)

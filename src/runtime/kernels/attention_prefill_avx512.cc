@@ -13,7 +13,7 @@
 // bf16 vision towers), and Q.K^T takes one vdpbf16ps per pair. An f32 Q (direct callers) is split as hi + lo, two bf16
 // whose sum carries ~16 significant bits (relative error <= 2^-16), two vdpbf16ps per pair: rounding Q inside the
 // kernel, unmodelled by the references, flipped a greedy token of tests/models/test_text_families.py. The softmax
-// weights P are rounded to bf16 (round to nearest even, relative error <= 2^-9) for P.V. The softmax scale is applied
+// weights P are rounded to bf16 (round to nearest even, relative error <= 2^-8) for P.V. The softmax scale is applied
 // to the f32 scores; statistics (running max, sum) stay f32, and the sum is taken over the bf16-rounded weights, so
 // each output row is exactly a convex combination of V rows with the weights the P.V product used.
 // tests/runtime/attention_test.cc checks the resulting error bound against a double-precision reference.

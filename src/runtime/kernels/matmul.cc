@@ -564,7 +564,7 @@ Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, 
     return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: unknown weight format ", int(format));
   // f16 weights are converted to bf16 once here: oneDNN 2.6 has no f16 matmul on CPUs without
   // AVX512-FP16, f16's range fits in bf16, and bf16 keeps the weight at 2 bytes (the decode cost);
-  // the price is 3 mantissa bits (relative rounding 2^-9, the same as a bf16 checkpoint).
+  // the price is 3 mantissa bits (relative rounding <= 2^-8, the same as a bf16 checkpoint).
   if (type != DType::kF32 && !bf16_matmul_available()) {
     std::vector<float> tmp(static_cast<size_t>(k * n));
     internal::to_f32(type, data, k * n, tmp.data());
