@@ -13,6 +13,7 @@
 
 #include "bench_util.h"
 #include "core/tensor.h"
+#include "engine/vision_model.h"
 #include "models/vision_spec.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/program.h"
@@ -69,9 +70,8 @@ void BM_Gemma3VisionEncode4B(benchmark::State& state) {
   const models::VisionSpec& v = spec.vision;
   auto module = models::emit_vision_entry(spec);
   if (!module.ok()) return state.SkipWithError(module.status().to_string().c_str());
-  rt::ProgramOptions po;
-  po.product_order = kernels::ProductOrder::kAnyOrder;  // as the engine's towers
-  auto program = rt::Program::compile(std::make_shared<const shlo::Module>(std::move(*module)), po);
+  auto program =
+      rt::Program::compile(std::make_shared<const shlo::Module>(std::move(*module)), engine::tower_program_options(0));
   if (!program.ok()) return state.SkipWithError(program.status().to_string().c_str());
   uint32_t seed = 1;
   for (const auto& info : models::vision_checkpoint_layout(spec)) {

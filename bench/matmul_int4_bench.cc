@@ -101,6 +101,30 @@ __attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i dpwssd
   __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
   return acc;
 }
+// One product step by the accumulator's type: f32 by vdpbf16ps, int32 by vpdpwssd.
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline __m512 dp(__m512 acc, __m512i x,
+                                                                                       __m512i w) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+}
+__attribute__((target("avx512f,avx512bw"), always_inline)) inline __m512i dp(__m512i acc, __m512i x, __m512i w) {
+  return dpwssd(acc, x, w);
+}
+// One k-pair of a 6-row x 64-column tile, the step every loop below times: each row's dword of
+// activations (a[r]) broadcast against the pair's four 64-byte weight vectors at wp.
+template <class Acc>
+__attribute__((target("avx512f,avx512bw,avx512bf16"), always_inline)) inline void tile_pair(const void* wp,
+                                                                                            const uint32_t* a,
+                                                                                            Acc (&acc)[6][4]) {
+  const char* b = static_cast<const char*>(wp);
+  const __m512i w[4] = {_mm512_load_si512(b), _mm512_load_si512(b + 64), _mm512_load_si512(b + 128),
+                        _mm512_load_si512(b + 192)};
+#pragma GCC unroll 6
+  for (int r = 0; r < 6; ++r) {
+    const __m512i x = _mm512_set1_epi32(int(a[r]));
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) acc[r][j] = dp(acc[r][j], x, w[j]);
+  }
+}
 template <bool kBf16>
 __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) float tile_loop(const uint32_t* w, const uint32_t* a,
                                                                                  long reps) {
@@ -111,24 +135,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) float tile_loop
     for (int r = 0; r < 6; ++r)
       for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps(), iacc[r][j] = _mm512_setzero_si512();
     for (int p = 0; p < kPairs; ++p) {
-      const uint32_t* wp = w + p * 64;
-      const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 16);
-      const __m512i w2 = _mm512_load_si512(wp + 32), w3 = _mm512_load_si512(wp + 48);
-#pragma GCC unroll 6
-      for (int r = 0; r < 6; ++r) {
-        const __m512i x = _mm512_set1_epi32(int(a[p * 6 + r]));
-        if constexpr (kBf16) {
-          acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)x, (__m512bh)w0);
-          acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)x, (__m512bh)w1);
-          acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)x, (__m512bh)w2);
-          acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)x, (__m512bh)w3);
-        } else {
-          iacc[r][0] = dpwssd(iacc[r][0], x, w0);
-          iacc[r][1] = dpwssd(iacc[r][1], x, w1);
-          iacc[r][2] = dpwssd(iacc[r][2], x, w2);
-          iacc[r][3] = dpwssd(iacc[r][3], x, w3);
-        }
-      }
+      if constexpr (kBf16)
+        tile_pair(w + p * 64, a + p * 6, acc);
+      else
+        tile_pair(w + p * 64, a + p * 6, iacc);
     }
     for (int r = 0; r < 6; ++r)
       for (int j = 0; j < 4; ++j)
@@ -181,19 +191,7 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) void run() {
         __m512i acc[6][4];
         for (int r = 0; r < 6; ++r)
           for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
-        for (int p = 0; p < 128; ++p) {
-          const int16_t* wp = w + p * 128;
-          const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 32);
-          const __m512i w2 = _mm512_load_si512(wp + 64), w3 = _mm512_load_si512(wp + 96);
-#pragma GCC unroll 6
-          for (int r = 0; r < 6; ++r) {
-            const __m512i x = _mm512_set1_epi32(int(act[t][(c0 + p) * 6 + r]));
-            acc[r][0] = dpwssd(acc[r][0], x, w0);
-            acc[r][1] = dpwssd(acc[r][1], x, w1);
-            acc[r][2] = dpwssd(acc[r][2], x, w2);
-            acc[r][3] = dpwssd(acc[r][3], x, w3);
-          }
-        }
+        for (int p = 0; p < 128; ++p) tile_pair(w + p * 128, &act[t][(c0 + p) * 6], acc);
         for (int r = 0; r < 6; ++r)
           for (int j = 0; j < 4; ++j) {
             float* sp = sums + (t * 6 + r) * 64 + 16 * j;
@@ -220,24 +218,10 @@ __attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) void run() {
       for (int r = 0; r < 6; ++r)
         for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps(), iacc[r][j] = _mm512_setzero_si512();
       for (int p = 0; p < kGroupPairs; ++p) {
-        const uint32_t* wp = wbuf + p * 64;
-        const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 16);
-        const __m512i w2 = _mm512_load_si512(wp + 32), w3 = _mm512_load_si512(wp + 48);
-#pragma GCC unroll 6
-        for (int r = 0; r < 6; ++r) {
-          const __m512i x = _mm512_set1_epi32(int(ap[p * 6 + r]));
-          if constexpr (V == 0) {
-            acc[r][0] = _mm512_dpbf16_ps(acc[r][0], (__m512bh)x, (__m512bh)w0);
-            acc[r][1] = _mm512_dpbf16_ps(acc[r][1], (__m512bh)x, (__m512bh)w1);
-            acc[r][2] = _mm512_dpbf16_ps(acc[r][2], (__m512bh)x, (__m512bh)w2);
-            acc[r][3] = _mm512_dpbf16_ps(acc[r][3], (__m512bh)x, (__m512bh)w3);
-          } else {
-            iacc[r][0] = dpwssd(iacc[r][0], x, w0);
-            iacc[r][1] = dpwssd(iacc[r][1], x, w1);
-            iacc[r][2] = dpwssd(iacc[r][2], x, w2);
-            iacc[r][3] = dpwssd(iacc[r][3], x, w3);
-          }
-        }
+        if constexpr (V == 0)
+          tile_pair(wbuf + p * 64, ap + p * 6, acc);
+        else
+          tile_pair(wbuf + p * 64, ap + p * 6, iacc);
       }
       for (int j = 0; j < 4; ++j) {
         const __m512 sv = _mm512_load_ps(so[g] + 16 * j), ov = _mm512_load_ps(so[g] + 64 + 16 * j);

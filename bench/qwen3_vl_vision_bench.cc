@@ -11,6 +11,7 @@
 
 #include "bench_util.h"
 #include "core/tensor.h"
+#include "engine/vision_model.h"
 #include "models/qwen3_vl.h"
 #include "runtime/program.h"
 
@@ -50,9 +51,8 @@ void BM_Qwen3VLVisionEncode2B(benchmark::State& state) {
   const int64_t g = side / v.patch_size, n = g * g;
   auto module = models::emit_qwen3_vl_vision_padded_entry(spec, n);
   if (!module.ok()) return state.SkipWithError(module.status().to_string().c_str());
-  rt::ProgramOptions po;
-  po.product_order = kernels::ProductOrder::kAnyOrder;  // as the engine's towers
-  auto program = rt::Program::compile(std::make_shared<const shlo::Module>(std::move(*module)), po);
+  auto program =
+      rt::Program::compile(std::make_shared<const shlo::Module>(std::move(*module)), engine::tower_program_options(0));
   if (!program.ok()) return state.SkipWithError(program.status().to_string().c_str());
   uint32_t seed = 1;
   for (const auto& info : models::qwen3_vl_vision_layout(spec)) {

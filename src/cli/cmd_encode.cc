@@ -11,6 +11,7 @@
 
 #include "cli/command.h"
 #include "core/clock.h"
+#include "engine/vision_model.h"
 #include "io/checkpoint.h"
 #include "io/file.h"
 #include "io/hf_config.h"
@@ -76,11 +77,9 @@ Status run_encode(const EncodeArgs& a) {
   t0 = std::chrono::steady_clock::now();
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_vision_entry(spec));
   if (!a.emit_module.empty()) HLX_RETURN_IF_ERROR(write_file(a.emit_module, shlo::print_module(module)));
-  rt::ProgramOptions po;
-  po.threads = a.threads;
-  po.product_order = kernels::ProductOrder::kAnyOrder;  // as the engine's towers (vision_model.cc)
   HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> program,
-                       rt::Program::compile(std::make_shared<const shlo::Module>(std::move(module)), po));
+                       rt::Program::compile(std::make_shared<const shlo::Module>(std::move(module)),
+                                            engine::tower_program_options(a.threads)));
   for (const models::TensorInfo& info : models::vision_checkpoint_layout(spec)) {
     HLX_ASSIGN_OR_RETURN(Tensor w, ckpt.tensor(info.name));
     HLX_RETURN_IF_ERROR(program->bind_weight(info.name, w).with_context(ckpt.source()));

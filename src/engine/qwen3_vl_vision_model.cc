@@ -71,10 +71,8 @@ Result<rt::Program*> Qwen3VLVisionModel::program_for(int64_t bucket) {
   auto it = programs_.find(bucket);
   if (it != programs_.end()) return it->second.get();
   auto t0 = std::chrono::steady_clock::now();
-  rt::ProgramOptions po;
-  po.threads = threads_;
-  po.product_order = kernels::ProductOrder::kAnyOrder;  // see vision_model.cc
-  HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> p, rt::Program::compile(modules_.at(bucket), po));
+  HLX_ASSIGN_OR_RETURN(std::shared_ptr<rt::Program> p,
+                       rt::Program::compile(modules_.at(bucket), tower_program_options(threads_)));
   stats_.compile_ms += ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   for (const auto& [name, t] : weights_) HLX_RETURN_IF_ERROR(p->bind_weight(name, t));

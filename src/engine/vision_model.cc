@@ -77,12 +77,8 @@ Result<std::unique_ptr<VisionModel>> FixedVisionModel::load(const std::string& m
   HLX_ASSIGN_OR_RETURN(shlo::Module module, models::emit_vision_entry(m->spec_));
   m->stats_.emit_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
-  rt::ProgramOptions po;
-  po.threads = options.threads;
-  // An image is encoded at one fixed shape, so products need not keep rows invariant across M:
-  // on AMX CPUs they run oneDNN's AMX tiles (kernels/matmul.h ProductOrder).
-  po.product_order = kernels::ProductOrder::kAnyOrder;
-  HLX_ASSIGN_OR_RETURN(m->program_, rt::Program::compile(std::make_shared<const shlo::Module>(std::move(module)), po));
+  HLX_ASSIGN_OR_RETURN(m->program_, rt::Program::compile(std::make_shared<const shlo::Module>(std::move(module)),
+                                                         tower_program_options(options.threads)));
   m->stats_.compile_ms = ms_since(t0);
   t0 = std::chrono::steady_clock::now();
   for (const auto& info : models::vision_checkpoint_layout(m->spec_)) {
@@ -150,6 +146,13 @@ Result<std::unique_ptr<VisionModel>> VisionModel::load(const std::string& model_
   if (type == "llava" || type == "gemma3") return load_fixed_vision_model(model_dir, options);
   return make_error(ErrorKind::kInvalidArgument, model_dir, ": model_type '", type,
                     "' is not a vision-language model (implemented: llava, gemma3, qwen3_vl)");
+}
+
+rt::ProgramOptions tower_program_options(int threads) {
+  rt::ProgramOptions po;
+  po.threads = threads;
+  po.product_order = kernels::ProductOrder::kAnyOrder;
+  return po;
 }
 
 Result<std::unique_ptr<VisionModel>> load_fixed_vision_model(const std::string& model_dir,

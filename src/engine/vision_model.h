@@ -29,6 +29,10 @@
 #include "multimodal/image.h"
 #include "multimodal/qwen3_vl_processor.h"
 
+namespace hlx::rt {
+struct ProgramOptions;
+}
+
 namespace hlx::tok {
 class Tokenizer;
 }
@@ -117,6 +121,11 @@ Result<int64_t> checkpoint_image_token_id(const std::string& model_dir);
 // The kInvalidArgument every front (CLI, C API) returns for images given to a text-only
 // checkpoint: "<context>: the model at '<dir>' is text-only (not a llava, ...)".
 Status text_only_model_error(std::string_view context, std::string_view model_dir);
+
+// Options of every vision-tower program (these towers, `hlx encode`, the tower benches). An image
+// is encoded at one fixed shape, so products need not keep rows invariant across M: on AMX CPUs
+// they take oneDNN's AMX tiles (kernels/matmul.h ProductOrder).
+rt::ProgramOptions tower_program_options(int threads);
 
 // The LLaVA / Gemma3 tower (one fixed square input size) loaded from `model_dir`.
 Result<std::unique_ptr<VisionModel>> load_fixed_vision_model(const std::string& model_dir,

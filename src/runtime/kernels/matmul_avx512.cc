@@ -27,15 +27,14 @@ namespace {
 // Rows [0, M) of A (row stride lda, bf16 bits) times k-pairs [p0, p1) of one 64-column weight
 // block, added into acc. Every output column accumulates its k-pairs in order in one f32 lane,
 // whatever M and however K is chunked, so a row's result does not depend on the batch it is in.
-// The i-th k-pair (i = p - p0) also prefetches (with kHint) the kLines cache lines at
+// The i-th k-pair (i = p - p0) also prefetches (prefetcht0) the kLines cache lines at
 // pf + i * kLines * 64: a linear stream of prefetches at the rate the loop runs.
-template <int M, int kLines, int kHint = _MM_HINT_T0>
+template <int M, int kLines>
 __attribute__((always_inline)) inline void accumulate(const uint16_t* a16, int64_t lda, const bf16* w, int64_t p0,
                                                       int64_t p1, const char* pf, __m512 (&acc)[M][4]) {
   for (int64_t p = p0; p < p1; ++p) {
     const bf16* wp = w + p * 128;
-    for (int line = 0; line < kLines; ++line)
-      _mm_prefetch(pf + ((p - p0) * kLines + line) * 64, static_cast<decltype(_MM_HINT_T0)>(kHint));
+    for (int line = 0; line < kLines; ++line) _mm_prefetch(pf + ((p - p0) * kLines + line) * 64, _MM_HINT_T0);
     __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 32);
     __m512i w2 = _mm512_load_si512(wp + 64), w3 = _mm512_load_si512(wp + 96);
 #pragma GCC unroll 8
@@ -147,8 +146,8 @@ void gemv_block(int64_t k, const bf16* a, const bf16* w, int64_t nv, DType c_typ
       const int64_t p1 = std::min(pairs, p0 + kChunkPairs);
       // Past the block's end this prefetches the next block, which is usually this thread's next.
       const char* ahead = reinterpret_cast<const char*>(w + p0 * 128) + kSpreadAhead;
-      accumulate<4, 2, _MM_HINT_T0>(a16, k, w, p0, p1, ahead, acc0);
-      accumulate<M1, 2, _MM_HINT_T0>(a16 + 4 * k, k, w, p0, p1, ahead + kChunkPairs * 128, acc1);
+      accumulate<4, 2>(a16, k, w, p0, p1, ahead, acc0);
+      accumulate<M1, 2>(a16 + 4 * k, k, w, p0, p1, ahead + kChunkPairs * 128, acc1);
     }
     if (k & 1) {
       accumulate_last(a16, k, k, w, acc0);
