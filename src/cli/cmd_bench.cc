@@ -55,8 +55,8 @@ struct BenchArgs {
   std::vector<int64_t> batches{1, 4, 8};
   // Long-context section (issue 27), off by default: an 8k prefill takes about a minute, 32k ten.
   bool long_context = false;
-  bool long_only = false;  // skip every other section after the DRAM probe
-  int64_t long_capacity = 32768;
+  bool long_only = false;     // skip every other section after the DRAM probe
+  int64_t long_capacity = 0;  // 0: the largest context + the decode steps, rounded up to 1024
   std::vector<int64_t> long_contexts{8192, 32768};
   std::vector<int64_t> long_batches{1, 8};
   // Prefix-reuse section (issue 19), off by default (a minute or two): a chat of `chat_turns`
@@ -728,7 +728,9 @@ CommandRun setup_bench(CLI::App& root) {
   sub->add_flag("--long-context", a->long_context,
                 "also run the long-context section: prefill of each --long-contexts and decode at it (minutes)");
   sub->add_flag("--long-context-only", a->long_only, "only the DRAM probe and the long-context section");
-  sub->add_option("--long-capacity", a->long_capacity, "capacity of the long-context models (default 32768)")
+  sub->add_option("--long-capacity", a->long_capacity,
+                  "capacity of the long-context models (default: the largest --long-contexts + --decode-tokens, "
+                  "rounded up to 1024: 33792)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 30));
   sub->add_option("--long-contexts", a->long_contexts, "contexts of the long-context section (default 8192 32768)");
   sub->add_option("--long-batches", a->long_batches, "decode batches of the long-context section (default 1 8)");
@@ -751,6 +753,9 @@ CommandRun setup_bench(CLI::App& root) {
     if (a->batches.empty() || a->prefill_lengths.empty())
       return report(make_error(ErrorKind::kInvalidArgument, "--batches and --prefill need at least one value"));
     if (a->long_only) a->long_context = true;
+    if (a->long_capacity == 0 && !a->long_contexts.empty())
+      a->long_capacity =
+          (*std::max_element(a->long_contexts.begin(), a->long_contexts.end()) + a->decode_tokens + 1023) / 1024 * 1024;
     for (int64_t v : a->long_context ? a->long_contexts : std::vector<int64_t>{})
       if (v < 2 || v + a->decode_tokens > a->long_capacity)
         return report(make_error(ErrorKind::kInvalidArgument, "--long-contexts ", v, " + --decode-tokens ",

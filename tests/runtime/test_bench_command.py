@@ -156,6 +156,15 @@ def main():
             on = sum(t["ttft_ms_reuse"] for t in turns[1:])
             off = sum(t["ttft_ms_no_reuse"] for t in turns[1:])
             check(abs(pc["later_turns_ttft_ratio"] - on / off) <= 1e-9, "ratio of the later turns' sums")
+        # Without --long-capacity: the largest context + the decode steps, rounded up to 1024 (so the
+        # default contexts, 8192 and 32768, run as they are).
+        r = subprocess.run([args.hlx, "bench", "-m", model, "--json", out_long, "--threads", "2",
+                            "--long-context-only", "--long-contexts", "40", "--long-batches", "1",
+                            "--decode-tokens", "4", "--reps", "1"], capture_output=True, text=True)
+        check(r.returncode == 0, f"hlx bench --long-context-only (default capacity) exit {r.returncode}: {r.stderr}")
+        if r.returncode == 0:
+            check([e["capacity"] for e in json.load(open(out_long))["long_context"]] == [1024],
+                  "default long capacity: context + decode steps rounded up to 1024")
         bad = subprocess.run([args.hlx, "bench", "-m", model, "--long-context", "--long-contexts", "300",
                               "--long-capacity", "256"], capture_output=True, text=True)
         check(bad.returncode != 0 and "300" in bad.stderr, "long context beyond the long capacity is rejected")
