@@ -3,13 +3,14 @@
 // against the two it must keep up with. Compare formats in one process with
 //   hlx_bench --benchmark_filter=BM_Int4Prefill --benchmark_repetitions=5
 //             --benchmark_enable_random_interleaving=true
-// (repetitions of all benchmarks interleaved, so load drift hits each format alike).
+// (repetitions of all benchmarks interleaved, so load drift hits each format alike). And the rate
+// of the two dot-product instructions on the prefill kernels' register tile (BM_Int4TileLoop): why
+// int4 runs on vpdpwssd (int16 activations) rather than vdpbf16ps.
 #include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -93,7 +94,7 @@ BENCHMARK(BM_Int4Prefill)
 
 // The register tile every prefill kernel here runs (6 rows x 64 columns, 24 accumulators; 4 weight
 // loads and 6 broadcasts per k-pair), on L1-resident operands, one thread: the dot-product
-// instruction's own rate. Arg 0: vdpbf16ps (bf16 GEMM, int4), 1: vpdpwssd (int8). Both do 32
+// instruction's own rate. Arg 0: vdpbf16ps (bf16 GEMM), 1: vpdpwssd (int8, int4). Both do 32
 // multiply-adds per instruction.
 constexpr int kPairs = 64;
 // (AVX512-VNNI's intrinsic needs flags the shared build does not pass, so vpdpwssd is inline asm.)
@@ -161,106 +162,5 @@ void BM_Int4TileLoop(benchmark::State& state) {
       double(reps) * kPairs * 24, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
 }
 BENCHMARK(BM_Int4TileLoop)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond);
-
-// One tiled work item (16 tiles of 6 rows x one 64-column block, K = 1024, group 128), L2/L1
-// operands, one thread, with the per-group or per-chunk fold each kernel needs. Arg 0: int4 as
-// today (nibbles -> bf16 128 + q per group, vdpbf16ps, fold fma(s), fma(o, A)); 1: int4 on VNNI,
-// a prototype of int16 activations (nibbles -> int16 q, vpdpwssd, fold cvt, fma(s), fma(m, A));
-// 2: int8 as today (a chunk of 128 pairs widened to int16, vpdpwssd, fold cvt + add). Numerics
-// are not checked here: it times the instruction mix only.
-namespace item {
-constexpr int kK = 1024, kP = kK / 2, kGroupPairs = 64, kTiles = 16;
-alignas(64) uint8_t w4[kP * 64];
-alignas(64) int8_t w8[kP * 128];
-alignas(64) uint32_t wbuf[128 * 64];
-alignas(64) float sums[kTiles * 6 * 64];
-alignas(64) uint32_t act[kTiles][kP * 6];
-alignas(64) float so[kK / 128][128], asum[kTiles][kK / 128][6];
-
-template <int V>
-__attribute__((target("avx512f,avx512bw,avx512bf16"), noinline)) void run() {
-  if (V == 2) {
-    int16_t* w = reinterpret_cast<int16_t*>(wbuf);
-    for (int c0 = 0; c0 < kP; c0 += 128) {
-      for (int p = 0; p < 128; ++p)
-        for (int j = 0; j < 4; ++j)
-          _mm512_store_si512(
-              w + p * 128 + j * 32,
-              _mm512_cvtepi8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(w8 + (c0 + p) * 128 + j * 32))));
-      for (int t = 0; t < kTiles; ++t) {
-        __m512i acc[6][4];
-        for (int r = 0; r < 6; ++r)
-          for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
-        for (int p = 0; p < 128; ++p) tile_pair(w + p * 128, &act[t][(c0 + p) * 6], acc);
-        for (int r = 0; r < 6; ++r)
-          for (int j = 0; j < 4; ++j) {
-            float* sp = sums + (t * 6 + r) * 64 + 16 * j;
-            _mm512_store_ps(sp, _mm512_add_ps(_mm512_load_ps(sp), _mm512_cvtepi32_ps(acc[r][j])));
-          }
-      }
-    }
-    return;
-  }
-  const __m512i lo4 = _mm512_set1_epi16(15), bias = _mm512_set1_epi16(V == 0 ? 0x4300 : 0);
-  for (int g = 0; g < kK / 128; ++g) {
-    const uint8_t* grp = w4 + g * kGroupPairs * 64;
-    for (int p = 0; p < kGroupPairs; ++p)
-      for (int u = 0; u < 2; ++u) {
-        const __m512i raw =
-            _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(grp + p * 64 + 32 * u)));
-        _mm512_store_si512(wbuf + p * 64 + 32 * u, _mm512_ternarylogic_epi32(raw, lo4, bias, 0xEA));
-        _mm512_store_si512(wbuf + p * 64 + 32 * u + 16, _mm512_or_si512(_mm512_srli_epi16(raw, 4), bias));
-      }
-    for (int t = 0; t < kTiles; ++t) {
-      const uint32_t* ap = act[t] + g * kGroupPairs * 6;
-      __m512 acc[6][4];
-      __m512i iacc[6][4];
-      for (int r = 0; r < 6; ++r)
-        for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps(), iacc[r][j] = _mm512_setzero_si512();
-      for (int p = 0; p < kGroupPairs; ++p) {
-        if constexpr (V == 0)
-          tile_pair(wbuf + p * 64, ap + p * 6, acc);
-        else
-          tile_pair(wbuf + p * 64, ap + p * 6, iacc);
-      }
-      for (int j = 0; j < 4; ++j) {
-        const __m512 sv = _mm512_load_ps(so[g] + 16 * j), ov = _mm512_load_ps(so[g] + 64 + 16 * j);
-        for (int r = 0; r < 6; ++r) {
-          float* sp = sums + (t * 6 + r) * 64 + 16 * j;
-          const __m512 a = V == 0 ? acc[r][j] : _mm512_cvtepi32_ps(iacc[r][j]);
-          _mm512_store_ps(
-              sp, _mm512_fmadd_ps(ov, _mm512_set1_ps(asum[t][g][r]), _mm512_fmadd_ps(sv, a, _mm512_load_ps(sp))));
-        }
-      }
-    }
-  }
-}
-}  // namespace item
-
-void BM_Int4WorkItem(benchmark::State& state) {
-  const int v = int(state.range(0));
-  const auto& cpu = kernels::cpu_features();
-  if (!cpu.avx512bf16 || !cpu.avx512vnni) return state.SkipWithError("needs AVX512-BF16 and AVX512-VNNI");
-  std::memset(item::w4, 0x35, sizeof item::w4);
-  std::memset(item::w8, 3, sizeof item::w8);
-  for (auto& t : item::act)
-    for (auto& x : t) x = 0x003f0080u;
-  for (auto& g : item::so)
-    for (auto& x : g) x = 0.01f;
-  for (auto _ : state) {
-    if (v == 0)
-      item::run<0>();
-    else if (v == 1)
-      item::run<1>();
-    else
-      item::run<2>();
-    benchmark::DoNotOptimize(item::sums);
-  }
-  const char* names[] = {"int4 bf16 (today)", "int4 vpdpwssd (prototype)", "int8 (today)"};
-  state.SetLabel(names[v]);
-  state.counters["GFLOP/s"] = benchmark::Counter(
-      2.0 * 16 * 6 * 64 * item::kK, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
-}
-BENCHMARK(BM_Int4WorkItem)->DenseRange(0, 2)->Unit(benchmark::kMicrosecond);
 
 }  // namespace

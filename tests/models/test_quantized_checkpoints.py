@@ -10,14 +10,17 @@ GPTQ (auto-gptq / optimum, checkpoint_format gptq): qweight int32 [in / 8, out],
   4i..4i+3 of word r; qzeros int32 [groups, out / 8], column 8c + i in bits 4i..; the stored value is
   zero - 1; scales f16 [groups, out]; g_idx int32 [in]: W[:, k] uses group g_idx[k].
 
-hlx multiplies bf16-rounded activations by these weights with f32 accumulation, so the reference's
-linear layers are bf16(x) @ W in f64. The engine's and numpy's f32 activations differ by ~1e-6
-relative (norm and softmax orders), and where that straddles a bf16 rounding midpoint the two round
-an activation 2^-8 apart; a handful of such flips over a run moves the tiny fixtures' logits by up to
-~1-3% of their spread (measured: 0.02-0.09 at std 2.2-3.3). So: logits of every row within
-LOGIT_REL_TOL x the reference logits' std, a reading with the nibbles in plain order (or g_idx
-ignored) more than 100x farther, and 32 greedy tokens equal or diverging only where the reference's
-top-2 gap is below twice the measured logit error (a flip-sized near-tie). Bad inputs: a wrong
+hlx quantizes the activations of these products per row and weight group to int16 (matmul_int4.h;
+test_int4_reference.quantize_act_groups: the group of input k is k // group_size for AWQ, g_idx[k]
+for GPTQ) and multiplies them by these weights with f32 accumulation, so the reference's quantized
+linear layers are s_a * q_a @ W in f64 (the other layers, stored f32, x @ W as reference.py). The
+engine's and numpy's f32 activations differ by ~1e-6 relative (norm and softmax orders), and where
+that straddles an int16 rounding midpoint the two take an activation one step (max |x| / 32767 of
+its group) apart; a few such steps over a run move the tiny fixtures' logits by at most 4.6e-4 of
+their std (measured: 0.0002-0.0015 at std 3.1-4.1). So: logits of every row within LOGIT_REL_TOL x
+the reference logits' std (test_int4_reference.py's), a reading with the nibbles in plain order
+(or g_idx ignored) more than 100x farther, and 32 greedy tokens equal or diverging only where the
+reference's top-2 gap is below twice the measured logit error (a step-sized near-tie). Bad inputs: a wrong
 packed shape, a group size not dividing K, a missing scales tensor, a NaN scale, an unknown method or
 bit width: each a nonzero exit whose message names the tensor or option.
 
@@ -34,12 +37,12 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import reference  # noqa: E402
+from test_int4_reference import LOGIT_REL_TOL, quantize_act_groups  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))  # tests/
 from hlxtest import check, failures, run  # noqa: E402
 
 N_NEW = 32
-LOGIT_REL_TOL = 0.04
 PROMPTS = [[5, 17, 42, 99, 3, 250, 7], [300, 12, 77, 140, 9, 64, 201, 33], [1, 2, 3, 4, 5, 6, 7, 8, 9],
            [311, 47, 180, 26, 95, 160, 4]]
 
@@ -72,24 +75,29 @@ def dequant_gptq(qweight, qzeros, scales, g_idx, plain_order=False):
 
 
 class QuantModel(reference.Model):
-    """reference.Model on the dequantized weights; matmuls bf16(x) @ W in f64."""
+    """reference.Model on the dequantized weights; their matmuls s_a * q_a @ W in f64."""
 
     def __init__(self, model_dir, plain_order=False):
         super().__init__(model_dir)
         qc = self.root["quantization_config"]
+        self.gidx = {}  # id(dequantized weight) -> group of each input k
         for name in [n for n in self.w if n.endswith(".qweight")]:
             base = name[:-len(".qweight")]
             if qc["quant_method"] == "awq":
                 w = dequant_awq(self.w[name], self.w[base + ".qzeros"], self.w[base + ".scales"], qc["group_size"],
                                 plain_order)
+                gidx = np.arange(w.shape[1]) // qc["group_size"]
             else:
                 w = dequant_gptq(self.w[name], self.w[base + ".qzeros"], self.w[base + ".scales"],
                                  self.w[base + ".g_idx"], plain_order)
+                gidx = np.arange(w.shape[1]) // qc["group_size"] if plain_order else self.w[base + ".g_idx"]
             self.w[base + ".weight"] = w
+            self.gidx[id(w)] = np.asarray(gidx)
 
     def linear(self, x, w, b=None):
-        x = np.asarray(x, dtype=np.float32)
-        y = reference.bf16_round(x).astype(np.float64) @ np.asarray(w, dtype=np.float64).T
+        if id(w) not in self.gidx:
+            return super().linear(x, w, b)
+        y = quantize_act_groups(x, self.gidx[id(w)]) @ np.asarray(w, dtype=np.float64).T
         if b is not None:
             y = y + b
         return y.astype(np.float32)

@@ -1,6 +1,7 @@
-// Group-wise 4-bit weights (matmul_int4.h) against double-precision references written here from
-// the format's definition: w(k, n) = s(g, n) * q(k, n) + m(g, n), activations rounded to bf16, and
-// for quantization at load the documented bound |w - decoded| <= (max - min) / 30 per group.
+// Group-wise 4-bit weights (matmul_int4.h) against references written here from the format's
+// definition: w(k, n) = s(g, n) * q(k, n) + m(g, n), activations quantized to int16 per row and
+// group, the contract's f32 operations reproduced bit for bit, and double-precision bounds (the
+// activations' s_a / 2, at load the weights' (max - min) / 30 per group).
 // The suite name starts with PackedWeight so cpu_test.cc also runs it under HLX_CPU=baseline
 // (the portable kernel).
 #include <gtest/gtest.h>
@@ -79,24 +80,81 @@ Q4 random_q4(int64_t k, int64_t n, int64_t group, uint32_t seed, bool shuffle = 
   return w;
 }
 
-// C = bf16(A) · W in double, and the magnitude sum (|a| * (|s| * 143 + |m - 128 s|)) the f32
-// arithmetic's rounding scales with.
-void reference(const Q4& w, const std::vector<float>& a, int64_t m, std::vector<double>& c, std::vector<double>& mag) {
-  c.assign(size_t(m * w.n), 0);
-  mag.assign(size_t(m * w.n), 0);
-  for (int64_t r = 0; r < m; ++r)
+// FTZ/DAZ as the kernels run: an |x| below FLT_MIN reads as 0.
+float daz(float x) { return std::fabs(x) < std::numeric_limits<float>::min() ? 0.f : x; }
+
+// The activations of one row as matmul_int4.h quantizes them: per group of packed k, s_a = max |a|
+// / 32767 (0 when not a normal f32, NaN when the group holds a NaN/Inf), q_a = round-half-even(a /
+// s_a) clamped to +-32767, sq = s_a * float(sum of q_a). `row` is in activation order.
+struct QRow {
+  std::vector<int32_t> q;  // Kp, packed order
+  std::vector<float> sa, sq;
+};
+QRow quantize_row(const Q4& w, const float* row) {
+  const int64_t groups = (w.k + w.group - 1) / w.group;
+  QRow out;
+  out.q.assign(size_t(groups * w.group), 0);
+  out.sa.assign(size_t(groups), 0.f);
+  out.sq.assign(size_t(groups), 0.f);
+  auto at = [&](int64_t kk) { return daz(row[w.perm.empty() ? kk : w.perm[size_t(kk)]]); };
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t k0 = g * w.group, k1 = std::min(w.k, k0 + w.group);
+    float mx = 0.f;
+    bool finite = true;
+    for (int64_t kk = k0; kk < k1; ++kk) {
+      finite = finite && std::isfinite(at(kk));
+      mx = std::max(mx, std::fabs(at(kk)));
+    }
+    float s = mx / 32767.f;
+    if (!finite) s = std::numeric_limits<float>::quiet_NaN();
+    if (s < std::numeric_limits<float>::min()) s = 0.f;
+    int64_t qsum = 0;
+    if (s > 0.f)
+      for (int64_t kk = k0; kk < k1; ++kk) {
+        const int32_t q = int32_t(std::clamp(std::nearbyint(at(kk) / s), -32767.f, 32767.f));
+        out.q[size_t(kk)] = q;
+        qsum += q;
+      }
+    out.sa[size_t(g)] = s;
+    out.sq[size_t(g)] = s * float(qsum);
+  }
+  return out;
+}
+
+// The contract's product C = A · W, every rounding as written there (f32 C), and in double the
+// same product from the exact activations with the bound of their quantization: per k,
+// s_a / 2 * |w(k, n)|, plus 1e-5 of |a| (15 s + |m|) for the f32 arithmetic.
+void reference(const Q4& w, const std::vector<float>& a, int64_t m, std::vector<float>& c, std::vector<double>& exact,
+               std::vector<double>& bound) {
+  c.assign(size_t(m * w.n), 0.f);
+  exact.assign(size_t(m * w.n), 0);
+  bound.assign(size_t(m * w.n), 0);
+  const int64_t groups = (w.k + w.group - 1) / w.group;
+  for (int64_t r = 0; r < m; ++r) {
+    const float* row = a.data() + r * w.k;
+    const QRow qa = quantize_row(w, row);
     for (int64_t j = 0; j < w.n; ++j) {
-      double sum = 0, mg = 0;
-      for (int64_t kk = 0; kk < w.k; ++kk) {
-        const int64_t src = w.perm.empty() ? kk : w.perm[size_t(kk)];
-        const double x = bf16_to_f32(f32_to_bf16(a[size_t(r * w.k + src)]));
-        const size_t g = size_t((kk / w.group) * w.n + j);
-        sum += x * w.w(kk, j);
-        mg += std::fabs(x) * (143.0 * w.s[g] + std::fabs(double(w.m[g]) - 128.0 * w.s[g]));
+      float sum = 0.f;
+      double ex = 0, bd = 0;
+      for (int64_t g = 0; g < groups; ++g) {
+        int64_t isum = 0;
+        for (int64_t kk = g * w.group; kk < std::min(w.k, (g + 1) * w.group); ++kk) {
+          isum += int64_t(qa.q[size_t(kk)]) * w.q[size_t(kk * w.n + j)];
+          const double x = row[w.perm.empty() ? kk : w.perm[size_t(kk)]];
+          ex += x * w.w(kk, j);
+          const size_t gs = size_t(g * w.n + j);
+          bd +=
+              qa.sa[size_t(g)] / 2 * std::fabs(w.w(kk, j)) + 1e-5 * std::fabs(x) * (15 * w.s[gs] + std::fabs(w.m[gs]));
+        }
+        const size_t gs = size_t(g * w.n + j);
+        sum = std::fma(w.s[gs], float(isum) * qa.sa[size_t(g)], sum);
+        sum = std::fma(w.m[gs], qa.sq[size_t(g)], sum);
       }
       c[size_t(r * w.n + j)] = sum;
-      mag[size_t(r * w.n + j)] = mg;
+      exact[size_t(r * w.n + j)] = ex;
+      bound[size_t(r * w.n + j)] = bd;
     }
+  }
 }
 
 std::vector<uint8_t> run(const PackedWeight& p, int64_t m, DType at, const std::vector<uint8_t>& a, DType ct) {
@@ -106,37 +164,97 @@ std::vector<uint8_t> run(const PackedWeight& p, int64_t m, DType at, const std::
   return c;
 }
 
-TEST(PackedWeightInt4, ProductMatchesReferenceEveryShapeAndType) {
+uint32_t bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Every kernel (streaming M <= 8, tiled, portable under HLX_CPU=baseline) gives the contract's bits
+// for f32/bf16/f16 A and f32/bf16 C; activations with outliers, so a group's scale differs from its
+// row's; K not a multiple of the group, N not of 64, with and without a permutation.
+TEST(PackedWeightInt4, ProductIsTheContractsBitsEveryShapeAndType) {
   struct Case {
     int64_t k, n, group;
     bool shuffle;
   };
-  for (const Case cs :
-       {Case{256, 192, 128, false}, Case{200, 100, 64, false}, Case{96, 130, 32, true}, Case{1024, 64, 128, true}}) {
+  for (const Case cs : {Case{256, 192, 128, false}, Case{200, 100, 64, false}, Case{96, 130, 32, true},
+                        Case{1024, 64, 128, true}, Case{160, 70, 32, false}, Case{384, 200, 64, true}}) {
     const Q4 wp = random_q4(cs.k, cs.n, cs.group, uint32_t(cs.k + cs.n), cs.shuffle);
     auto packed = kernels::pack_int4(wp.source());
     ASSERT_TRUE(packed.ok()) << packed.status().to_string();
     EXPECT_EQ((*packed)->packed_bytes(), kernels::int4_packed_bytes(cs.k, cs.n, cs.group));
-    for (int64_t m : {1, 2, 3, 5, 8, 9, 20, 100, 203}) {
+    for (int64_t m : {1, 2, 3, 4, 5, 6, 7, 8, 9, 20, 100, 203}) {
       std::vector<float> a = rand_vec(m * cs.k, uint32_t(m * 7 + 1), -2.f, 2.f);
-      std::vector<double> ref, mag;
-      reference(wp, a, m, ref, mag);
-      for (DType at : {DType::kF32, DType::kBF16}) {
+      for (size_t i = 0; i < a.size(); i += 37) a[i] *= 40.f;  // outliers
+      for (DType at : {DType::kF32, DType::kBF16, DType::kF16}) {
         std::vector<float> ar = a;
         const std::vector<uint8_t> ab = store(at, ar);
-        if (at == DType::kBF16) reference(wp, ar, m, ref, mag);
+        std::vector<float> ref;
+        std::vector<double> exact, bound;
+        reference(wp, ar, m, ref, exact, bound);
         for (DType ct : {DType::kF32, DType::kBF16})
           for (int threads : {1, 2}) {
             kernels::ThreadLimit limit(threads);
             const std::vector<uint8_t> c = run(**packed, m, at, ab, ct);
             for (int64_t i = 0; i < m * cs.n; ++i) {
-              const double tol = 4e-6 * mag[size_t(i)] + (ct == DType::kBF16 ? std::fabs(ref[size_t(i)]) / 256 : 0);
-              ASSERT_NEAR(load(ct, c, size_t(i)), ref[size_t(i)], tol)
-                  << "k=" << cs.k << " n=" << cs.n << " G=" << cs.group << " m=" << m << " t=" << threads << " i=" << i;
+              const float want = ct == DType::kF32 ? ref[size_t(i)] : bf16_to_f32(f32_to_bf16(ref[size_t(i)]));
+              ASSERT_EQ(bits(load(ct, c, size_t(i))), bits(want))
+                  << load(ct, c, size_t(i)) << " vs " << want << ": k=" << cs.k << " n=" << cs.n << " G=" << cs.group
+                  << " m=" << m << " a=" << dtype_name(at) << " c=" << dtype_name(ct) << " t=" << threads << " i=" << i;
             }
           }
+        for (int64_t i = 0; i < m * cs.n; ++i)
+          ASSERT_NEAR(ref[size_t(i)], exact[size_t(i)], bound[size_t(i)]) << "k=" << cs.k << " m=" << m << " i=" << i;
       }
     }
+  }
+}
+
+// Zero, tiny and non-finite activations: a subnormal reads as zero, a group read as zero (all
+// zero, subnormal, or s_a below FLT_MIN) contributes nothing; a NaN or Inf anywhere makes the whole
+// row NaN and leaves the other rows alone. Streaming (M = 6) and tiled (M = 14) kernels.
+TEST(PackedWeightInt4, ZeroTinyAndNonFiniteGroups) {
+  const int64_t k = 256, n = 96, group = 64;
+  const Q4 w = random_q4(k, n, group, 31, true);
+  auto p = kernels::pack_int4(w.source());
+  ASSERT_TRUE(p.ok());
+  for (int64_t m : {6, 14}) {
+    std::vector<float> a = rand_vec(m * k, 32);
+    std::vector<float> zeroed = a;
+    auto group_of = [&](int64_t r, int64_t g, float v, bool zero_too) {
+      for (int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
+        a[size_t(r * k + w.perm[size_t(kk)])] = v * (kk % 3 == 0 ? -1.f : 1.f);
+        if (zero_too) zeroed[size_t(r * k + w.perm[size_t(kk)])] = 0.f;
+      }
+    };
+    // Row 0: tiny normal values (s_a ~ 1.2e-38) and one subnormal 1.1e-38, which DAZ reads as 0
+    // (without it, q_a = 1).
+    for (int64_t kk = 0; kk < k; ++kk) a[size_t(kk)] = zeroed[size_t(kk)] = a[size_t(kk)] * 4e-34f;
+    a[size_t(w.perm[5])] = 1.1e-38f;
+    zeroed[size_t(w.perm[5])] = 0.f;
+    std::fill(a.begin() + 1 * k, a.begin() + 2 * k, 0.f);  // row 1: all zero
+    std::fill(zeroed.begin() + 1 * k, zeroed.begin() + 2 * k, 0.f);
+    group_of(2, 1, 0.f, true);     // row 2: group 1 zero
+    group_of(3, 2, 1e-39f, true);  // row 3: group 2 subnormal
+    group_of(4, 0, 1e-35f, true);  // row 4: group 0 normal but s_a = 1e-35 / 32767 < FLT_MIN
+    a[size_t(5 * k + 17)] = std::numeric_limits<float>::quiet_NaN();              // row 5: NaN
+    if (m > 6) a[size_t(9 * k + 200)] = -std::numeric_limits<float>::infinity();  // row 9: -Inf
+    std::vector<float> c(size_t(m * n)), cz(size_t(m * n));
+    ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c.data()).ok());
+    ASSERT_TRUE((*p)->multiply(m, DType::kF32, zeroed.data(), DType::kF32, cz.data()).ok());
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < n; ++j) {
+        const float v = c[size_t(r * n + j)];
+        if (r == 5 || r == 9) {
+          EXPECT_TRUE(std::isnan(v)) << m << ": row " << r << " col " << j << " = " << v;
+        } else if (r == 1) {
+          EXPECT_EQ(bits(v), 0u) << m << ": zero row, col " << j << " = " << v;
+        } else {
+          ASSERT_TRUE(std::isfinite(v)) << m << ": row " << r << " col " << j;
+          EXPECT_EQ(bits(v), bits(cz[size_t(r * n + j)])) << m << ": row " << r << " col " << j;
+        }
+      }
   }
 }
 
@@ -179,7 +297,8 @@ TEST(PackedWeightInt4, RowBitsIndependentOfBatchThreadsAndGrouping) {
 }
 
 // WeightFormat::kInt4 (quantization at load): the product stays within the documented bound of
-// the unquantized one, sum_k |a_k| * (max - min of k's group) / 30, and uses that error budget.
+// the unquantized one, sum_k |a_k| * (max - min of k's group) / 30 for the weights plus, for the
+// activations' int16 step, max |a| of k's group / 65534 * |decoded w|, and uses that error budget.
 TEST(PackedWeightInt4, LoadQuantizationWithinDocumentedBound) {
   for (bool transposed : {true, false}) {
     const int64_t k = 300, n = 96, m = 4;
@@ -190,7 +309,6 @@ TEST(PackedWeightInt4, LoadQuantizationWithinDocumentedBound) {
     ASSERT_TRUE(p.ok()) << p.status().to_string();
     EXPECT_EQ((*p)->packed_bytes(), kernels::int4_packed_bytes(k, n));
     std::vector<float> a = rand_vec(m * k, 22);
-    for (auto& x : a) x = bf16_to_f32(f32_to_bf16(x));
     std::vector<float> c(size_t(m * n));
     ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c.data()).ok());
     auto at = [&](int64_t kk, int64_t j) { return double(w[size_t(transposed ? j * k + kk : kk * n + j)]); };
@@ -204,9 +322,13 @@ TEST(PackedWeightInt4, LoadQuantizationWithinDocumentedBound) {
             lo = std::min(lo, at(kk, j));
             hi = std::max(hi, at(kk, j));
           }
+          double amax = 0;
+          for (int64_t kk = g0; kk < std::min(k, g0 + kernels::kInt4LoadGroup); ++kk)
+            amax = std::max(amax, std::fabs(double(a[size_t(r * k + kk)])));
           for (int64_t kk = g0; kk < std::min(k, g0 + kernels::kInt4LoadGroup); ++kk) {
             exact += a[size_t(r * k + kk)] * at(kk, j);
             bound += std::fabs(a[size_t(r * k + kk)]) * (hi - lo) / 30 * (1 + 1e-5) +
+                     amax / 65534 * (std::fabs(at(kk, j)) + (hi - lo) / 30) * (1 + 1e-5) +
                      1e-6 * std::fabs(a[size_t(r * k + kk)]);
           }
         }

@@ -54,7 +54,8 @@ MatmulPaths matmul_paths(ProductOrder order = ProductOrder::kRowInvariant);
 // (w / scale) in [-127, 127]; each product quantizes its activations per row to int16 and sums
 // integer products exactly in chunks (the contract is in matmul_int8.h). kInt4 quantizes groups of
 // kInt4LoadGroup k per output column to 4 bits with an f32 scale and min (|error| <= (max - min) /
-// 30 of the group; layout and arithmetic in matmul_int4.h); products take bf16 activations.
+// 30 of the group; layout and arithmetic in matmul_int4.h); products quantize their activations
+// to int16 per row and weight group and sum integer products exactly per group.
 enum class WeightFormat { kAsStored = 0, kInt8 = 1, kInt4 = 2 };
 constexpr int64_t kInt4LoadGroup = 128;
 const char* weight_format_name(WeightFormat f);

@@ -1,6 +1,7 @@
 // Group-wise 4-bit weights (WeightFormat::kInt4 and checkpoints stored as 4-bit): packing, the
-// portable kernel and the products. Decode streams the weight bytes once per token, so 4 bits plus
-// two f32 per group of 128 is 3.6x fewer bytes than bf16. Layout and arithmetic: matmul_int4.h.
+// activations' quantization, the portable kernel and the products. Decode streams the weight bytes
+// once per token, so 4 bits plus two f32 per group of 128 is 3.6x fewer bytes than bf16. Layout
+// and arithmetic: matmul_int4.h.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -15,20 +16,24 @@
 #include "runtime/kernels/internal.h"
 #include "runtime/kernels/matmul.h"
 #include "runtime/kernels/matmul_int4.h"
+#include "runtime/kernels/matmul_int8.h"
 #include "runtime/kernels/parallel.h"
 
 namespace hlx::kernels {
 namespace int4 {
 namespace {
 
-bool avx512_bf16() {
-  static const bool ok = cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512bf16;
+// The AVX-512 path: VNNI for the products, BF16 for a bf16 C's stores (the quantizer needs only
+// F/BW but takes the same path; both give the portable bits).
+bool avx512_vnni() {
+  static const bool ok =
+      cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vnni && cpu_features().avx512bf16;
   return ok;
 }
 
-thread_local internal::ScratchBuffer tl_act, tl_tile;
+thread_local internal::ScratchBuffer tl_act, tl_row, tl_tile;
 
-// Portable product: rows [r0, r1) x block b, scalar f32 in the contract's order.
+// Portable product: rows [r0, r1) x block b, int32 group sums and the contract's f32 operations.
 void rows_portable(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b, DType c_type, void* c) {
   const int64_t pairs = w.group / 2, gb = group_bytes(w.group);
   const uint8_t* blk = w.data + b * w.block_stride();
@@ -37,21 +42,21 @@ void rows_portable(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64
     float sum[kBlock] = {};
     for (int64_t g = 0; g < w.groups; ++g) {
       const uint8_t* grp = blk + g * gb;
-      const uint16_t* a = x.a + r * x.kp + g * w.group;
-      float acc[kBlock] = {};
+      const int32_t* a = x.row(r, g, w.group);
+      int32_t acc[kBlock] = {};
       for (int64_t p = 0; p < pairs; ++p) {
         const uint8_t* line = grp + p * kLine;
-        const float a0 = bf16_to_f32(bf16{a[2 * p]}), a1 = bf16_to_f32(bf16{a[2 * p + 1]});
+        const int32_t a0 = int16_t(uint16_t(a[p])), a1 = int16_t(uint16_t(uint32_t(a[p]) >> 16));
         for (int64_t j = 0; j < kBlock; ++j) {
           const int64_t u = j / 32, jj = j % 16, hi = (j / 16) % 2;
           const uint8_t b0 = line[32 * u + 2 * jj], b1 = line[32 * u + 2 * jj + 1];
-          const int q0 = hi ? b0 >> 4 : b0 & 15, q1 = hi ? b1 >> 4 : b1 & 15;
-          acc[j] = acc[j] + a0 * float(128 + q0) + a1 * float(128 + q1);
+          acc[j] += a0 * (hi ? b0 >> 4 : b0 & 15) + a1 * (hi ? b1 >> 4 : b1 & 15);
         }
       }
       const float* s = reinterpret_cast<const float*>(grp + pairs * kLine);
-      const float asum = x.asum[r * x.groups + g];
-      for (int64_t j = 0; j < kBlock; ++j) sum[j] = std::fma(s[kBlock + j], asum, std::fma(s[j], acc[j], sum[j]));
+      const float sa = x.sa[r * x.groups + g], sq = x.sq[r * x.groups + g];
+      for (int64_t j = 0; j < kBlock; ++j)
+        sum[j] = std::fma(s[kBlock + j], sq, std::fma(s[j], float(acc[j]) * sa, sum[j]));
     }
     for (int64_t j = 0; j < cols; ++j) {
       if (c_type == DType::kF32)
@@ -62,35 +67,35 @@ void rows_portable(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64
   }
 }
 
-}  // namespace
-
-// Group sums of a prepared row (matmul_int4.h): lane j of 16 adds elements j, j + 16, ... of the
-// group in order, then the lanes are added 0..15 in order (what group_sums_avx512 does).
-void group_sums(const uint16_t* row, int64_t kp, int64_t group, float* asum) {
-  for (int64_t g = 0; g < kp / group; ++g) {
-    float lane[16] = {};
-    for (int64_t i = 0; i < group; ++i) lane[i % 16] += bf16_to_f32(bf16{row[g * group + i]});
-    float s = 0.f;
-    for (float v : lane) s += v;
-    asum[g] = s;
+// Row r of A quantized per group (matmul_int4.h) into q (kp / 2 pairs), sa and sq (groups each).
+// With a permutation the row is first gathered in packed order into `tmp` (k f32, exact). Call
+// under FTZ/DAZ.
+void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_t* perm, int64_t group, int64_t groups,
+                 float* tmp, int32_t* q, float* sa, float* sq) {
+  const void* src = a;
+  int64_t at = r * k;
+  if (perm) {
+    for (int64_t i = 0; i < k; ++i) tmp[i] = internal::load_f32(a_type, a, r * k + perm[i]);
+    src = tmp;
+    a_type = DType::kF32;
+    at = 0;
   }
-}
-
-namespace {
-
-// Row r of A as bf16 in packed k order (perm), zero-padded to kp, and its group sums.
-void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_t* perm, int64_t kp, int64_t group,
-                 uint16_t* dst, float* asum) {
-  if (!perm && avx512_bf16()) {
-    prepare_row_avx512(a_type, a, r, k, kp, group, dst, asum);
-    return;
+  const int64_t gp = group / 2;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t g0 = g * group, len = std::min(group, k - g0);
+    int32_t* qg = q + g * gp;
+    float s;
+    int32_t qsum = 0;  // |qsum| <= 128 * 32767: exact, also as a float
+    if (avx512_vnni()) {
+      s = int8::quantize_act_avx512(a_type, src, at + g0, len, gp, qg);
+      qsum = qsum_avx512(qg, gp);
+    } else {
+      s = int8::quantize_act(a_type, src, at + g0, len, gp, qg);
+      for (int64_t p = 0; p < gp; ++p) qsum += int16_t(uint16_t(qg[p])) + int16_t(uint16_t(uint32_t(qg[p]) >> 16));
+    }
+    sa[g] = s;
+    sq[g] = s * float(qsum);
   }
-  for (int64_t i = 0; i < kp; ++i) {
-    float v = 0.f;
-    if (i < k) v = internal::load_f32(a_type, a, r * k + (perm ? perm[i] : i));
-    dst[i] = f32_to_bf16(v).bits;
-  }
-  group_sums(dst, kp, group, asum);
 }
 
 class Int4PackedWeight final : public PackedWeight {
@@ -153,7 +158,7 @@ class Int4PackedWeight final : public PackedWeight {
                 grp[p * kLine + 32 * u + 2 * jj + i] |= uint8_t((q[size_t(g * group + 2 * p + i)] & 15) << shift);
             float* so = reinterpret_cast<float*>(grp + pairs * kLine);
             so[j] = s[size_t(g)];
-            so[kBlock + j] = m[size_t(g)] - 128.f * s[size_t(g)];
+            so[kBlock + j] = m[size_t(g)];
           }
         }
       }
@@ -179,18 +184,23 @@ class Int4PackedWeight final : public PackedWeight {
     const Int4PackedWeight& w0 = *w[0];
     const int64_t k = w0.k_, group = w0.p_.group, groups = w0.p_.groups, kp = groups * group;
     const int32_t* perm = w0.perm_.empty() ? nullptr : w0.perm_.data();
-    char* buf = static_cast<char*>(tl_act.get(size_t(m * kp) * 2 + size_t(m * groups) * 4 + 64));
+    char* buf = static_cast<char*>(tl_act.get(size_t(m * kp) * 2 + size_t(m * groups) * 8 + 64));
+    int32_t* q = reinterpret_cast<int32_t*>(buf);
+    float* sa = reinterpret_cast<float*>(buf + size_t(m * kp) * 2);
+    float* sq = sa + m * groups;
     Acts x;
-    x.a = reinterpret_cast<uint16_t*>(buf);
-    x.asum = reinterpret_cast<float*>(buf + size_t(m * kp) * 2);
+    x.q = q;
+    x.sa = sa;
+    x.sq = sq;
     x.kp = kp;
     x.groups = groups;
     auto prep = [&](int64_t r0, int64_t r1) {
+      internal::FtzDazScope ftz;
+      float* tmp = perm ? static_cast<float*>(tl_row.get(size_t(k) * 4)) : nullptr;
       for (int64_t r = r0; r < r1; ++r)
-        prepare_row(a_type, a, r, k, perm, kp, group, const_cast<uint16_t*>(x.a) + r * kp,
-                    const_cast<float*>(x.asum) + r * groups);
+        prepare_row(a_type, a, r, k, perm, group, groups, tmp, q + r * (kp / 2), sa + r * groups, sq + r * groups);
     };
-    const bool avx = avx512_bf16();
+    const bool avx = avx512_vnni();
     const bool stream = m <= kStreamMaxM;
     const int64_t ib = stream_item_blocks(m);
     const int64_t row_groups = stream ? 1 : (m + kItemTiles * kTileRows - 1) / (kItemTiles * kTileRows);

@@ -1,5 +1,5 @@
 // Internal to matmul_int4*.cc: the group-wise 4-bit weight layout, the arithmetic every int4 kernel
-// follows, and the per-item kernels (portable ones in matmul_int4.cc, AVX512-BF16 ones in
+// follows, and the per-item kernels (portable ones in matmul_int4.cc, AVX-512 VNNI ones in
 // matmul_int4_avx512.cc, picked by cpu_features()).
 //
 // Weights: K is cut into groups of G consecutive (packed) k, G even in [32, 128]; K is padded with
@@ -11,25 +11,35 @@
 // perm[k] (GPTQ's act-order); without it packed k is activation k.
 //
 // Layout: N is cut into blocks of 64 columns; a block is its groups in order, each group G/2 lines
-// of 64 bytes (one per k-pair p) followed by 64 f32 scales and 64 f32 offsets o = m - 128 s:
+// of 64 bytes (one per k-pair p) followed by 64 f32 scales s and 64 f32 mins m:
 //   line byte 32 u + 2 j + i (u < 2, j < 16, i < 2): low nibble  q(2p + i, n = 64 b + 32 u + j),
 //                                                    high nibble q(2p + i, n = 64 b + 32 u + 16 + j)
-// Columns past N have q = 0, s = 0, o = 0. Zero-extending 32 bytes to words gives, after a mask
-// or a 4-bit shift and an OR with 0x4300, the bf16 values 128 + q (exact: 128..143 need 8
-// significant bits) of 16 columns x one k-pair: vdpbf16ps's operand, no table and no widening copy.
+// Columns past N have q = 0, s = 0, m = 0. Zero-extending 32 bytes to words and masking (or
+// shifting by 4) gives the int16 codes of 16 columns x one k-pair, (q(2p), q(2p+1)) per dword:
+// vpdpwssd's operand, no table and no widening copy.
 //
-// Arithmetic, per output (m, n): the activations are rounded to bf16 (round to nearest even; the
-// bf16 matmul's policy) into a row padded with zeros to Kp, and for every group g
-//   A(g) = sum of the group's bf16 activations in f32: 16 lanes, lane j adding elements j, j + 16,
-//          ... in order, then the lanes added 0..15 (group_sums);
-//   acc  = 0; per k-pair in order acc += a(2p) * (128 + q(2p)) + a(2p+1) * (128 + q(2p+1))
-//          (vdpbf16ps: both products exact in f32);
-//   sum  = fma(s, acc, sum); sum = fma(o, A(g), sum)       (sum starts at 0, groups in order)
-// since s * sum a (128 + q) + (m - 128 s) sum a = sum a (s q + m). C = sum (rounded to bf16 for a
-// bf16 C). The streaming kernel (M <= kStreamMaxM) and the tiled one (larger M) run exactly this
-// per lane, so a row's bits do not depend on M, on the grouping of rows or on the thread count;
-// the portable kernel computes the same sums with scalar f32 arithmetic (equal up to the order
-// vdpbf16ps adds its two products in).
+// Activations: at the start of every product, row r of A is taken in packed k order (perm), padded
+// with zeros to Kp, and each of its groups g is quantized on its own to int16 by int8's rule (the
+// same function, int8::quantize_act in matmul_int8.h): s_a(r, g) = max |a| over the group / 32767
+// (f32), q_a = round-half-even(a / s_a) clamped to [-32767, 32767], from the exact f32 values under
+// FTZ/DAZ; a group whose s_a is not a normal f32 (all zero or flushed) gets s_a = 0 and q_a = 0, a
+// group with a NaN or Inf s_a = NaN and q_a = 0, which makes the whole output row NaN (as int8's).
+// A scale per group rather than per row: AWQ / GPTQ models have activation outliers, and one would
+// otherwise coarsen the row's other groups; it costs one scalar per group. With it, per row and
+// group, the exact qsum(r, g) = sum of the group's q_a and the f32 product sq(r, g) = s_a *
+// float(qsum) (computed once per row and group, not per column).
+//
+// Product, per output (r, n), with sum = 0 and the groups in order:
+//   isum = sum over the group of q_a * q         (exact int32: |isum| <= 128 * 32767 * 15 < 2^31)
+//   sum  = fma(s, float(isum) * s_a, sum); sum = fma(m, sq, sum)
+// since s_a (s isum + m qsum) = sum of s_a q_a (s q + m). (s_a goes on isum and qsum rather than on
+// s and m: one multiply per column and group instead of two.) C = sum (rounded to bf16, nearest
+// even, for a bf16 C). Integer sums are exact in any order, so the only roundings are the ones
+// written here: the streaming kernel (M <= kStreamMaxM), the tiled one (larger M) and the portable
+// one (CPUs without AVX512 F/BW/VNNI/BF16: plain int32 loops and the same f32 operations) give the
+// same bits, and a row's bits do not depend on M, on the grouping of rows or on the thread count.
+//
+// Precision: an activation's quantization error is at most s_a / 2 = max |a| / 65534 of its group.
 #pragma once
 
 #include <cstdint>
@@ -43,17 +53,18 @@ constexpr int64_t kLine = 64;       // bytes per k-pair line of a block
 constexpr int64_t kStreamMaxM = 8;  // M <= this: streaming kernel, larger: tiles
 constexpr int64_t kTileRows = 6;    // rows per register tile
 constexpr int64_t kItemTiles = 16;  // register tiles per work item of the tiled kernel
-constexpr uint16_t kBias = 0x4300;  // bf16 bits of 128.0; OR-ing a nibble in gives 128 + q
 
-// Bytes of one group of one block: lines, then scales and offsets.
+// Bytes of one group of one block: lines, then scales and mins.
 constexpr int64_t group_bytes(int64_t g) { return g / 2 * kLine + 2 * kBlock * 4; }
 
-// Activations of one product: row r is Kp bf16 values at a + r * kp (zeros past K), and its group
-// sums at asum + r * groups.
+// Activations of one product: row r is Kp / 2 int16 pairs (q_a(2p) low, q_a(2p + 1) high) at
+// q + r * kp / 2, and s_a(r, g), sq(r, g) at sa / sq + r * groups + g.
 struct Acts {
-  const uint16_t* a = nullptr;
-  const float* asum = nullptr;
+  const int32_t* q = nullptr;
+  const float* sa = nullptr;
+  const float* sq = nullptr;
   int64_t kp = 0, groups = 0;
+  const int32_t* row(int64_t r, int64_t g, int64_t group) const { return q + r * (kp / 2) + g * (group / 2); }
 };
 
 // The packed weight as the kernels see it.
@@ -67,18 +78,15 @@ struct Packed {
 // DRAM streams per thread), two rows two, more rows one.
 constexpr int64_t stream_item_blocks(int64_t m) { return m == 1 ? 4 : m == 2 ? 2 : 1; }
 
-// Group sums of a prepared row (kp / group of them), in the order above.
-void group_sums(const uint16_t* row, int64_t kp, int64_t group, float* asum);
-// Row r of A ([*, k], a_type f32/bf16/f16) as bf16 zero-padded to kp, and its group sums: the
-// same bits as the portable preparation (without a permutation).
-void prepare_row_avx512(DType a_type, const void* a, int64_t r, int64_t k, int64_t kp, int64_t group, uint16_t* dst,
-                        float* asum);
+// Sum of the 2 * pairs int16 values of q (int32 pairs): a group's qsum.
+int32_t qsum_avx512(const int32_t* q, int64_t pairs);
 
 // Streaming product for all `m` rows (m <= kStreamMaxM) over column blocks [b0, b1); c: [m, n].
 void stream_avx512(int64_t m, const Acts& x, const Packed& w, int64_t b0, int64_t b1, DType c_type, void* c);
 
 // Tiled product of rows [r0, r1) (a multiple of kTileRows rows except at the end) against block b.
-// `scratch` holds tile_scratch_bytes(group) (64-byte aligned).
+// `scratch` holds tile_scratch_bytes(group) (64-byte aligned): the group's codes widened to int16
+// once, and the f32 running sums of the item's rows.
 constexpr int64_t tile_scratch_bytes(int64_t group) {
   return group / 2 * kBlock * 4 + kItemTiles * kTileRows * kBlock * 4;
 }

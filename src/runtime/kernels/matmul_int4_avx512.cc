@@ -1,7 +1,8 @@
-// AVX512-BF16 kernels for group-wise 4-bit weights (layout and arithmetic in matmul_int4.h).
-// Compiled with HLX_AVX512_FLAGS; called only when cpu_features() has AVX512F/BW/BF16. The nibbles
-// are turned into bf16 (128 + q) in registers (zero-extend, mask or shift, OR) and multiplied with
-// broadcast bf16 activation pairs by vdpbf16ps; each group's f32 sums are scaled once at its end.
+// AVX-512 VNNI kernels for group-wise 4-bit weights (layout and arithmetic in matmul_int4.h).
+// Compiled with HLX_AVX512_FLAGS; called only when cpu_features() has AVX512F/BW/VNNI/BF16 (BF16 for
+// a bf16 C's stores). The nibbles are turned into int16 codes in registers (zero-extend, then mask
+// or shift) and multiplied with broadcast int16 activation pairs by vpdpwssd into exact int32 sums;
+// each group's sums are scaled and offset once at its end.
 #include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <algorithm>
@@ -13,43 +14,45 @@
 namespace hlx::kernels::int4 {
 namespace {
 
+// acc += the int32 sums of the 16-bit pair products of a and b: inline asm, as in
+// matmul_int8_avx512.cc (GCC 12's intrinsic spilled register tiles; no -mavx512vnni needed).
+inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+
 inline __mmask16 mask16(int64_t cnt) {
   return cnt >= 16 ? __mmask16(0xffff) : cnt <= 0 ? __mmask16(0) : __mmask16((1u << cnt) - 1);
 }
 
-// The four bf16 weight vectors (columns 0-15, 16-31, 32-47, 48-63) of one 64-byte line.
+// The four int16 code vectors (columns 0-15, 16-31, 32-47, 48-63) of one 64-byte line.
 inline void unpack_line(const uint8_t* line, __m512i (&w)[4]) {
-  const __m512i lo4 = _mm512_set1_epi16(0x000f), bias = _mm512_set1_epi16(int16_t(kBias));
+  const __m512i lo4 = _mm512_set1_epi16(0x000f);
   for (int u = 0; u < 2; ++u) {
     const __m512i raw = _mm512_cvtepu8_epi16(_mm256_load_si256(reinterpret_cast<const __m256i*>(line + 32 * u)));
-    w[2 * u] = _mm512_ternarylogic_epi32(raw, lo4, bias, 0xEA);  // (raw & 0xf) | bias
-    w[2 * u + 1] = _mm512_or_si512(_mm512_srli_epi16(raw, 4), bias);
+    w[2 * u] = _mm512_and_si512(raw, lo4);
+    w[2 * u + 1] = _mm512_srli_epi16(raw, 4);
   }
 }
 
-inline __m512bh bcast(const uint16_t* a, int64_t p) {
-  uint32_t v;
-  std::memcpy(&v, a + 2 * p, 4);
-  return (__m512bh)_mm512_set1_epi32(int(v));
-}
-
-// sum = fma(s, acc, sum); sum = fma(o, A, sum) for 16 columns (the group's end, matmul_int4.h).
-inline void fold(float* sum, __m512 acc, const float* s, const float* o, float asum) {
-  __m512 v = _mm512_fmadd_ps(_mm512_load_ps(s), acc, _mm512_load_ps(sum));
-  _mm512_store_ps(sum, _mm512_fmadd_ps(_mm512_load_ps(o), _mm512_set1_ps(asum), v));
+// sum = fma(s, float(isum) * s_a, sum); sum = fma(m, sq, sum) for 16 columns (a group's end).
+inline void fold(float* sum, __m512i isum, const float* s, const float* m, float sa, float sq) {
+  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(sa));
+  const __m512 v = _mm512_fmadd_ps(_mm512_load_ps(s), t, _mm512_load_ps(sum));
+  _mm512_store_ps(sum, _mm512_fmadd_ps(_mm512_load_ps(m), _mm512_set1_ps(sq), v));
 }
 
 // One group of R rows (from r0) x NB blocks (from b): sums[r][nb * 64 + col] += the group's terms.
 template <int R, int NB>
 void group_pass(const Acts& x, const Packed& w, int64_t r0, int64_t b, int64_t g, float (*sums)[4 * kBlock]) {
-  __m512 acc[R][NB * 4];
+  __m512i acc[R][NB * 4];
   for (int r = 0; r < R; ++r)
-    for (int j = 0; j < NB * 4; ++j) acc[r][j] = _mm512_setzero_ps();
+    for (int j = 0; j < NB * 4; ++j) acc[r][j] = _mm512_setzero_si512();
   const int64_t gb = group_bytes(w.group), pairs = w.group / 2;
   const uint8_t* base[NB];
   for (int nb = 0; nb < NB; ++nb) base[nb] = w.data + (b + nb) * w.block_stride() + g * gb;
-  const uint16_t* ar[R];
-  for (int r = 0; r < R; ++r) ar[r] = x.a + (r0 + r) * x.kp + g * w.group;
+  const int32_t* ar[R];
+  for (int r = 0; r < R; ++r) ar[r] = x.row(r0 + r, g, w.group);
   for (int64_t p = 0; p < pairs; ++p) {
     for (int nb = 0; nb < NB; ++nb) {
       const uint8_t* line = base[nb] + p * kLine;
@@ -58,17 +61,17 @@ void group_pass(const Acts& x, const Packed& w, int64_t r0, int64_t b, int64_t g
       __m512i wv[4];
       unpack_line(line, wv);
       for (int r = 0; r < R; ++r) {
-        const __m512bh xb = bcast(ar[r], p);
-        for (int j = 0; j < 4; ++j) acc[r][nb * 4 + j] = _mm512_dpbf16_ps(acc[r][nb * 4 + j], xb, (__m512bh)wv[j]);
+        const __m512i xv = _mm512_set1_epi32(ar[r][p]);
+        for (int j = 0; j < 4; ++j) acc[r][nb * 4 + j] = dpwssd(acc[r][nb * 4 + j], xv, wv[j]);
       }
     }
   }
   for (int nb = 0; nb < NB; ++nb) {
     const float* s = reinterpret_cast<const float*>(base[nb] + pairs * kLine);
     for (int r = 0; r < R; ++r) {
-      const float asum = x.asum[(r0 + r) * x.groups + g];
+      const float sa = x.sa[(r0 + r) * x.groups + g], sq = x.sq[(r0 + r) * x.groups + g];
       for (int j = 0; j < 4; ++j)
-        fold(sums[r0 + r] + nb * kBlock + 16 * j, acc[r][nb * 4 + j], s + 16 * j, s + kBlock + 16 * j, asum);
+        fold(sums[r0 + r] + nb * kBlock + 16 * j, acc[r][nb * 4 + j], s + 16 * j, s + kBlock + 16 * j, sa, sq);
     }
   }
 }
@@ -89,33 +92,12 @@ inline void store_block(const float* sum, int64_t row, int64_t col, int64_t n, D
 
 }  // namespace
 
-void prepare_row_avx512(DType a_type, const void* a, int64_t r, int64_t k, int64_t kp, int64_t group, uint16_t* dst,
-                        float* asum) {
-  for (int64_t i = 0; i < kp; i += 16) {
-    const __mmask16 mask = mask16(k - i);
-    __m256i h;
-    if (a_type == DType::kBF16) {
-      h = _mm256_maskz_loadu_epi16(mask, static_cast<const bf16*>(a) + r * k + i);
-    } else {
-      const __m512 v = a_type == DType::kF16
-                           ? _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(mask, static_cast<const f16*>(a) + r * k + i))
-                           : _mm512_maskz_loadu_ps(mask, static_cast<const float*>(a) + r * k + i);
-      h = (__m256i)_mm512_cvtneps_pbh(v);  // round to nearest even, as f32_to_bf16
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
-  }
-  for (int64_t g = 0; g < kp / group; ++g) {
-    __m512 acc = _mm512_setzero_ps();
-    for (int64_t i = 0; i < group; i += 16) {
-      const __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(dst + g * group + i));
-      acc = _mm512_add_ps(acc, _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16)));
-    }
-    alignas(64) float lane[16];
-    _mm512_store_ps(lane, acc);
-    float s = 0.f;
-    for (float v : lane) s += v;
-    asum[g] = s;
-  }
+int32_t qsum_avx512(const int32_t* q, int64_t pairs) {
+  __m512i acc = _mm512_setzero_si512();
+  for (int64_t i = 0; i < pairs; i += 16)
+    acc = _mm512_add_epi32(acc,
+                           _mm512_madd_epi16(_mm512_maskz_loadu_epi32(mask16(pairs - i), q + i), _mm512_set1_epi16(1)));
+  return _mm512_reduce_add_epi32(acc);
 }
 
 void stream_avx512(int64_t m, const Acts& x, const Packed& w, int64_t b0, int64_t b1, DType c_type, void* c) {
@@ -149,7 +131,7 @@ void stream_avx512(int64_t m, const Acts& x, const Packed& w, int64_t b0, int64_
 void tile_avx512(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b, void* scratch, DType c_type,
                  void* c) {
   const int64_t pairs = w.group / 2, gb = group_bytes(w.group);
-  uint32_t* wbuf = static_cast<uint32_t*>(scratch);  // [pairs][64] bf16 pairs
+  int32_t* wbuf = static_cast<int32_t*>(scratch);  // [pairs][64] int16 code pairs
   float* sums = reinterpret_cast<float*>(static_cast<char*>(scratch) + pairs * kBlock * 4);
   const int64_t rows = r1 - r0;
   std::memset(sums, 0, size_t(rows) * kBlock * 4);
@@ -165,29 +147,30 @@ void tile_avx512(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t
     const float* s = reinterpret_cast<const float*>(grp + pairs * kLine);
     for (int64_t t0 = 0; t0 < rows; t0 += kTileRows) {
       const int64_t tr = std::min(kTileRows, rows - t0);
-      const uint16_t* ar[kTileRows];
+      const int32_t* ar[kTileRows];
       // Rows past the end reuse the last row (computed, never stored).
-      for (int64_t r = 0; r < kTileRows; ++r) ar[r] = x.a + (r0 + t0 + std::min(r, tr - 1)) * x.kp + g * w.group;
-      __m512 acc[kTileRows][4];
+      for (int64_t r = 0; r < kTileRows; ++r) ar[r] = x.row(r0 + t0 + std::min(r, tr - 1), g, w.group);
+      __m512i acc[kTileRows][4];
       for (int r = 0; r < kTileRows; ++r)
-        for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_ps();
+        for (int j = 0; j < 4; ++j) acc[r][j] = _mm512_setzero_si512();
       for (int64_t p = 0; p < pairs; ++p) {
-        const uint32_t* wp = wbuf + p * kBlock;
-        const __m512bh w0 = (__m512bh)_mm512_load_si512(wp), w1 = (__m512bh)_mm512_load_si512(wp + 16);
-        const __m512bh w2 = (__m512bh)_mm512_load_si512(wp + 32), w3 = (__m512bh)_mm512_load_si512(wp + 48);
+        const int32_t* wp = wbuf + p * kBlock;
+        const __m512i w0 = _mm512_load_si512(wp), w1 = _mm512_load_si512(wp + 16);
+        const __m512i w2 = _mm512_load_si512(wp + 32), w3 = _mm512_load_si512(wp + 48);
 #pragma GCC unroll 6
         for (int r = 0; r < kTileRows; ++r) {
-          const __m512bh xb = bcast(ar[r], p);
-          acc[r][0] = _mm512_dpbf16_ps(acc[r][0], xb, w0);
-          acc[r][1] = _mm512_dpbf16_ps(acc[r][1], xb, w1);
-          acc[r][2] = _mm512_dpbf16_ps(acc[r][2], xb, w2);
-          acc[r][3] = _mm512_dpbf16_ps(acc[r][3], xb, w3);
+          const __m512i xv = _mm512_set1_epi32(ar[r][p]);
+          acc[r][0] = dpwssd(acc[r][0], xv, w0);
+          acc[r][1] = dpwssd(acc[r][1], xv, w1);
+          acc[r][2] = dpwssd(acc[r][2], xv, w2);
+          acc[r][3] = dpwssd(acc[r][3], xv, w3);
         }
       }
       for (int64_t r = 0; r < tr; ++r) {
-        const float asum = x.asum[(r0 + t0 + r) * x.groups + g];
+        const int64_t row = r0 + t0 + r;
+        const float sa = x.sa[row * x.groups + g], sq = x.sq[row * x.groups + g];
         for (int j = 0; j < 4; ++j)
-          fold(sums + (t0 + r) * kBlock + 16 * j, acc[r][j], s + 16 * j, s + kBlock + 16 * j, asum);
+          fold(sums + (t0 + r) * kBlock + 16 * j, acc[r][j], s + 16 * j, s + kBlock + 16 * j, sa, sq);
       }
     }
   }

@@ -60,18 +60,17 @@ float maxabs_portable(DType t, const void* x, int64_t at, int64_t k) {
 
 // Portable activation quantization (matmul_int8.h), run under FTZ/DAZ: the comparisons and the
 // division then read an |a| below FLT_MIN as 0, as the AVX-512 version's instructions do.
-float quantize_act_row(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
-  const int64_t pairs = pairs_of(k);
-  const float s = maxabs_portable(a_type, a, row * k, k) / 32767.f;  // NaN for a NaN/Inf row
-  if (!(s > 0.f)) {                                                  // zero (or flushed) row, or a NaN/Inf row
+float quantize_act(DType a_type, const void* a, int64_t at, int64_t len, int64_t pairs, int32_t* dst) {
+  const float s = maxabs_portable(a_type, a, at, len) / 32767.f;  // NaN for a NaN/Inf row
+  if (!(s > 0.f)) {                                               // zero (or flushed) row, or a NaN/Inf row
     std::memset(dst, 0, size_t(pairs) * 4);
     return s;
   }
   for (int64_t p = 0; p < pairs; ++p) {
     int32_t half[2] = {0, 0};
     for (int i = 0; i < 2; ++i) {
-      if (2 * p + i >= k) break;
-      const float x = internal::load_f32(a_type, a, row * k + 2 * p + i);
+      if (2 * p + i >= len) break;
+      const float x = internal::load_f32(a_type, a, at + 2 * p + i);
       half[i] = int32_t(std::clamp(std::nearbyint(x / s), -32767.f, 32767.f));  // nearest even
     }
     dst[p] = int32_t(uint32_t(uint16_t(half[0])) | (uint32_t(uint16_t(half[1])) << 16));
@@ -124,7 +123,8 @@ bool avx512_vnni() {
 }
 
 float quantize_row_any(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
-  return avx512_vnni() ? quantize_act_row_avx512(a_type, a, row, k, dst) : quantize_act_row(a_type, a, row, k, dst);
+  return avx512_vnni() ? quantize_act_avx512(a_type, a, row * k, k, pairs_of(k), dst)
+                       : quantize_act(a_type, a, row * k, k, pairs_of(k), dst);
 }
 
 class Int8PackedWeight final : public PackedWeight {

@@ -53,10 +53,12 @@ inline int64_t pairs_of(int64_t k) { return (k + 1) / 2; }
 // (rows 6t..6t+5) is P * 6 int32, pair p of row i at qa[(t * P + p) * 6 + i]; rows past M are zero.
 // s_a[m] per row as defined above.
 
-// Quantizes row `row` of A (a_type f32/bf16/f16, row-major [*, k]) into `dst` (P int32 pairs,
-// consecutive) and returns s_a. Call under FTZ/DAZ. Portable and AVX-512 versions give equal bits.
-float quantize_act_row(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst);
-float quantize_act_row_avx512(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst);
+// Quantizes the `len` activations a[at .. at + len) (a_type f32/bf16/f16) as one row above into
+// `pairs` int32 pairs at dst (zeros past len, 2 * pairs >= len) and returns s_a. A row of A is
+// at = row * k, len = k, pairs = P; matmul_int4 quantizes each group of a row this way. Call under
+// FTZ/DAZ. Portable and AVX-512 versions give equal bits.
+float quantize_act(DType a_type, const void* a, int64_t at, int64_t len, int64_t pairs, int32_t* dst);
+float quantize_act_avx512(DType a_type, const void* a, int64_t at, int64_t len, int64_t pairs, int32_t* dst);
 
 // Column blocks per work item of the streaming kernel: one row streams four blocks at once (four
 // DRAM streams per thread: the decode step's weights at M = 1 measured 1.17-1.19x the bandwidth of

@@ -188,16 +188,15 @@ float maxabs_avx512(DType t, const void* x, int64_t at, int64_t k) {
   return bad ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(m);
 }
 
-float quantize_act_row_avx512(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
-  const int64_t pairs = pairs_of(k), at = row * k;
-  const float s = maxabs_avx512(a_type, a, at, k) / 32767.f;  // NaN for a NaN/Inf row
+float quantize_act_avx512(DType a_type, const void* a, int64_t at, int64_t len, int64_t pairs, int32_t* dst) {
+  const float s = maxabs_avx512(a_type, a, at, len) / 32767.f;  // NaN for a NaN/Inf row
   int16_t* out = reinterpret_cast<int16_t*>(dst);
   if (!(s > 0.f)) {
     for (int64_t p = 0; p < pairs; ++p) dst[p] = 0;
     return s;
   }
-  for (int64_t i = 0; i < 2 * pairs; i += 16) {  // lanes past k load 0 and quantize to 0
-    const __m512i v = quantize16(load_act16(a_type, a, at + i, mask16(k - i)), s, 32767.f);
+  for (int64_t i = 0; i < 2 * pairs; i += 16) {  // lanes past len load 0 and quantize to 0
+    const __m512i v = quantize16(load_act16(a_type, a, at + i, mask16(len - i)), s, 32767.f);
     _mm256_mask_storeu_epi16(out + i, mask16(2 * pairs - i), _mm512_cvtepi32_epi16(v));
   }
   return s;
