@@ -117,8 +117,9 @@ bool avx512_pack() {
   static const bool ok = cpu_features().avx512f && cpu_features().avx512bw;
   return ok;
 }
+// BF16 too: a bf16 C is stored with vcvtneps2bf16 (VNNI without BF16: Cascade Lake, Ice Lake).
 bool avx512_vnni() {
-  static const bool ok = avx512_pack() && cpu_features().avx512vnni;
+  static const bool ok = avx512_pack() && cpu_features().avx512vnni && cpu_features().avx512bf16;
   return ok;
 }
 

@@ -1,6 +1,6 @@
 // AVX-512 kernels for int8 weights (layout and arithmetic contract in matmul_int8.h). Compiled with
 // HLX_AVX512_FLAGS; the products also use AVX512-VNNI's vpdpwssd (inline asm below) and are called
-// only when cpu_features().avx512vnni. Weights are widened
+// only when cpu_features() has AVX512-VNNI and AVX512-BF16 (bf16 C). Weights are widened
 // with vpmovsxbw (32 bytes -> 16 columns of (k, k+1) int16 pairs) and multiplied with broadcast
 // activation pairs by vpdpwssd into int32 sums, one exact chunk of k-pairs at a time.
 #include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
