@@ -299,10 +299,14 @@ Status run_prefix_chat(const BenchArgs& a, const engine::TextModelOptions& base,
 // prefill figure, on the batch-1 model), the other rows of the batch copied from it by prefix
 // reuse (a memcpy of K/V rows, then one token of prefill), then decode steps over all rows after
 // a short DRAM probe. Rooflines count the weights and the K/V actually read.
+// The smallest capacity that holds every long context and its decode steps, rounded up to 1024.
+int64_t smallest_long_capacity(const BenchArgs& a) {
+  return (*std::max_element(a.long_contexts.begin(), a.long_contexts.end()) + a.decode_tokens + 1023) / 1024 * 1024;
+}
+
 Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base, int threads, double bw, json& rec) {
   json out = json::array();
   double prefill512 = 0;
-  const int64_t max_ctx = *std::max_element(a.long_contexts.begin(), a.long_contexts.end());
   for (int64_t batch : a.long_batches) {
     engine::TextModelOptions o = base;
     o.slots = batch;
@@ -317,7 +321,7 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
     size_t kv_row = kv_bytes_per_token(spec, kv_guess, 1);
     const double budget = 0.6 * double(mem_available());
     if (double(kv_row) * double(batch) * double(o.context_capacity) > budget)
-      o.context_capacity = std::min(a.long_capacity, (max_ctx + a.decode_tokens + 1023) / 1024 * 1024);
+      o.context_capacity = std::min(a.long_capacity, smallest_long_capacity(a));
     std::vector<int64_t> contexts;
     for (int64_t c : a.long_contexts)
       if (c + a.decode_tokens <= o.context_capacity) contexts.push_back(c);
@@ -753,9 +757,7 @@ CommandRun setup_bench(CLI::App& root) {
     if (a->batches.empty() || a->prefill_lengths.empty())
       return report(make_error(ErrorKind::kInvalidArgument, "--batches and --prefill need at least one value"));
     if (a->long_only) a->long_context = true;
-    if (a->long_capacity == 0 && !a->long_contexts.empty())
-      a->long_capacity =
-          (*std::max_element(a->long_contexts.begin(), a->long_contexts.end()) + a->decode_tokens + 1023) / 1024 * 1024;
+    if (a->long_capacity == 0 && !a->long_contexts.empty()) a->long_capacity = smallest_long_capacity(*a);
     for (int64_t v : a->long_context ? a->long_contexts : std::vector<int64_t>{})
       if (v < 2 || v + a->decode_tokens > a->long_capacity)
         return report(make_error(ErrorKind::kInvalidArgument, "--long-contexts ", v, " + --decode-tokens ",

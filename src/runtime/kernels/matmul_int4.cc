@@ -23,14 +23,6 @@ namespace hlx::kernels {
 namespace int4 {
 namespace {
 
-// The AVX-512 path: VNNI for the products, BF16 for a bf16 C's stores (the quantizer needs only
-// F/BW but takes the same path; both give the portable bits).
-bool avx512_vnni() {
-  static const bool ok =
-      cpu_features().avx512f && cpu_features().avx512bw && cpu_features().avx512vnni && cpu_features().avx512bf16;
-  return ok;
-}
-
 thread_local internal::ScratchBuffer tl_act, tl_row, tl_tile;
 
 // Portable product: rows [r0, r1) x block b, int32 group sums and the contract's f32 operations.
@@ -86,7 +78,7 @@ void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_
     int32_t* qg = q + g * gp;
     float s;
     int32_t qsum = 0;  // |qsum| <= 128 * 32767: exact, also as a float
-    if (avx512_vnni()) {
+    if (int8::avx512_vnni()) {
       s = int8::quantize_act_avx512(a_type, src, at + g0, len, gp, qg);
       qsum = qsum_avx512(qg, gp);
     } else {
@@ -200,7 +192,7 @@ class Int4PackedWeight final : public PackedWeight {
       for (int64_t r = r0; r < r1; ++r)
         prepare_row(a_type, a, r, k, perm, group, groups, tmp, q + r * (kp / 2), sa + r * groups, sq + r * groups);
     };
-    const bool avx = avx512_vnni();
+    const bool avx = int8::avx512_vnni();  // int8's gate: the same instructions
     const bool stream = m <= kStreamMaxM;
     const int64_t ib = stream_item_blocks(m);
     const int64_t row_groups = stream ? 1 : (m + kItemTiles * kTileRows - 1) / (kItemTiles * kTileRows);

@@ -117,11 +117,6 @@ bool avx512_pack() {
   static const bool ok = cpu_features().avx512f && cpu_features().avx512bw;
   return ok;
 }
-// BF16 too: a bf16 C is stored with vcvtneps2bf16 (VNNI without BF16: Cascade Lake, Ice Lake).
-bool avx512_vnni() {
-  static const bool ok = avx512_pack() && cpu_features().avx512vnni && cpu_features().avx512bf16;
-  return ok;
-}
 
 float quantize_row_any(DType a_type, const void* a, int64_t row, int64_t k, int32_t* dst) {
   return avx512_vnni() ? quantize_act_avx512(a_type, a, row * k, k, pairs_of(k), dst)
@@ -307,6 +302,13 @@ class Int8PackedWeight final : public PackedWeight {
 };
 
 }  // namespace
+
+// BF16 too: a bf16 C is stored with vcvtneps2bf16 (VNNI without BF16: Cascade Lake, Ice Lake).
+bool avx512_vnni() {
+  static const bool ok = avx512_pack() && cpu_features().avx512vnni && cpu_features().avx512bf16;
+  return ok;
+}
+
 }  // namespace int8
 
 Status internal::check_quantized_multiply(const char* format, int64_t m, DType a_type, DType c_type) {

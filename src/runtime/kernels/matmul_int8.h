@@ -60,6 +60,10 @@ inline int64_t pairs_of(int64_t k) { return (k + 1) / 2; }
 float quantize_act(DType a_type, const void* a, int64_t at, int64_t len, int64_t pairs, int32_t* dst);
 float quantize_act_avx512(DType a_type, const void* a, int64_t at, int64_t len, int64_t pairs, int32_t* dst);
 
+// Whether the AVX-512 int8 kernels (and the quantizer above, and int4's kernels) run: AVX512
+// F/BW/VNNI for the products, BF16 for a bf16 C's stores.
+bool avx512_vnni();
+
 // Column blocks per work item of the streaming kernel: one row streams four blocks at once (four
 // DRAM streams per thread: the decode step's weights at M = 1 measured 1.17-1.19x the bandwidth of
 // two at once, in-process alternation, BM_DecodeStepBf16VsInt8 shapes); 2-8 rows take two or one.
