@@ -2,8 +2,10 @@
 
 #include <sys/mman.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 
 namespace hlx {
 
@@ -51,6 +53,27 @@ std::shared_ptr<void> allocate_aligned(size_t bytes) {
   // Huge pages cut TLB misses when streaming weights (worth up to 30% bandwidth here).
   if (align == kHuge) madvise(p, rounded, MADV_HUGEPAGE);
   return std::shared_ptr<void>(p, [](void* q) { std::free(q); });
+}
+
+// A slab lives while any piece of it does (each piece holds it through an aliasing shared_ptr);
+// the slab being carved is only watched (weak), so freeing a model's weights frees its slabs.
+std::shared_ptr<void> allocate_packed(size_t bytes) {
+  constexpr size_t kSlab = size_t(64) << 20, kAlign = 4096;
+  const size_t rounded = (std::max<size_t>(bytes, 1) + kAlign - 1) / kAlign * kAlign;
+  if (rounded > kSlab / 4) return allocate_aligned(bytes);
+  static std::mutex mu;
+  static std::weak_ptr<void> current;
+  static size_t used = 0;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<void> slab = current.lock();
+  if (!slab || used + rounded > kSlab) {
+    slab = allocate_aligned(kSlab);
+    current = slab;
+    used = 0;
+  }
+  void* p = static_cast<char*>(slab.get()) + used;
+  used += rounded;
+  return std::shared_ptr<void>(slab, p);
 }
 
 Tensor Tensor::empty(DType dtype, Shape shape) {

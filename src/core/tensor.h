@@ -25,8 +25,13 @@ inline int64_t num_elements(const Shape& shape) {
 // Row-major strides in elements.
 std::vector<int64_t> row_major_strides(const Shape& shape);
 
-// Memory allocated 64-byte aligned; at or above 2 MiB it is 2 MiB-aligned and advised for huge pages.
+// Memory allocated 64-byte aligned; from 1 MiB up it is 2 MiB-aligned, rounded up to whole 2 MiB
+// pages and advised for huge pages.
 std::shared_ptr<void> allocate_aligned(size_t bytes);
+// Memory for packed weights (read-only after packing, freed with their model): 4 KiB-aligned
+// pieces of shared huge-page slabs, so a 1 MiB weight shares its 2 MiB page with the next one
+// instead of being padded to a page of its own. Thread-safe.
+std::shared_ptr<void> allocate_packed(size_t bytes);
 
 class Tensor {
  public:

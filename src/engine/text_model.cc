@@ -245,9 +245,11 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
   HLX_ASSIGN_OR_RETURN(QuantConfig quant, quant_config(config));
   std::vector<float> fp8_scratch;
   const std::string embed_name = spec.weight_prefix + "embed_tokens.weight";
-  auto streamed_bytes = [&](const std::string& name, const Tensor& t) -> size_t {
-    if (name == embed_name && spec.lm_head_name != embed_name) return size_t(spec.hidden_size) * dtype_size(t.dtype());
-    if (t.shape().size() != 2) return t.nbytes();
+  const bool untied = spec.lm_head_name != embed_name;
+  // Bytes of a weight as the model holds it (matmul weights as the kernels pack them; an untied
+  // embedding table is gathered from as stored).
+  auto held_bytes = [&](const std::string& name, const Tensor& t) -> size_t {
+    if (t.shape().size() != 2 || (name == embed_name && untied)) return t.nbytes();
     const int64_t n = t.shape()[0], k = t.shape()[1];  // [N, K] as Hugging Face stores a linear layer
     if (options.weight_format == kernels::WeightFormat::kInt8) return kernels::int8_packed_bytes(k, n);
     if (options.weight_format == kernels::WeightFormat::kInt4) return kernels::int4_packed_bytes(k, n);
@@ -272,6 +274,7 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     if (!packed.ok()) return packed.status().with_context(str_cat(model_dir, ": ", info.name));
     if (*packed) {
       m->stats_.weight_bytes += (*packed)->packed_bytes();
+      m->stats_.held_weight_bytes += (*packed)->packed_bytes();
       m->stats_.decode_weight_bytes += (*packed)->packed_bytes();
       HLX_ASSIGN_OR_RETURN(Tensor t, rt::packed_placeholder(spec.weight_dtype, info.shape));
       m->packed_weights_.push_back(rt::register_packed_weight(t, std::move(*packed)));
@@ -280,7 +283,10 @@ Result<std::unique_ptr<TextModel>> TextModel::load(const std::string& model_dir,
     }
     HLX_ASSIGN_OR_RETURN(Tensor t, m->checkpoint_->weight(info.name, info.shape));
     m->stats_.weight_bytes += t.nbytes();
-    m->stats_.decode_weight_bytes += streamed_bytes(info.name, t);
+    m->stats_.held_weight_bytes += held_bytes(info.name, t);
+    // A decode step gathers one row of an untied embedding table.
+    m->stats_.decode_weight_bytes +=
+        info.name == embed_name && untied ? size_t(spec.hidden_size) * dtype_size(t.dtype()) : held_bytes(info.name, t);
     m->weights_.emplace_back(info.name, std::move(t));
   }
   if (options.weight_format == kernels::WeightFormat::kAsStored && options.stored_weight_dtype &&

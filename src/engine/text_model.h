@@ -88,6 +88,9 @@ struct TextModelStats {
   // from an AWQ/GPTQ/FP8 checkpoint, or at bind under --weights int8/int4), other tensors as stored,
   // and one row of an untied embedding table (only that row is gathered). The roofline's numerator.
   size_t decode_weight_bytes = 0;
+  // Weight bytes the model holds once bound: matmul weights as the kernels hold them, other tensors
+  // (an untied embedding table included) as stored. The memory budget's weight term.
+  size_t held_weight_bytes = 0;
   size_t arena_bytes = 0;  // sum over compiled entries of their intermediate arenas
 };
 

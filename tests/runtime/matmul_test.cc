@@ -5,11 +5,15 @@
 // K <= ~2000 terms has a worst case of K * 2^-24 * sum|ab|, typical error far smaller).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <mutex>
 #include <random>
 #include <vector>
 
 #include "matmul_test_util.h"
+#include "runtime/kernels/cpu.h"
 #include "runtime/kernels/matmul.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/op_kernel.h"
@@ -146,6 +150,44 @@ TEST(PackedWeight, AllPathsMatchReference) {
                                    dtype_name(at), " c ", dtype_name(ct)));
             }
       }
+}
+
+// The spans a packer reports as read (so a mapped checkpoint's pages can go as packing proceeds)
+// must be inside the source, never overlap, and with the block packer cover all of it.
+std::mutex g_spans_mu;
+std::vector<std::pair<uintptr_t, size_t>> g_spans;
+void record_span(const void* p, size_t bytes) {
+  std::lock_guard<std::mutex> lock(g_spans_mu);
+  g_spans.push_back({uintptr_t(p), bytes});
+}
+
+TEST(PackedWeight, ReportsEachSourceSpanOnceRead) {
+  const int64_t n = 1000, k = 96;  // 16 blocks of 64 rows, the last one partial
+  auto w = rand_vec(k * n, 7);
+  auto wb = store(DType::kBF16, w);
+  g_spans.clear();
+  auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data(), kernels::WeightFormat::kAsStored,
+                                   kernels::ProductOrder::kRowInvariant, record_span);
+  ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+  if (g_spans.empty()) {  // only the block packer reports (the oneDNN reorder reads all at once)
+    EXPECT_FALSE(kernels::cpu_features().avx512bf16) << "the bf16 block packer reported nothing";
+    return;
+  }
+  std::sort(g_spans.begin(), g_spans.end());
+  uintptr_t at = uintptr_t(wb.data());
+  for (auto [p, bytes] : g_spans) {
+    EXPECT_EQ(p, at) << "gap or overlap";
+    at = p + bytes;
+  }
+  EXPECT_EQ(at, uintptr_t(wb.data()) + wb.size());
+  // Reporting a span does not change what was packed.
+  auto plain = PackedWeight::pack(DType::kBF16, k, n, true, wb.data());
+  ASSERT_TRUE(plain.ok());
+  auto a = rand_vec(3 * k, 8);
+  std::vector<float> c1(size_t(3 * n)), c2(size_t(3 * n));
+  ASSERT_TRUE((*packed)->multiply(3, DType::kF32, a.data(), DType::kF32, c1.data()).ok());
+  ASSERT_TRUE((*plain)->multiply(3, DType::kF32, a.data(), DType::kF32, c2.data()).ok());
+  EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0);
 }
 
 TEST(PackedWeight, ConcurrentMultiplyIsThreadSafe) {

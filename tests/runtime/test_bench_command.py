@@ -169,6 +169,28 @@ def main():
                               "--long-capacity", "256"], capture_output=True, text=True)
         check(bad.returncode != 0 and "300" in bad.stderr, "long context beyond the long capacity is rejected")
 
+        # --weights int8: the memory budget counts linear layers as packed int8 (64-column blocks,
+        # K in pairs, one f32 scale per column), an untied embedding table and 1-D tensors as stored.
+        int8_json = os.path.join(tmp, "int8.json")
+        r = subprocess.run([args.hlx, "bench", "-m", model, "--json", int8_json, "--weights", "int8", "--threads", "2",
+                            "--capacity", "128", "--prefill", "16", "--batches", "1", "--decode-tokens", "2",
+                            "--reps", "1"], capture_output=True, text=True)
+        check(r.returncode == 0, f"hlx bench (int8) exit {r.returncode}: {r.stderr}")
+        if r.returncode == 0:
+            held = 0
+            for name, info in safetensors_header(os.path.join(model, "model.safetensors")).items():
+                b, e = info["data_offsets"]
+                if len(info["shape"]) == 2 and not (name.endswith("embed_tokens.weight")
+                                                    and not cfg.get("tie_word_embeddings", False)):
+                    n, k = info["shape"]
+                    cols = -(-n // 64) * 64
+                    held += cols * 2 * ((k + 1) // 2) + 4 * cols
+                else:
+                    held += e - b
+            rec8 = json.load(open(int8_json))
+            budget = rec8["memory"]["weights_plus_kv_bytes"]
+            check(budget == held + rec8["model"]["kv_bytes"], f"int8 weights as held + KV {budget} vs {held} + KV")
+
         # An FP8 block-scaled checkpoint: its linear layers stream as packed int8 (matmul_int8.h: columns
         # in blocks of 64, K in pairs, one f32 scale per column), not as bf16; the other tensors as stored.
         fp8 = os.path.join(tmp, "fp8")
@@ -182,7 +204,7 @@ def main():
         if r.returncode == 0:
             header = safetensors_header(os.path.join(fp8, "model.safetensors"))
             fp8_tied = json.load(open(os.path.join(fp8, "config.json"))).get("tie_word_embeddings", False)
-            want = 0
+            want = held = 0  # bytes a decode step streams; bytes the model holds
             for name, info in header.items():
                 b, e = info["data_offsets"]
                 if name.endswith("weight_scale_inv"):
@@ -191,12 +213,18 @@ def main():
                     n, k = info["shape"]
                     cols = -(-n // 64) * 64
                     want += cols * 2 * ((k + 1) // 2) + 4 * cols
+                    held += cols * 2 * ((k + 1) // 2) + 4 * cols
                 elif name.endswith("embed_tokens.weight") and not fp8_tied:
                     want += 2 * info["shape"][1]
+                    held += e - b
                 else:
                     want += e - b
-            got = json.load(open(fp8_json))["roofline"]["weight_bytes_per_token"]
+                    held += e - b
+            rec = json.load(open(fp8_json))
+            got = rec["roofline"]["weight_bytes_per_token"]
             check(got == want, f"fp8 weight bytes per token {got} vs {want} (int8-packed linear layers)")
+            budget = rec["memory"]["weights_plus_kv_bytes"]
+            check(budget == held + rec["model"]["kv_bytes"], f"fp8 weights as held + KV {budget} vs {held} + KV")
 
         bad = subprocess.run([args.hlx, "bench", "-m", model, "--prefill", "999", "--capacity", "256"],
                              capture_output=True, text=True)

@@ -278,8 +278,10 @@ bool own_gemm_enabled() {
 // layout streamable_kp() recognises): element (k, n) at (n / 64) * Kp * 64 + (k / 2) * 128 +
 // (n % 64) * 2 + k % 2, zeros in the padding. oneDNN's reorder does the same but ran ~5 s for
 // Qwen3-0.6B on one thread and collapsed on its OpenMP team under load; this runs on the pool,
-// one 64-column block per item.
-void pack_ba16a64b2a(int64_t k, int64_t n, int64_t kp, bool transposed, const uint16_t* src, uint16_t* dst) {
+// one 64-column block per item. A transposed source is read a block of rows at a time, each handed
+// to `done` (if any) once packed.
+void pack_ba16a64b2a(int64_t k, int64_t n, int64_t kp, bool transposed, const uint16_t* src, uint16_t* dst,
+                     SourceDone done) {
   const int64_t nblocks = (n + 63) / 64;
   parallel_for(nblocks, 1, [&](int64_t b0, int64_t b1) {
     for (int64_t nb = b0; nb < b1; ++nb) {
@@ -301,6 +303,7 @@ void pack_ba16a64b2a(int64_t k, int64_t n, int64_t kp, bool transposed, const ui
           for (int64_t kk = 0; kk < k; ++kk) d[(kk / 2) * 128 + (kk & 1)] = src[kk * n + n0 + j];
         }
       }
+      if (transposed && done) done(src + n0 * k, size_t(cols * k) * 2);
     }
   });
 }
@@ -309,7 +312,8 @@ class DnnlPackedWeight final : public PackedWeight {
  public:
   // `cmp` is bf16 or f32; `data` is already in `cmp`.
   static Result<std::unique_ptr<PackedWeight>> create(DType cmp, int64_t k, int64_t n, bool transposed,
-                                                      const void* data, ProductOrder order) {
+                                                      const void* data, ProductOrder order,
+                                                      SourceDone source_done = nullptr) {
     std::unique_ptr<DnnlPackedWeight> w(new DnnlPackedWeight());
     w->k_ = k;
     w->n_ = n;
@@ -322,11 +326,11 @@ class DnnlPackedWeight final : public PackedWeight {
       dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(a_md, b_any, c_md), make_attr(), engine());
       w->packed_md_ = pd.weights_desc();
       w->impl_ = pd.impl_info_str();
-      w->packed_ = allocate_aligned(w->packed_md_.get_size());
+      w->packed_ = allocate_packed(w->packed_md_.get_size());
       const int64_t blocked_kp = cmp == DType::kBF16 ? streamable_kp(w->packed_md_, k, n) : 0;
       if (blocked_kp > 0) {
         pack_ba16a64b2a(k, n, blocked_kp, transposed, static_cast<const uint16_t*>(data),
-                        static_cast<uint16_t*>(w->packed_.get()));
+                        static_cast<uint16_t*>(w->packed_.get()), source_done);
       } else {
         memory src(memory::desc({k, n}, to_dnnl(cmp), transposed ? tag::ba : tag::ab), engine(),
                    const_cast<void*>(data));
@@ -552,7 +556,8 @@ MatmulPaths matmul_paths(ProductOrder order) {
 }
 
 Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, int64_t n, bool transposed,
-                                                         const void* data, WeightFormat format, ProductOrder order) {
+                                                         const void* data, WeightFormat format, ProductOrder order,
+                                                         SourceDone source_done) {
   if (type != DType::kF32 && type != DType::kBF16 && type != DType::kF16)
     return make_error(ErrorKind::kUnsupported, "PackedWeight::pack: weight type ", dtype_name(type),
                       " (expected f32, bf16 or f16)");
@@ -575,7 +580,7 @@ Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, 
     convert(DType::kF16, data, k * n, DType::kBF16, tmp.data());
     return DnnlPackedWeight::create(DType::kBF16, k, n, transposed, tmp.data(), order);
   }
-  return DnnlPackedWeight::create(type, k, n, transposed, data, order);
+  return DnnlPackedWeight::create(type, k, n, transposed, data, order, source_done);
 }
 
 Status multiply_grouped(int64_t m, DType a_type, const void* a, DType c_type,

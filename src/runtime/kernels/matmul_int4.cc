@@ -122,7 +122,7 @@ class Int4PackedWeight final : public PackedWeight {
     w->perm_ = src.perm;
     const int64_t kp = w->p_.groups * group, gb = group_bytes(group), pairs = group / 2;
     w->bytes_ = size_t(w->nblocks_ * w->p_.block_stride());
-    w->data_ = allocate_aligned(w->bytes_);
+    w->data_ = allocate_packed(w->bytes_);
     uint8_t* data = static_cast<uint8_t*>(w->data_.get());
     std::memset(data, 0, w->bytes_);
     std::atomic<int64_t> bad_col{-1};

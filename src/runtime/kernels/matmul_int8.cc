@@ -132,8 +132,8 @@ class Int8PackedWeight final : public PackedWeight {
     w->n_ = n;
     w->nblocks_ = (n + kBlock - 1) / kBlock;
     const int64_t pairs = pairs_of(k);
-    w->q_ = allocate_aligned(size_t(w->nblocks_ * pairs * kLine));
-    w->scale_ = allocate_aligned(size_t(w->nblocks_ * kBlock) * 4);
+    w->q_ = allocate_packed(size_t(w->nblocks_ * pairs * kLine));
+    w->scale_ = allocate_packed(size_t(w->nblocks_ * kBlock) * 4);
     int8_t* q = static_cast<int8_t*>(w->q_.get());
     float* scale = static_cast<float*>(w->scale_.get());
     std::atomic<int64_t> bad_col{-1};

@@ -62,15 +62,13 @@ std::mutex g_pack_mu;
 std::map<PackKey, std::weak_ptr<SharedPacked>> g_pack_cache;
 
 // After packing, the checkpoint's own pages of a weight are no longer read by matmuls; when they
-// belong to a read-only private file mapping (a memory-mapped checkpoint), drop them from this
-// process's resident set. The page cache keeps them, and any later read (an embedding gather on a
-// tied lm_head) faults the same bytes back in. Anything else (heap memory, writable mappings) is
-// left alone: MADV_DONTNEED would discard its contents.
-void release_mapped_source(const void* data, size_t bytes) {
-  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
-  const uintptr_t lo = (uintptr_t(data) + page - 1) / page * page;
-  const uintptr_t hi = (uintptr_t(data) + bytes) / page * page;
-  if (hi <= lo) return;
+// belong to a read-only private file mapping (a memory-mapped checkpoint), they are dropped from
+// this process's resident set, block by block as the packer finishes them. The page cache keeps
+// them, and any later read (an embedding gather on a tied lm_head, or a block boundary's page the
+// packer still reads) faults the same bytes back in. Anything else (heap memory, writable
+// mappings) is left alone: MADV_DONTNEED would discard its contents.
+bool in_readonly_file_mapping(const void* data, size_t bytes) {
+  const uintptr_t lo = uintptr_t(data), hi = lo + bytes;
   std::ifstream maps("/proc/self/maps");
   std::string line;
   while (std::getline(maps, line)) {
@@ -80,10 +78,17 @@ void release_mapped_source(const void* data, size_t bytes) {
     if (std::sscanf(line.c_str(), "%llx-%llx %4s %llx %x:%x %llu", &a, &b, perms, &offset, &dev_major, &dev_minor,
                     &inode) != 7)
       continue;
-    if (lo < a || hi > b) continue;
-    if (inode != 0 && std::string(perms) == "r--p") madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
-    return;
+    if (lo >= a && hi <= b) return inode != 0 && std::string(perms) == "r--p";
   }
+  return false;
+}
+
+// Drops the whole pages inside [data, data + bytes) of a read-only file mapping.
+void drop_mapped_pages(const void* data, size_t bytes) {
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE));
+  const uintptr_t lo = (uintptr_t(data) + page - 1) / page * page;
+  const uintptr_t hi = (uintptr_t(data) + bytes) / page * page;
+  if (hi > lo) madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
 }
 
 // Weights a loader packed itself (checkpoints stored quantized): placeholder address -> packed.
@@ -105,11 +110,12 @@ Result<std::shared_ptr<SharedPacked>> pack_shared(const Tensor& t, int64_t k, in
   auto it = g_pack_cache.find(key);
   if (it != g_pack_cache.end())
     if (auto sp = it->second.lock()) return sp;
-  HLX_ASSIGN_OR_RETURN(auto packed,
-                       kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw(), o.format, o.order));
+  const bool mapped = in_readonly_file_mapping(t.raw(), t.nbytes());
+  HLX_ASSIGN_OR_RETURN(auto packed, kernels::PackedWeight::pack(t.dtype(), k, n, transposed, t.raw(), o.format, o.order,
+                                                                mapped ? drop_mapped_pages : nullptr));
   auto sp = std::make_shared<SharedPacked>(SharedPacked{t, std::move(packed)});
   g_pack_cache[key] = sp;
-  release_mapped_source(t.raw(), t.nbytes());
+  if (mapped) drop_mapped_pages(t.raw(), t.nbytes());
   return sp;
 }
 
