@@ -1,9 +1,12 @@
 #include "engine/quantized_weight.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <vector>
+
+#include "runtime/kernels/parallel.h"
 
 namespace hlx::engine {
 
@@ -41,14 +44,29 @@ Result<std::unique_ptr<kernels::PackedWeight>> pack_quantized_linear(const Int4L
 Result<std::unique_ptr<kernels::PackedWeight>> pack_fp8_linear(const Fp8Linear& l, kernels::WeightFormat format,
                                                                std::vector<float>& w) {
   const int64_t n = l.n(), k = l.k();
-  // One layer's f32 copy at a time: at Qwen3-0.6B's largest, 3072 x 1024, 12 MiB.
+  // One layer's f32 copy at a time: at Qwen3-0.6B's largest, 3072 x 1024, 12 MiB. Rows in parallel
+  // (the dequantization was ~40 % of an FP8 model's load on one thread): each thread writes only
+  // its own rows of w; the lowest row holding a NaN code is kept by an atomic minimum.
   w.resize(static_cast<size_t>(n * k));
-  for (int64_t r = 0; r < n; ++r) {
-    float* row = w.data() + r * k;
-    l.dequantize_row(r, row);
-    for (int64_t i = 0; i < k; ++i)
-      if (std::isnan(row[i]))
-        return make_error(ErrorKind::kInvalidArgument, "weight[", r, ", ", i, "] is the F8_E4M3 NaN code");
+  std::atomic<int64_t> first_nan_row{n};
+  kernels::parallel_for(n, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      float* row = w.data() + r * k;
+      l.dequantize_row(r, row);
+      bool nan = false;
+      for (int64_t i = 0; i < k; ++i) nan |= std::isnan(row[i]);
+      if (nan) {
+        int64_t seen = first_nan_row.load();
+        while (r < seen && !first_nan_row.compare_exchange_weak(seen, r)) {
+        }
+        return;
+      }
+    }
+  });
+  if (const int64_t r = first_nan_row.load(); r < n) {
+    const float* row = w.data() + r * k;
+    const int64_t i = std::find_if(row, row + k, [](float x) { return std::isnan(x); }) - row;
+    return make_error(ErrorKind::kInvalidArgument, "weight[", r, ", ", i, "] is the F8_E4M3 NaN code");
   }
   return kernels::PackedWeight::pack(
       DType::kF32, k, n, /*transposed=*/true, w.data(),

@@ -239,7 +239,10 @@ void Fp8Linear::dequantize_row(int64_t n, float* out) const {
   }();
   const uint8_t* w = weight_.data<uint8_t>() + n * k_;
   const float* s = scale_.data() + (n / bn_) * kb_;
-  for (int64_t k = 0; k < k_; ++k) out[k] = table[w[k]] * s[k / bk_];
+  for (int64_t k0 = 0; k0 < k_; k0 += bk_) {  // one scale per block: no division per element
+    const float sk = s[k0 / bk_];
+    for (int64_t k = k0; k < std::min(k_, k0 + bk_); ++k) out[k] = table[w[k]] * sk;
+  }
 }
 
 }  // namespace hlx
