@@ -162,32 +162,35 @@ void record_span(const void* p, size_t bytes) {
 }
 
 TEST(PackedWeight, ReportsEachSourceSpanOnceRead) {
-  const int64_t n = 1000, k = 96;  // 16 blocks of 64 rows, the last one partial
+  const int64_t n = 1000, k = 256;  // 16 blocks of 64 rows, the last one partial
   auto w = rand_vec(k * n, 7);
   auto wb = store(DType::kBF16, w);
-  g_spans.clear();
-  auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data(), kernels::WeightFormat::kAsStored,
-                                   kernels::ProductOrder::kRowInvariant, record_span);
-  ASSERT_TRUE(packed.ok()) << packed.status().to_string();
-  if (g_spans.empty()) {  // only the block packer reports (the oneDNN reorder reads all at once)
-    EXPECT_FALSE(kernels::cpu_features().avx512bf16) << "the bf16 block packer reported nothing";
-    return;
-  }
-  std::sort(g_spans.begin(), g_spans.end());
-  uintptr_t at = uintptr_t(wb.data());
-  for (auto [p, bytes] : g_spans) {
-    EXPECT_EQ(p, at) << "gap or overlap";
-    at = p + bytes;
-  }
-  EXPECT_EQ(at, uintptr_t(wb.data()) + wb.size());
-  // Reporting a span does not change what was packed.
-  auto plain = PackedWeight::pack(DType::kBF16, k, n, true, wb.data());
-  ASSERT_TRUE(plain.ok());
   auto a = rand_vec(3 * k, 8);
-  std::vector<float> c1(size_t(3 * n)), c2(size_t(3 * n));
-  ASSERT_TRUE((*packed)->multiply(3, DType::kF32, a.data(), DType::kF32, c1.data()).ok());
-  ASSERT_TRUE((*plain)->multiply(3, DType::kF32, a.data(), DType::kF32, c2.data()).ok());
-  EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0);
+  for (auto format : {kernels::WeightFormat::kAsStored, kernels::WeightFormat::kInt8, kernels::WeightFormat::kInt4}) {
+    const std::string what = str_cat("format ", int(format));
+    g_spans.clear();
+    auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data(), format,
+                                     kernels::ProductOrder::kRowInvariant, record_span);
+    ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+    if (g_spans.empty()) {  // as stored, only the block packer reports (the oneDNN reorder reads all at once)
+      EXPECT_TRUE(format == kernels::WeightFormat::kAsStored && !kernels::cpu_features().avx512bf16) << what;
+      continue;
+    }
+    std::sort(g_spans.begin(), g_spans.end());
+    uintptr_t at = uintptr_t(wb.data());
+    for (auto [p, bytes] : g_spans) {
+      EXPECT_EQ(p, at) << what << ": gap or overlap";
+      at = p + bytes;
+    }
+    EXPECT_EQ(at, uintptr_t(wb.data()) + wb.size()) << what;
+    // Reporting a span does not change what was packed.
+    auto plain = PackedWeight::pack(DType::kBF16, k, n, true, wb.data(), format);
+    ASSERT_TRUE(plain.ok());
+    std::vector<float> c1(size_t(3 * n)), c2(size_t(3 * n));
+    ASSERT_TRUE((*packed)->multiply(3, DType::kF32, a.data(), DType::kF32, c1.data()).ok());
+    ASSERT_TRUE((*plain)->multiply(3, DType::kF32, a.data(), DType::kF32, c2.data()).ok());
+    EXPECT_EQ(std::memcmp(c1.data(), c2.data(), c1.size() * sizeof(float)), 0) << what;
+  }
 }
 
 TEST(PackedWeight, ConcurrentMultiplyIsThreadSafe) {

@@ -563,8 +563,8 @@ Result<std::unique_ptr<PackedWeight>> PackedWeight::pack(DType type, int64_t k, 
                       " (expected f32, bf16 or f16)");
   if (k <= 0 || n <= 0)
     return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: k=", k, " n=", n, " must be positive");
-  if (format == WeightFormat::kInt8) return pack_int8(type, k, n, transposed, data);
-  if (format == WeightFormat::kInt4) return pack_int4(type, k, n, transposed, data);
+  if (format == WeightFormat::kInt8) return pack_int8(type, k, n, transposed, data, source_done);
+  if (format == WeightFormat::kInt4) return pack_int4(type, k, n, transposed, data, kInt4LoadGroup, source_done);
   if (format != WeightFormat::kAsStored)
     return make_error(ErrorKind::kInvalidArgument, "PackedWeight::pack: unknown weight format ", int(format));
   // f16 weights are converted to bf16 once here: oneDNN 2.6 has no f16 matmul on CPUs without

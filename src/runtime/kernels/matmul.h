@@ -121,7 +121,8 @@ size_t int8_packed_bytes(int64_t k, int64_t n);
 
 // Packs an int8 weight (matmul_int8.cc); PackedWeight::pack calls it for WeightFormat::kInt8 after
 // checking the type (f32/bf16/f16) and k, n > 0.
-Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed, const void* data);
+Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed, const void* data,
+                                                SourceDone source_done = nullptr);
 // multiply_grouped over int8 weights (matmul_int8.cc): false (nothing done) unless every product's
 // weight is int8 with the same K; else A is quantized once and all products run as one pool job.
 Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType c_type,
@@ -135,12 +136,14 @@ struct Int4Source {
   int64_t k = 0, n = 0, group = 0;
   std::function<Status(int64_t n, uint8_t* q, float* s, float* m)> column;
   std::vector<int32_t> perm;
+  // Optional: told when columns [n0, n1) have all been read (concurrently for different blocks).
+  std::function<void(int64_t n0, int64_t n1)> columns_done;
 };
 Result<std::unique_ptr<PackedWeight>> pack_int4(const Int4Source& source);
 // Quantizes a [K, N] (or [N, K] when transposed) f32/bf16/f16 weight to 4 bits in groups of
 // `group` k (the WeightFormat::kInt4 rule above); kInvalidArgument names a non-finite value.
 Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n, bool transposed, const void* data,
-                                                int64_t group = kInt4LoadGroup);
+                                                int64_t group = kInt4LoadGroup, SourceDone source_done = nullptr);
 // Bytes of a [K, N] weight packed as int4 with `group` (4-bit codes plus f32 scale and offset per
 // group and column), for rooflines.
 size_t int4_packed_bytes(int64_t k, int64_t n, int64_t group = kInt4LoadGroup);

@@ -153,6 +153,7 @@ class Int4PackedWeight final : public PackedWeight {
             so[kBlock + j] = m[size_t(g)];
           }
         }
+        if (src.columns_done) src.columns_done(b * kBlock, std::min(n, (b + 1) * kBlock));
       }
     });
     HLX_RETURN_IF_ERROR(err);
@@ -261,7 +262,7 @@ Result<std::unique_ptr<PackedWeight>> pack_int4(const Int4Source& source) {
 // Quantization at load: per group of `group` k and column n, m = min, s = (max - min) / 15,
 // q = round((w - m) / s) clamped to [0, 15] (q = 0 where max == min: then w == m exactly).
 Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n, bool transposed, const void* data,
-                                                int64_t group) {
+                                                int64_t group, SourceDone source_done) {
   Int4Source src;
   src.k = k;
   src.n = n;
@@ -291,6 +292,11 @@ Result<std::unique_ptr<PackedWeight>> pack_int4(DType type, int64_t k, int64_t n
     }
     return ok_status();
   };
+  if (transposed && source_done)
+    src.columns_done = [=](int64_t n0, int64_t n1) {
+      source_done(static_cast<const char*>(data) + size_t(n0 * k) * dtype_size(type),
+                  size_t((n1 - n0) * k) * dtype_size(type));
+    };
   return pack_int4(src);
 }
 

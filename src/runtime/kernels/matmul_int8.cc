@@ -126,7 +126,7 @@ float quantize_row_any(DType a_type, const void* a, int64_t row, int64_t k, int3
 class Int8PackedWeight final : public PackedWeight {
  public:
   static Result<std::unique_ptr<PackedWeight>> create(DType type, int64_t k, int64_t n, bool transposed,
-                                                      const void* data) {
+                                                      const void* data, SourceDone source_done) {
     std::unique_ptr<Int8PackedWeight> w(new Int8PackedWeight());
     w->k_ = k;
     w->n_ = n;
@@ -177,6 +177,9 @@ class Int8PackedWeight final : public PackedWeight {
               qr[kk] = int8_t(std::clamp(std::nearbyint(col[size_t(kk)] / s), -127.f, 127.f));
           }
         }
+        if (transposed && source_done)
+          source_done(static_cast<const char*>(data) + size_t(n0 * k) * dtype_size(type),
+                      size_t(cols * k) * dtype_size(type));
         // Interleaved 32 k-pairs at a time, so reads and writes both stay in L1.
         for (int64_t p0 = 0; p0 < pairs; p0 += 32) {
           const int64_t p1 = std::min(pairs, p0 + 32);
@@ -339,8 +342,9 @@ Result<bool> multiply_grouped_int8(int64_t m, DType a_type, const void* a, DType
   return true;
 }
 
-Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed, const void* data) {
-  return int8::Int8PackedWeight::create(type, k, n, transposed, data);
+Result<std::unique_ptr<PackedWeight>> pack_int8(DType type, int64_t k, int64_t n, bool transposed, const void* data,
+                                                SourceDone source_done) {
+  return int8::Int8PackedWeight::create(type, k, n, transposed, data, source_done);
 }
 
 }  // namespace hlx::kernels
