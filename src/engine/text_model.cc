@@ -707,21 +707,30 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
   // scale as an f32 constant; the same two steps here give the same bits.
   const float scale = float(spec_.embedding_scale);
   const bool scaled = spec_.embedding_scale != 1.0;
+  // A tied table's rows from the lm_head's exact packed copy, as the entries' gather takes them.
+  const std::shared_ptr<const kernels::PackedWeight> packed = rt::exact_packed_copy(*table);
+  std::vector<bf16> row(packed ? size_t(hidden) : 0);
   for (int64_t r = 0; r < n; ++r) {
     float* dst = out.data<float>() + r * hidden;
     const int64_t base = tokens[size_t(r)] * hidden;
-    switch (table->dtype()) {
-      case DType::kF32:
-        std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float));
-        break;
-      case DType::kBF16:
-        for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(table->data<bf16>()[base + c]);
-        break;
-      case DType::kF16:
-        for (int64_t c = 0; c < hidden; ++c) dst[c] = f16_to_f32(table->data<f16>()[base + c]);
-        break;
-      default:
-        return make_error(ErrorKind::kInternal, "embedding table '", name, "' has dtype ", dtype_name(table->dtype()));
+    if (packed) {
+      packed->copy_row(tokens[size_t(r)], row.data());
+      for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(row[size_t(c)]);
+    } else {
+      switch (table->dtype()) {
+        case DType::kF32:
+          std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float));
+          break;
+        case DType::kBF16:
+          for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(table->data<bf16>()[base + c]);
+          break;
+        case DType::kF16:
+          for (int64_t c = 0; c < hidden; ++c) dst[c] = f16_to_f32(table->data<f16>()[base + c]);
+          break;
+        default:
+          return make_error(ErrorKind::kInternal, "embedding table '", name, "' has dtype ",
+                            dtype_name(table->dtype()));
+      }
     }
     if (scaled)
       for (int64_t c = 0; c < hidden; ++c) dst[c] *= scale;

@@ -87,4 +87,9 @@ Result<Tensor> packed_placeholder(DType dtype, const Shape& shape);
 std::shared_ptr<void> register_packed_weight(const Tensor& placeholder, std::unique_ptr<kernels::PackedWeight> packed);
 bool is_packed_placeholder(const Tensor& t);
 
+// A matmul's packed copy of `weight` ([N, K] bf16, used as a Linear) when it kept every bit
+// (PackedWeight::copy_row), else null. A tied embedding gathers its rows from it, so the mapped
+// table is not faulted back in row by row (on large page-cache folios ~1 MB of RSS per row).
+std::shared_ptr<const kernels::PackedWeight> exact_packed_copy(const Tensor& weight);
+
 }  // namespace hlx::rt

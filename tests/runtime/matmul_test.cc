@@ -193,6 +193,30 @@ TEST(PackedWeight, ReportsEachSourceSpanOnceRead) {
   }
 }
 
+// A tied embedding is gathered from its lm_head's packed copy (rt::exact_packed_copy): the copy's
+// rows must be the source's bits. Odd K and a partial last block of 64 rows.
+TEST(PackedWeight, CopyRowGivesTheSourceBits) {
+  const int64_t n = 1000, k = 97;
+  auto w = rand_vec(k * n, 11);
+  auto wb = store(DType::kBF16, w);
+  auto packed = PackedWeight::pack(DType::kBF16, k, n, /*transposed=*/true, wb.data());
+  ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+  if (!(*packed)->exact_rows()) {  // only the BA16a64b2a layout of a bf16 matmul keeps rows
+    EXPECT_FALSE(kernels::cpu_features().avx512bf16 && kernels::bf16_matmul_available());
+    return;
+  }
+  std::vector<uint16_t> row(static_cast<size_t>(k), 0);
+  for (int64_t r : {int64_t(0), int64_t(1), int64_t(63), int64_t(64), int64_t(517), n - 1}) {
+    (*packed)->copy_row(r, row.data());
+    EXPECT_EQ(std::memcmp(row.data(), wb.data() + size_t(r * k) * 2, size_t(k) * 2), 0) << "row " << r;
+  }
+  // Not exact: int8, a non-transposed source, f32.
+  EXPECT_FALSE((*PackedWeight::pack(DType::kBF16, k, n, true, wb.data(), kernels::WeightFormat::kInt8))->exact_rows());
+  EXPECT_FALSE((*PackedWeight::pack(DType::kBF16, n, k, false, wb.data()))->exact_rows());
+  auto wf = store(DType::kF32, w);
+  EXPECT_FALSE((*PackedWeight::pack(DType::kF32, k, n, true, wf.data()))->exact_rows());
+}
+
 TEST(PackedWeight, ConcurrentMultiplyIsThreadSafe) {
   const int64_t n = 96, k = 80;
   auto w = rand_vec(k * n, 9);

@@ -339,6 +339,8 @@ class DnnlPackedWeight final : public PackedWeight {
         dnnl::reorder(src, dst).execute(s, src, dst);
         s.wait();
       }
+      w->layout_kp_ = blocked_kp;
+      w->transposed_ = transposed;
       const int64_t kp = cpu_features().avx512bf16 ? blocked_kp : 0;
       w->stream_kp_ = stream_enabled() ? kp : 0;
       // Larger M on oneDNN's AMX tiles where rows may differ from the streaming kernel's: at Qwen3-VL-2B's
@@ -403,6 +405,14 @@ class DnnlPackedWeight final : public PackedWeight {
   internal::GemvTarget gemm_target(void* c) const { return {n_, gemm_kp_, static_cast<const bf16*>(packed_.get()), c}; }
   bool tiles() const { return slice_kp_ > 0; }
   bool own_gemm() const { return gemm_kp_ > 0; }
+
+  // Element (k, n) of BA16a64b2a is at (n / 64) * Kp * 64 + (k / 2) * 128 + (n % 64) * 2 + k % 2.
+  bool exact_rows() const override { return layout_kp_ > 0 && transposed_ && cmp_ == DType::kBF16; }
+  void copy_row(int64_t n, void* out) const override {
+    const uint16_t* src = static_cast<const uint16_t*>(packed_.get()) + (n / 64) * layout_kp_ * 64 + (n % 64) * 2;
+    uint16_t* dst = static_cast<uint16_t*>(out);
+    for (int64_t k = 0; k < k_; ++k) dst[k] = src[(k / 2) * 128 + k % 2];
+  }
 
   // Larger M on the runtime's pool (parallel.h) instead of oneDNN's OpenMP team: the product is
   // cut into tiles of kTileM rows x kTileN columns, each run by a single-threaded oneDNN brgemm
@@ -530,9 +540,11 @@ class DnnlPackedWeight final : public PackedWeight {
   memory::desc packed_md_;
   std::shared_ptr<void> packed_;
   std::string impl_;
-  int64_t stream_kp_ = 0;  // > 0: small-M products run gemv_vnni_bf16_avx512 on packed_
-  int64_t slice_kp_ = 0;   // > 0: larger products run multiply_sliced
-  int64_t gemm_kp_ = 0;    // > 0: larger products run gemm_bf16_avx512 (before multiply_sliced)
+  int64_t layout_kp_ = 0;    // > 0: packed_ is BA16a64b2a with this Kp (bf16, every bit kept)
+  bool transposed_ = false;  // packed from an [N, K] source
+  int64_t stream_kp_ = 0;    // > 0: small-M products run gemv_vnni_bf16_avx512 on packed_
+  int64_t slice_kp_ = 0;     // > 0: larger products run multiply_sliced
+  int64_t gemm_kp_ = 0;      // > 0: larger products run gemm_bf16_avx512 (before multiply_sliced)
   mutable std::mutex mu_;
   mutable std::map<std::tuple<int64_t, int, int>, std::shared_ptr<const Prim>> prims_;  // (m, c type, threads)
 };

@@ -98,6 +98,11 @@ class PackedWeight {
   virtual Status multiply(int64_t m, DType a_type, const void* a, DType c_type, void* c) const = 0;
   // Bytes a product streams from memory (the packed data, plus scales for int8).
   virtual size_t packed_bytes() const = 0;
+  // Whether the packing kept every bit of a transposed ([N, K]) bf16 source (bf16 as stored, in the
+  // BA16a64b2a layout); then copy_row(n, out) writes its row n < N to out[0, K) as bf16. Lets a tied
+  // embedding be gathered from its packed lm_head instead of its mapped table.
+  virtual bool exact_rows() const { return false; }
+  virtual void copy_row(int64_t /*n*/, void* /*out*/) const {}
 
  protected:
   int64_t k_ = 0, n_ = 0;

@@ -243,6 +243,22 @@ std::shared_ptr<void> register_packed_weight(const Tensor& placeholder, std::uni
   });
 }
 
+std::shared_ptr<const kernels::PackedWeight> exact_packed_copy(const Tensor& weight) {
+  if (weight.dtype() != DType::kBF16 || weight.shape().size() != 2) return nullptr;
+  const int64_t n = weight.shape()[0], k = weight.shape()[1];
+  std::lock_guard<std::mutex> lock(g_pack_mu);
+  for (auto it = g_pack_cache.lower_bound(PackKey{weight.raw(), k, n, true, 0, 0, 0});
+       it != g_pack_cache.end() && std::get<0>(it->first) == weight.raw(); ++it) {
+    const PackKey& key = it->first;
+    if (std::get<1>(key) != k || std::get<2>(key) != n || !std::get<3>(key) ||
+        std::get<5>(key) != int(kernels::WeightFormat::kAsStored))
+      continue;
+    if (auto sp = it->second.lock(); sp && sp->packed->exact_rows())
+      return std::shared_ptr<const kernels::PackedWeight>(sp, sp->packed.get());
+  }
+  return nullptr;
+}
+
 bool is_packed_placeholder(const Tensor& t) {
   std::lock_guard<std::mutex> lock(g_pack_mu);
   return g_prepacked.count(t.raw()) != 0;

@@ -4,7 +4,9 @@
 // bounds (gather_c*: "clamp(start, 0, dim - slice_size)"). Data moves as bytes, so every dtype works.
 #include <algorithm>
 
+#include "runtime/kernels/matmul.h"
 #include "runtime/ops/structured_util.h"
+#include "runtime/program.h"
 
 namespace hlx::rt {
 namespace {
@@ -22,6 +24,7 @@ struct GatherPlan {
   std::vector<int64_t> batch_si_dim;  // start_indices dim of each batch dim
   std::vector<int64_t> start_index_map, op_dims, op_strides, slice_sizes;
   std::vector<std::pair<int64_t, int64_t>> batching;  // (operand dim, batch dim position)
+  bool whole_rows = false;  // bf16 [N, K] operand, each result row one operand row (an embedding)
 };
 
 class Gather : public OpKernel {
@@ -57,6 +60,13 @@ class Gather : public OpKernel {
     const Shape& rs = p_.result_shape;
     int64_t total = num_elements(rs);
     if (total == 0) return ok_status();
+    if (p_.whole_rows)  // rows of a tied embedding from its lm_head's packed copy, when exact
+      if (auto packed = exact_packed_copy(operand)) {
+        const int64_t k = p_.op_dims[1];
+        for (size_t b = 0; b < starts_.size(); ++b)
+          packed->copy_row(starts_[b] / k, static_cast<uint16_t*>(y.raw()) + int64_t(b) * k);
+        return ok_status();
+      }
     size_t r = rs.size();
     const uint8_t* src = static_cast<const uint8_t*>(operand.raw());
     uint8_t* dst = static_cast<uint8_t*>(y.raw());
@@ -166,6 +176,9 @@ Result<std::unique_ptr<OpKernel>> make_gather(const shlo::Op& op, const shlo::Fu
   }
   if (expect != rt.shape) return invalid(op, fn, str_cat("result shape must be [", shape_to_string(expect), "]"));
   p.result_shape = rt.shape;
+  p.whole_rows = ot.dtype == DType::kBF16 && orank == 2 && collapsed == std::vector<int64_t>{0} &&
+                 sim == std::vector<int64_t>{0} && op_batch.empty() && slice_sizes[1] == ot.shape[1] &&
+                 offset_dims == std::vector<int64_t>{rrank - 1};
   return std::unique_ptr<OpKernel>(new Gather(std::move(p)));
 }
 
