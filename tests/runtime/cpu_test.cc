@@ -1,6 +1,5 @@
-// CPU feature detection against /proc/cpuinfo, and HLX_CPU=baseline / noamx: this binary re-runs
-// its own kernel tests with the portable paths (or everything but AMX) forced, so each code path is
-// checked on this machine.
+// CPU feature detection against /proc/cpuinfo, and HLX_CPU=baseline: this binary re-runs its own
+// kernel tests with the portable paths forced, so both code paths are checked on this machine.
 #include <gtest/gtest.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -24,11 +23,6 @@ bool baseline_forced() {
   const char* e = std::getenv("HLX_CPU");
   return e && std::strcmp(e, "baseline") == 0;
 }
-bool noamx_forced() {
-  const char* e = std::getenv("HLX_CPU");
-  return e && std::strcmp(e, "noamx") == 0;
-}
-bool forced_cpu() { return baseline_forced() || noamx_forced(); }
 
 std::set<std::string> cpuinfo_flags() {
   std::ifstream in("/proc/cpuinfo");
@@ -63,10 +57,9 @@ TEST(Cpu, MatchesKernelReportedFlags) {
   EXPECT_EQ(f.avx512bf16, flags.count("avx512_bf16") == 1);
   EXPECT_EQ(f.avx512vnni, flags.count("avx512_vnni") == 1);
   EXPECT_EQ(f.avx512fp16, flags.count("avx512_fp16") == 1);
-  const bool amx = !noamx_forced();
-  EXPECT_EQ(f.amx_tile, amx && flags.count("amx_tile") == 1);
-  EXPECT_EQ(f.amx_bf16, amx && flags.count("amx_bf16") == 1);
-  EXPECT_EQ(f.amx_int8, amx && flags.count("amx_int8") == 1);
+  EXPECT_EQ(f.amx_tile, flags.count("amx_tile") == 1);
+  EXPECT_EQ(f.amx_bf16, flags.count("amx_bf16") == 1);
+  EXPECT_EQ(f.amx_int8, flags.count("amx_int8") == 1);
 }
 
 TEST(Cpu, FeatureImplications) {
@@ -79,42 +72,27 @@ TEST(Cpu, FeatureImplications) {
   }
 }
 
-// Runs this binary again with `filter` and HLX_CPU=cpu (plus `extra` environment); its exit status.
-int rerun_with(const char* cpu, std::string filter, std::vector<std::string> extra) {
+// Re-runs this binary's kernel tests with HLX_CPU=baseline (portable attention, oneDNN-only
+// matmul with f32->bf16 conversion in plain C++).
+TEST(Cpu, KernelTestsPassWithBaselinePaths) {
+  if (baseline_forced()) GTEST_SKIP() << "already the baseline run";
+  std::string filter = "--gtest_filter=Matmul*:PackedWeight*:Attention*:Norms*:Rotary*:Native*:Cpu.*";
   std::string self = "/proc/self/exe";
   char* argv[] = {self.data(), filter.data(), nullptr};
   std::vector<std::string> env_s;
   for (char** e = environ; *e; ++e)
     if (std::strncmp(*e, "HLX_CPU=", 8) != 0) env_s.push_back(*e);
-  env_s.push_back(std::string("HLX_CPU=") + cpu);
-  for (auto& e : extra) env_s.push_back(e);
+  env_s.push_back("HLX_CPU=baseline");
+  env_s.push_back("ONEDNN_MAX_CPU_ISA=AVX2");  // and oneDNN as on a CPU without AVX-512
   std::vector<char*> envp;
   for (auto& s : env_s) envp.push_back(s.data());
   envp.push_back(nullptr);
   pid_t pid;
-  if (posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp.data()) != 0) return -1;
+  ASSERT_EQ(posix_spawn(&pid, self.c_str(), nullptr, nullptr, argv, envp.data()), 0);
   int status = 0;
-  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return -1;
-  return WEXITSTATUS(status);
-}
-
-// Re-runs this binary's kernel tests with HLX_CPU=baseline (portable attention, oneDNN-only
-// matmul with f32->bf16 conversion in plain C++).
-TEST(Cpu, KernelTestsPassWithBaselinePaths) {
-  if (forced_cpu()) GTEST_SKIP() << "already a restricted run";
-  EXPECT_EQ(rerun_with("baseline", "--gtest_filter=Matmul*:PackedWeight*:Attention*:Norms*:Rotary*:Native*:Cpu.*",
-                       {"ONEDNN_MAX_CPU_ISA=AVX2"}),  // and oneDNN as on a CPU without AVX-512
-            0)
-      << "kernel tests failed under HLX_CPU=baseline (see output above)";
-}
-
-// On an AMX host the decode attention scores run on AMX tiles: re-runs the attention tests with
-// HLX_CPU=noamx so the AVX-512 scores are checked here too.
-TEST(Cpu, AttentionTestsPassWithoutAmx) {
-  if (forced_cpu()) GTEST_SKIP() << "already a restricted run";
-  if (!kernels::cpu_features().amx_bf16) GTEST_SKIP() << "no AMX: the native run is the AVX-512 one";
-  EXPECT_EQ(rerun_with("noamx", "--gtest_filter=Attention*:NativeAttention*:Cpu.*", {}), 0)
-      << "attention tests failed under HLX_CPU=noamx (see output above)";
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 0) << "kernel tests failed under HLX_CPU=baseline (see output above)";
 }
 
 }  // namespace

@@ -21,11 +21,8 @@
 //             chunks (exact: the same FMA chain per column as one pass).
 // All arithmetic is f32 on the exact values: Q as given (bf16 from the text emitters over a bf16
 // cache, widened exactly, so decode and prefill see the same Q), P never rounded (a bf16
-// dot-product version, Q and P as hi + lo bf16, cost about the same).
-// AMX (cpu_features().amx_bf16, bf16 cache, head_dim % 32 == 0, HLX_CPU=noamx turns it off): the
-// scores are tdpbf16ps tiles, 16 K rows straight from the cache as A, the kv head's query rows as
-// the columns of B (an f32 Q as hi + mid + lo bf16: exact), so each score is still a sum of exact
-// products in f32, in the tile's order: its bits differ from the FMA path's, not its accuracy.
+// dot-product version, Q and P as hi + lo bf16, cost about the same; AMX-BF16 scores, 0.56x of
+// these FMAs' time on L2-resident rows, made the kernel 0.9x: it waits on memory, docs/PERFORMANCE.md).
 // Split-K (flash-decoding, issue 27): a row whose visible keys cross a multiple of kSplitKeys is
 // cut there into parts, each a work item over whole cache rows (all kv heads: one sequential
 // stream) with its own softmax max and sum, merged after by exact log-sum-exp weights. Before it
@@ -39,14 +36,11 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstring>
 #include <limits>
-#include <type_traits>
 #include <vector>
 
-#include "runtime/kernels/amx_tile.h"
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/cpu.h"
 #include "runtime/kernels/exp_nonpos16_avx512.h"
@@ -166,80 +160,6 @@ inline void score_keys(const float* qp, const E* k, int64_t stride, int64_t j, i
     const float f = ks ? ks[(j + t) * ks_stride] : 1.f;
     s0[t] = ks ? sums[t] * f : sums[t];
     if (R == 2) s1[t] = ks ? sums[kK + t] * f : sums[kK + t];
-  }
-}
-
-// AMX score pass (bf16 cache, head_dim % 32 == 0): B tiles of an item's queries, per kv head l
-// and 32-dim chunk c 16 dim pairs x ncols columns (VNNI: dims 32c + 2k, +1 of column n at
-// bt[(((l * chunks + c) * 16 + k) * ncols + n) * 2 + 0, 1]; ncols a power of two, so no row
-// crosses a cache line). Column n < G: query head g = n of the kv head for a bf16 Q; for an f32
-// Q, q = hi + mid + lo (bf16 each, exact: 24 bits in three round-to-nearest steps of 8) in columns
-// 3g, 3g + 1, 3g + 2, so every product is exact in f32. Unused columns are zero.
-void pack_query_tiles(const void* q, bool f32_q, int64_t hg, int64_t G, int64_t Dh, int64_t ncols, uint16_t* bt) {
-  const int64_t chunks = Dh / 32;
-  std::fill(bt, bt + hg * Dh * ncols, uint16_t(0));
-  for (int64_t i = 0; i < hg * G; ++i) {
-    const int64_t l = i / G, g = i % G;
-    for (int64_t e = 0; e < Dh; ++e) {
-      uint16_t* p = bt + (((l * chunks + e / 32) * 16 + e % 32 / 2) * ncols) * 2 + e % 2;
-      if (!f32_q) {
-        p[g * 2] = static_cast<const uint16_t*>(q)[i * Dh + e];
-        continue;
-      }
-      const float x = static_cast<const float*>(q)[i * Dh + e];
-      const bf16 hi = f32_to_bf16(x);
-      const float r = x - bf16_to_f32(hi);  // exact
-      const bf16 mid = f32_to_bf16(r);
-      p[3 * g * 2] = hi.bits;
-      p[(3 * g + 1) * 2] = mid.bits;
-      p[(3 * g + 2) * 2] = f32_to_bf16(r - bf16_to_f32(mid)).bits;  // exact
-    }
-  }
-}
-
-// Tiles of the AMX score pass: C (16 keys x ncols f32), A (16 keys x 32 dims), B (16 dim pairs x ncols).
-amx::TileConfig score_tile_config(int64_t ncols) {
-  amx::TileConfig c;
-  c.rows[0] = c.rows[1] = c.rows[2] = 16;
-  c.colsb[0] = c.colsb[2] = uint16_t(ncols * 4);
-  c.colsb[1] = 64;
-  return c;
-}
-
-// Scores of one kv head's G query rows against 16 keys: key t's row at a + t * a_stride bytes,
-// B tiles at bt (pack_query_tiles, this head); s_g[t] = dot(q_g, k_t) to s0 + g * ld, t < 16.
-// C accumulates the chunks in order; each key's score is its own row of C, computed the same way
-// at any row, so a key's bits do not depend on its place in the tile.
-void score_tile(const uint16_t* a, int64_t a_stride, const uint16_t* bt, int64_t chunks, int64_t ncols, int64_t G,
-                bool split, float* s0, int64_t ld) {
-  alignas(64) float cbuf[16 * 16];
-  amx::zero<0>();
-  for (int64_t c = 0; c < chunks; ++c) {
-    amx::load<1>(a + 32 * c, a_stride);
-    amx::load<2>(bt + c * 32 * ncols, ncols * 4);
-    amx::dpbf16ps<0, 1, 2>();
-  }
-  amx::store<0>(cbuf, ncols * 4);
-  if (ncols == 2 && !split) {  // G = 2 (Qwen3): the two columns of 32 interleaved floats
-    const __m512 x = _mm512_load_ps(cbuf), y = _mm512_load_ps(cbuf + 16);
-    const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-    _mm512_storeu_ps(s0, _mm512_permutex2var_ps(x, even, y));
-    _mm512_storeu_ps(s0 + ld, _mm512_permutex2var_ps(x, _mm512_add_epi32(even, _mm512_set1_epi32(1)), y));
-    return;
-  }
-  const __m512i t = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                       _mm512_set1_epi32(int(ncols)));
-  for (int64_t g = 0; g < G; ++g) {
-    __m512 s;
-    if (split) {  // (lo + mid) + hi: the small parts first
-      const __m512i c = _mm512_add_epi32(t, _mm512_set1_epi32(int(3 * g)));
-      s = _mm512_add_ps(_mm512_i32gather_ps(_mm512_add_epi32(c, _mm512_set1_epi32(2)), cbuf, 4),
-                        _mm512_i32gather_ps(_mm512_add_epi32(c, _mm512_set1_epi32(1)), cbuf, 4));
-      s = _mm512_add_ps(s, _mm512_i32gather_ps(c, cbuf, 4));
-    } else {
-      s = _mm512_i32gather_ps(_mm512_add_epi32(t, _mm512_set1_epi32(int(g))), cbuf, 4);
-    }
-    _mm512_storeu_ps(s0 + g * ld, s);
   }
 }
 
@@ -429,18 +349,9 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   int64_t hg = Hkv;
   while (hg % 2 == 0 && n_parts * (Hkv / hg) < 4 * int64_t(max_threads())) hg /= 2;
   const int64_t groups = Hkv / hg;
-  // Scores on AMX tiles (bf16 cache; i8 codes keep the FMAs): a kv head's query rows are the
-  // columns of B, an f32 Q as three bf16 each (pack_query_tiles).
-  const bool split_q = d.q_type == DType::kF32;
-  const int64_t ncols = int64_t(std::bit_ceil(uint64_t(split_q ? 3 * G : G)));
-  const bool amx = std::is_same_v<E, uint16_t> && cpu_features().amx_bf16 && Dh % 32 == 0 && ncols <= 16;
-  const amx::TileConfig tile_config = score_tile_config(ncols);
   parallel_for(n_parts * groups, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
     thread_local std::vector<float> qp, sc, acc, invs, maxs;
-    thread_local std::vector<uint16_t> bt, tail;
-    uint16_t* bq = nullptr;  // B tiles in bt
-    if (amx) amx::load_config(tile_config);
     for (int64_t item = item_begin; item < item_end; ++item) {
       const int64_t part_index = item / groups;
       const Part& part = parts[size_t(part_index)];
@@ -494,25 +405,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       // j - lo). Rows kAhead keys ahead are prefetched; past the end, the first V rows of the P.V pass.
       const int64_t kAhead = prefetch_ahead().k, vAhead = prefetch_ahead().v;
       for (int64_t t = lo; t < std::min(hi, lo + kAhead); ++t) prefetch_span(kb + t * stride, span);
-      if (amx) {
-        if (int64_t(bt.size()) < hg * Dh * ncols + 32) bt.resize(size_t(hg * Dh * ncols + 32));
-        bq = bt.data() + (-reinterpret_cast<uintptr_t>(bt.data()) / 2 & 31);  // 64-byte aligned
-        const int64_t q_elem = split_q ? 4 : 2;
-        pack_query_tiles(static_cast<const char*>(q) + (b * Hq + h0 * G) * Dh * q_elem, split_q, hg, G, Dh, ncols, bq);
-      }
       for (int64_t j = lo; j < hi; j += 16) {
-        // AMX: a tile of fewer than 16 keys (the part's last) reads a copy of them, zeros after:
-        // rows past hi may be outside the cache.
-        const uint16_t* a_rows = reinterpret_cast<const uint16_t*>(kb) + j * stride;
-        int64_t a_stride = stride * 2;
-        if (amx && hi - j < 16) {
-          if (int64_t(tail.size()) < 16 * span) tail.resize(size_t(16 * span));
-          std::fill(tail.begin(), tail.begin() + 16 * span, uint16_t(0));
-          for (int64_t t = j; t < hi; ++t)
-            std::memcpy(&tail[size_t((t - j) * span)], a_rows + (t - j) * stride, size_t(span) * 2);
-          a_rows = tail.data();
-          a_stride = span * 2;
-        }
         for (int64_t l = 0; l < hg; ++l) {
           // Head l's piece of the rows kAhead keys on, issued just before its own scores (all
           // heads' prefetches in one burst before the first head measured slower).
@@ -521,11 +414,6 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
               prefetch_span(kb + t * stride + l * Dh, Dh);
             else if (t - hi < std::min(vAhead, n))
               prefetch_span(vb + (lo + t - hi) * stride + l * Dh, Dh);
-          }
-          if (amx) {
-            score_tile(a_rows + l * Dh, a_stride, bq + l * Dh * ncols, Dh / 32, ncols, G, split_q,
-                       sc.data() + l * G * ld + (j - lo), ld);
-            continue;
           }
           const float* ksl = ksb ? ksb + l : nullptr;
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
@@ -593,7 +481,6 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
         std::memcpy(rec + 2, acc.data() + i * acc_len, size_t(acc_len) * sizeof(float));
       }
     }
-    if (amx) amx::release();
   });
   if (splits.empty()) return;
   // Merge: per split row and query head, weights e^(m_p - M) over the parts in order.

@@ -68,7 +68,6 @@ CpuFeatures detect() {
   f.model_name = read_model_name();
   const char* env = std::getenv("HLX_CPU");
   if (env && std::strcmp(env, "baseline") == 0) return f;
-  const bool no_amx = env && std::strcmp(env, "noamx") == 0;
 
   unsigned max_leaf = __get_cpuid_max(0, nullptr);
   if (max_leaf < 1) return f;
@@ -94,7 +93,7 @@ CpuFeatures detect() {
   f.avx512bf16 = f.avx512f && bit(l71.a, 5);
   f.avx512fp16 = f.avx512f && bit(l7.d, 23);
   f.avx512vnni = f.avx512f && bit(l7.c, 11);
-  bool amx_tile = !no_amx && os_amx && bit(l7.d, 24);
+  bool amx_tile = os_amx && bit(l7.d, 24);
   if (amx_tile && request_amx_permission()) {
     f.amx_tile = true;
     f.amx_bf16 = bit(l7.d, 22);

@@ -14,8 +14,7 @@ struct CpuFeatures {
   std::string model_name;  // from /proc/cpuinfo
 };
 
-// Detected once (cpuid + OS support for the register state); HLX_CPU=baseline forces the portable
-// path, HLX_CPU=noamx everything but AMX.
+// Detected once (cpuid + OS support for the register state); HLX_CPU=baseline forces the portable path.
 const CpuFeatures& cpu_features();
 
 }  // namespace hlx::kernels
