@@ -21,7 +21,8 @@
 //             chunks (exact: the same FMA chain per column as one pass).
 // All arithmetic is f32 on the exact values: Q as given (bf16 from the text emitters over a bf16
 // cache, widened exactly, so decode and prefill see the same Q), P never rounded (a bf16
-// dot-product version, Q and P as hi + lo bf16, cost about the same).
+// dot-product version, Q and P as hi + lo bf16, cost about the same; AMX-BF16 scores, 0.56x of
+// these FMAs' time on L2-resident rows, made the kernel 0.9x: it waits on memory, docs/PERFORMANCE.md).
 // Split-K (flash-decoding, issue 27): a row whose visible keys cross a multiple of kSplitKeys is
 // cut there into parts, each a work item over whole cache rows (all kv heads: one sequential
 // stream) with its own softmax max and sum, merged after by exact log-sum-exp weights. Before it
