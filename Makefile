@@ -49,7 +49,7 @@ $(TSAN_BUILD)/build.ninja:
 TSAN_ENV = TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$(CURDIR)/tests/tsan.supp"
 test-tsan: setup $(TSAN_BUILD)/build.ninja
 	cmake --build $(TSAN_BUILD) --target hlx_runtime_tests hlx_engine_tests
-	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_runtime_tests --gtest_filter='ParallelFor.*:PackedWeightTiles.*:Gemm.*:DotGroup.*:PackedWeightInt8.*:Attention.*:NativeAttention.*'
+	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_runtime_tests --gtest_filter='ParallelFor.*:PackedWeightTiles.*:Gemm.*:DotGroup.*:PackedWeightInt8.*:PackedWeight.*:PackedWeightInt4.*:Attention.*:NativeAttention.*'
 	$(TSAN_ENV) $(TSAN_BUILD)/bin/hlx_engine_tests --gtest_filter='*BatchEngine*:SessionCancel.*'
 
 test: format-check test-release test-sanitize test-tsan
