@@ -16,6 +16,7 @@
 
 #include "matmul_test_util.h"
 #include "runtime/kernels/matmul.h"
+#include "runtime/kernels/matmul_int4.h"
 #include "runtime/kernels/parallel.h"
 #include "runtime/program.h"
 #include "structured_test_util.h"
@@ -170,6 +171,20 @@ uint32_t bits(float f) {
   return u;
 }
 
+using kernels::int4::TileKernel;
+
+// Runs the tiled products of its scope on one kernel (kAmx: AMX-INT8 tiles, where the CPU has them).
+struct TileKernelScope {
+  explicit TileKernelScope(TileKernel k) { kernels::int4::set_tile_kernel(k); }
+  ~TileKernelScope() { kernels::int4::set_tile_kernel(TileKernel::kAuto); }
+};
+
+// The tiled kernels this CPU runs: AVX-512, and AMX-INT8 where available.
+std::vector<TileKernel> tile_kernels() {
+  if (kernels::int4::amx_available()) return {TileKernel::kAvx512, TileKernel::kAmx};
+  return {TileKernel::kAvx512};
+}
+
 // Every kernel (streaming M <= 8, tiled, portable under HLX_CPU=baseline) gives the contract's bits
 // for f32/bf16/f16 A and f32/bf16 C; activations with outliers, so a group's scale differs from its
 // row's; K not a multiple of the group, N not of 64, with and without a permutation.
@@ -211,51 +226,115 @@ TEST(PackedWeightInt4, ProductIsTheContractsBitsEveryShapeAndType) {
   }
 }
 
+// The AMX-INT8 tiles (int16 activations as signed high and unsigned low bytes, two tile products per
+// 16 x 16 block, recombined as 256 * hi + lo) give the contract's bits, and the AVX-512 tiles' bits:
+// several groups, G = 128 / 64 / 32 and G whose k chunk needs zero padding (100: 2 x 52, 34: 36),
+// K not a multiple of the group, GPTQ permutation, N not a multiple of 64, M around the 16-row tile
+// and the 96-row work item, f32 and bf16 A and C, one and two threads.
+TEST(PackedWeightInt4, AmxTilesGiveTheContractsBits) {
+  if (!kernels::int4::amx_available())
+    GTEST_SKIP() << "CPU without AMX-INT8 (or HLX_CPU=baseline): the AVX-512 tiles run, checked above";
+  struct Case {
+    int64_t k, n, group;
+    bool shuffle;
+  };
+  for (const Case cs : {Case{1024, 200, 128, true}, Case{384, 130, 64, false}, Case{200, 70, 32, true},
+                        Case{300, 96, 100, true}, Case{170, 64, 34, false}}) {
+    const Q4 wp = random_q4(cs.k, cs.n, cs.group, uint32_t(cs.k * 3 + cs.n), cs.shuffle);
+    auto packed = kernels::pack_int4(wp.source());
+    ASSERT_TRUE(packed.ok()) << packed.status().to_string();
+    for (int64_t m : {9, 16, 17, 40, 97, 203}) {
+      std::vector<float> a = rand_vec(m * cs.k, uint32_t(m * 5 + 3), -2.f, 2.f);
+      for (size_t i = 0; i < a.size(); i += 29) a[i] *= 60.f;      // outliers: large and small int16 codes
+      std::fill(a.begin() + 2 * cs.k, a.begin() + 3 * cs.k, 0.f);  // row 2: zero
+      for (int64_t kk = 0; kk < cs.group; ++kk)                    // row 5: packed group 1 zero
+        a[size_t(5 * cs.k + (wp.perm.empty() ? cs.group + kk : wp.perm[size_t(cs.group + kk)]))] = 0.f;
+      a[size_t(7 * cs.k + cs.k / 2)] = std::numeric_limits<float>::quiet_NaN();  // row 7: NaN
+      for (DType at : {DType::kF32, DType::kBF16}) {
+        std::vector<float> ar = a;
+        const std::vector<uint8_t> ab = store(at, ar);
+        std::vector<float> ref;
+        std::vector<double> exact, bound;
+        reference(wp, ar, m, ref, exact, bound);
+        for (DType ct : {DType::kF32, DType::kBF16})
+          for (int threads : {1, 2}) {
+            kernels::ThreadLimit limit(threads);
+            std::vector<uint8_t> c, c512;
+            {
+              TileKernelScope amx(TileKernel::kAmx);
+              c = run(**packed, m, at, ab, ct);
+            }
+            {
+              TileKernelScope avx(TileKernel::kAvx512);
+              c512 = run(**packed, m, at, ab, ct);
+            }
+            EXPECT_EQ(c, c512) << "AMX vs AVX-512 tiles: k=" << cs.k << " n=" << cs.n << " G=" << cs.group
+                               << " m=" << m;
+            for (int64_t i = 0; i < m * cs.n; ++i) {
+              const float want = ct == DType::kF32 ? ref[size_t(i)] : bf16_to_f32(f32_to_bf16(ref[size_t(i)]));
+              const float got = load(ct, c, size_t(i));
+              if (i / cs.n == 7) {  // the NaN row (any NaN)
+                ASSERT_TRUE(std::isnan(got) && std::isnan(want)) << got << " vs " << want << " i=" << i;
+                continue;
+              }
+              ASSERT_EQ(bits(got), bits(want))
+                  << got << " vs " << want << ": k=" << cs.k << " n=" << cs.n << " G=" << cs.group << " m=" << m
+                  << " a=" << dtype_name(at) << " c=" << dtype_name(ct) << " t=" << threads << " i=" << i;
+            }
+          }
+      }
+    }
+  }
+}
+
 // Zero, tiny and non-finite activations: a subnormal reads as zero, a group read as zero (all
 // zero, subnormal, or s_a below FLT_MIN) contributes nothing; a NaN or Inf anywhere makes the whole
-// row NaN and leaves the other rows alone. Streaming (M = 6) and tiled (M = 14) kernels.
+// row NaN and leaves the other rows alone. Streaming (M = 6) and tiled (M = 14, 40) kernels, the
+// AVX-512 and (where the CPU has them) the AMX tiles.
 TEST(PackedWeightInt4, ZeroTinyAndNonFiniteGroups) {
   const int64_t k = 256, n = 96, group = 64;
   const Q4 w = random_q4(k, n, group, 31, true);
   auto p = kernels::pack_int4(w.source());
   ASSERT_TRUE(p.ok());
-  for (int64_t m : {6, 14}) {
-    std::vector<float> a = rand_vec(m * k, 32);
-    std::vector<float> zeroed = a;
-    auto group_of = [&](int64_t r, int64_t g, float v, bool zero_too) {
-      for (int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
-        a[size_t(r * k + w.perm[size_t(kk)])] = v * (kk % 3 == 0 ? -1.f : 1.f);
-        if (zero_too) zeroed[size_t(r * k + w.perm[size_t(kk)])] = 0.f;
-      }
-    };
-    // Row 0: tiny normal values (s_a ~ 1.2e-38) and one subnormal 1.1e-38, which DAZ reads as 0
-    // (without it, q_a = 1).
-    for (int64_t kk = 0; kk < k; ++kk) a[size_t(kk)] = zeroed[size_t(kk)] = a[size_t(kk)] * 4e-34f;
-    a[size_t(w.perm[5])] = 1.1e-38f;
-    zeroed[size_t(w.perm[5])] = 0.f;
-    std::fill(a.begin() + 1 * k, a.begin() + 2 * k, 0.f);  // row 1: all zero
-    std::fill(zeroed.begin() + 1 * k, zeroed.begin() + 2 * k, 0.f);
-    group_of(2, 1, 0.f, true);     // row 2: group 1 zero
-    group_of(3, 2, 1e-39f, true);  // row 3: group 2 subnormal
-    group_of(4, 0, 1e-35f, true);  // row 4: group 0 normal but s_a = 1e-35 / 32767 < FLT_MIN
-    a[size_t(5 * k + 17)] = std::numeric_limits<float>::quiet_NaN();              // row 5: NaN
-    if (m > 6) a[size_t(9 * k + 200)] = -std::numeric_limits<float>::infinity();  // row 9: -Inf
-    std::vector<float> c(size_t(m * n)), cz(size_t(m * n));
-    ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c.data()).ok());
-    ASSERT_TRUE((*p)->multiply(m, DType::kF32, zeroed.data(), DType::kF32, cz.data()).ok());
-    for (int64_t r = 0; r < m; ++r)
-      for (int64_t j = 0; j < n; ++j) {
-        const float v = c[size_t(r * n + j)];
-        if (r == 5 || r == 9) {
-          EXPECT_TRUE(std::isnan(v)) << m << ": row " << r << " col " << j << " = " << v;
-        } else if (r == 1) {
-          EXPECT_EQ(bits(v), 0u) << m << ": zero row, col " << j << " = " << v;
-        } else {
-          ASSERT_TRUE(std::isfinite(v)) << m << ": row " << r << " col " << j;
-          EXPECT_EQ(bits(v), bits(cz[size_t(r * n + j)])) << m << ": row " << r << " col " << j;
+  for (const TileKernel tk : tile_kernels())
+    for (int64_t m : {6, 14, 40}) {
+      TileKernelScope scope(tk);
+      std::vector<float> a = rand_vec(m * k, 32);
+      std::vector<float> zeroed = a;
+      auto group_of = [&](int64_t r, int64_t g, float v, bool zero_too) {
+        for (int64_t kk = g * group; kk < (g + 1) * group; ++kk) {
+          a[size_t(r * k + w.perm[size_t(kk)])] = v * (kk % 3 == 0 ? -1.f : 1.f);
+          if (zero_too) zeroed[size_t(r * k + w.perm[size_t(kk)])] = 0.f;
         }
-      }
-  }
+      };
+      // Row 0: tiny normal values (s_a ~ 1.2e-38) and one subnormal 1.1e-38, which DAZ reads as 0
+      // (without it, q_a = 1).
+      for (int64_t kk = 0; kk < k; ++kk) a[size_t(kk)] = zeroed[size_t(kk)] = a[size_t(kk)] * 4e-34f;
+      a[size_t(w.perm[5])] = 1.1e-38f;
+      zeroed[size_t(w.perm[5])] = 0.f;
+      std::fill(a.begin() + 1 * k, a.begin() + 2 * k, 0.f);  // row 1: all zero
+      std::fill(zeroed.begin() + 1 * k, zeroed.begin() + 2 * k, 0.f);
+      group_of(2, 1, 0.f, true);     // row 2: group 1 zero
+      group_of(3, 2, 1e-39f, true);  // row 3: group 2 subnormal
+      group_of(4, 0, 1e-35f, true);  // row 4: group 0 normal but s_a = 1e-35 / 32767 < FLT_MIN
+      a[size_t(5 * k + 17)] = std::numeric_limits<float>::quiet_NaN();              // row 5: NaN
+      if (m > 6) a[size_t(9 * k + 200)] = -std::numeric_limits<float>::infinity();  // row 9: -Inf
+      std::vector<float> c(size_t(m * n)), cz(size_t(m * n));
+      ASSERT_TRUE((*p)->multiply(m, DType::kF32, a.data(), DType::kF32, c.data()).ok());
+      ASSERT_TRUE((*p)->multiply(m, DType::kF32, zeroed.data(), DType::kF32, cz.data()).ok());
+      for (int64_t r = 0; r < m; ++r)
+        for (int64_t j = 0; j < n; ++j) {
+          const float v = c[size_t(r * n + j)];
+          if (r == 5 || r == 9) {
+            EXPECT_TRUE(std::isnan(v)) << m << ": row " << r << " col " << j << " = " << v;
+          } else if (r == 1) {
+            EXPECT_EQ(bits(v), 0u) << m << ": zero row, col " << j << " = " << v;
+          } else {
+            ASSERT_TRUE(std::isfinite(v)) << m << ": row " << r << " col " << j;
+            EXPECT_EQ(bits(v), bits(cz[size_t(r * n + j)])) << m << ": row " << r << " col " << j;
+          }
+        }
+    }
 }
 
 // A row's bits do not depend on M (streaming vs tiled kernel, its place in a register tile or a

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -24,6 +25,8 @@ namespace int4 {
 namespace {
 
 thread_local internal::ScratchBuffer tl_act, tl_row, tl_tile;
+
+std::atomic<TileKernel> g_tile_kernel{TileKernel::kAuto};
 
 // Portable product: rows [r0, r1) x block b, int32 group sums and the contract's f32 operations.
 void rows_portable(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b, DType c_type, void* c) {
@@ -88,6 +91,23 @@ void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_
     sa[g] = s;
     sq[g] = s * float(qsum);
   }
+}
+
+// AMX-INT8 tiles for the tiled product unless HLX_CPU=noamx (or a test's set_tile_kernel says otherwise).
+bool use_amx() {
+  switch (g_tile_kernel.load(std::memory_order_relaxed)) {
+    case TileKernel::kAvx512:
+      return false;
+    case TileKernel::kAmx:
+      return amx_available();
+    case TileKernel::kAuto:
+      break;
+  }
+  static const bool on = [] {
+    const char* env = std::getenv("HLX_CPU");
+    return amx_available() && !(env && std::strcmp(env, "noamx") == 0);
+  }();
+  return on;
 }
 
 class Int4PackedWeight final : public PackedWeight {
@@ -177,27 +197,39 @@ class Int4PackedWeight final : public PackedWeight {
     const Int4PackedWeight& w0 = *w[0];
     const int64_t k = w0.k_, group = w0.p_.group, groups = w0.p_.groups, kp = groups * group;
     const int32_t* perm = w0.perm_.empty() ? nullptr : w0.perm_.data();
-    char* buf = static_cast<char*>(tl_act.get(size_t(m * kp) * 2 + size_t(m * groups) * 8 + 64));
+    const bool avx = int8::avx512_vnni();  // int8's gate: the same instructions
+    const bool stream = m <= kStreamMaxM;
+    const bool amx = !stream && avx && use_amx();
+    // AMX: the rows' hi / lo bytes after the int16 ones, rows padded to whole tiles.
+    const int64_t hl_stride = amx ? amx_row_bytes(group, groups) : 0;
+    const int64_t hl_rows = (m + kAmxTileRows - 1) / kAmxTileRows * kAmxTileRows;
+    const size_t act_bytes = (size_t(m * kp) * 2 + size_t(m * groups) * 8 + 63) / 64 * 64;
+    char* buf = static_cast<char*>(tl_act.get(act_bytes + size_t(amx ? hl_rows * hl_stride : 0) + 64));
     int32_t* q = reinterpret_cast<int32_t*>(buf);
     float* sa = reinterpret_cast<float*>(buf + size_t(m * kp) * 2);
     float* sq = sa + m * groups;
+    uint8_t* hl = amx ? reinterpret_cast<uint8_t*>(buf + act_bytes) : nullptr;
+    if (amx) std::memset(hl + m * hl_stride, 0, size_t((hl_rows - m) * hl_stride));
     Acts x;
     x.q = q;
     x.sa = sa;
     x.sq = sq;
     x.kp = kp;
     x.groups = groups;
+    x.hl = hl;
+    x.hl_stride = hl_stride;
     auto prep = [&](int64_t r0, int64_t r1) {
       internal::FtzDazScope ftz;
       float* tmp = perm ? static_cast<float*>(tl_row.get(size_t(k) * 4)) : nullptr;
-      for (int64_t r = r0; r < r1; ++r)
+      for (int64_t r = r0; r < r1; ++r) {
         prepare_row(a_type, a, r, k, perm, group, groups, tmp, q + r * (kp / 2), sa + r * groups, sq + r * groups);
+        if (amx) split_act_amx(q + r * (kp / 2), groups, group, hl + r * hl_stride);
+      }
     };
-    const bool avx = int8::avx512_vnni();  // int8's gate: the same instructions
-    const bool stream = m <= kStreamMaxM;
     const int64_t ib = stream_item_blocks(m);
-    const int64_t row_groups = stream ? 1 : (m + kItemTiles * kTileRows - 1) / (kItemTiles * kTileRows);
-    const int64_t group_rows = stream ? m : ((m + row_groups - 1) / row_groups + kTileRows - 1) / kTileRows * kTileRows;
+    const int64_t tile_rows = amx ? kAmxTileRows : kTileRows, item_rows = amx ? kAmxItemRows : kItemTiles * kTileRows;
+    const int64_t row_groups = stream ? 1 : (m + item_rows - 1) / item_rows;
+    const int64_t group_rows = stream ? m : ((m + row_groups - 1) / row_groups + tile_rows - 1) / tile_rows * tile_rows;
     std::vector<int64_t> first(size_t(count) + 1, 0);
     for (int i = 0; i < count; ++i) {
       const int64_t nb = w[i]->nblocks_;
@@ -225,7 +257,9 @@ class Int4PackedWeight final : public PackedWeight {
           const int64_t g = j / wp.nblocks_, b = j % wp.nblocks_;
           const int64_t r0 = g * group_rows, r1 = std::min(m, r0 + group_rows);
           if (r0 >= r1) continue;
-          if (avx)
+          if (amx)
+            tile_amx(r0, r1, x, pk, b, tl_tile.get(size_t(amx_scratch_bytes(group))), c_type, c[p]);
+          else if (avx)
             tile_avx512(r0, r1, x, pk, b, tl_tile.get(size_t(tile_scratch_bytes(group))), c_type, c[p]);
           else
             rows_portable(r0, r1, x, pk, b, c_type, c[p]);
@@ -248,6 +282,14 @@ class Int4PackedWeight final : public PackedWeight {
 };
 
 }  // namespace
+
+bool amx_available() {
+  const CpuFeatures& f = cpu_features();
+  return f.amx_int8 && f.avx512bw && int8::avx512_vnni();
+}
+
+void set_tile_kernel(TileKernel k) { g_tile_kernel.store(k, std::memory_order_relaxed); }
+
 }  // namespace int4
 
 size_t int4_packed_bytes(int64_t k, int64_t n, int64_t group) {

@@ -1,6 +1,6 @@
 // Internal to matmul_int4*.cc: the group-wise 4-bit weight layout, the arithmetic every int4 kernel
 // follows, and the per-item kernels (portable ones in matmul_int4.cc, AVX-512 VNNI ones in
-// matmul_int4_avx512.cc, picked by cpu_features()).
+// matmul_int4_avx512.cc, AMX-INT8 tiles in matmul_int4_amx.cc, picked by cpu_features()).
 //
 // Weights: K is cut into groups of G consecutive (packed) k, G even in [32, 128]; K is padded with
 // zero weights to Kp = ceil(K / G) * G. Each (group g, column n) has an f32 scale s and an f32 min
@@ -35,9 +35,10 @@
 // since s_a (s isum + m qsum) = sum of s_a q_a (s q + m). (s_a goes on isum and qsum rather than on
 // s and m: one multiply per column and group instead of two.) C = sum (rounded to bf16, nearest
 // even, for a bf16 C). Integer sums are exact in any order, so the only roundings are the ones
-// written here: the streaming kernel (M <= kStreamMaxM), the tiled one (larger M) and the portable
-// one (CPUs without AVX512 F/BW/VNNI/BF16: plain int32 loops and the same f32 operations) give the
-// same bits, and a row's bits do not depend on M, on the grouping of rows or on the thread count.
+// written here: the streaming kernel (M <= kStreamMaxM), the tiled ones (larger M: AVX-512, or AMX-INT8
+// tiles where the CPU has them) and the portable one (CPUs without AVX512 F/BW/VNNI/BF16: plain int32
+// loops and the same f32 operations) give the same bits, and a row's bits do not depend on M, on the
+// grouping of rows or on the thread count.
 //
 // Precision: an activation's quantization error is at most s_a / 2 = max |a| / 65534 of its group.
 #pragma once
@@ -64,6 +65,10 @@ struct Acts {
   const float* sa = nullptr;
   const float* sq = nullptr;
   int64_t kp = 0, groups = 0;
+  // AMX tiles only (split_act_amx): row r's bytes at hl + r * hl_stride, rows padded with zeros to
+  // a multiple of kAmxTileRows.
+  const uint8_t* hl = nullptr;
+  int64_t hl_stride = 0;
   const int32_t* row(int64_t r, int64_t g, int64_t group) const { return q + r * (kp / 2) + g * (group / 2); }
 };
 
@@ -92,5 +97,33 @@ constexpr int64_t tile_scratch_bytes(int64_t group) {
 }
 void tile_avx512(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b, void* scratch, DType c_type,
                  void* c);
+
+// ---- AMX-INT8 tiles (matmul_int4_amx.cc) for the tiled product ----
+// An int16 activation a is 256 * hi + lo, hi = a >> 8 a signed byte, lo = a & 255 an unsigned one,
+// so isum = 256 * sum(hi q) + sum(lo q) exactly (tdpbssd, tdpbusd; q in [0, 15] as bytes), then
+// the contract's fold: the same bits as tile_avx512. A group of G k is `amx_chunks` tile chunks
+// of `amx_chunk` k (a multiple of 4, <= 64), zero padded to amx_group_stride.
+constexpr int64_t kAmxTileRows = 16;  // rows per tile
+constexpr int64_t kAmxItemRows = 96;  // rows per work item (a multiple of kAmxTileRows)
+constexpr int64_t amx_chunks(int64_t group) { return (group + 63) / 64; }
+constexpr int64_t amx_chunk(int64_t group) { return ((group + amx_chunks(group) - 1) / amx_chunks(group) + 3) / 4 * 4; }
+constexpr int64_t amx_group_stride(int64_t group) { return amx_chunks(group) * amx_chunk(group); }
+// Bytes of one activation row: the hi bytes of every group, then the lo bytes.
+constexpr int64_t amx_row_bytes(int64_t group, int64_t groups) { return 2 * groups * amx_group_stride(group); }
+// Row q (Kp / 2 int16 pairs, as in Acts) as amx_row_bytes(group, groups) bytes at out.
+void split_act_amx(const int32_t* q, int64_t groups, int64_t group, uint8_t* out);
+// As tile_avx512 for rows [r0, r1) (a multiple of kAmxTileRows except at the end; x.hl set), with
+// amx_scratch_bytes(group) of 64-byte aligned scratch: the group's B tiles, C tiles, the sums.
+constexpr int64_t amx_scratch_bytes(int64_t group) {
+  return amx_group_stride(group) * kBlock + 4 * 16 * 64 + kAmxItemRows * kBlock * 4;
+}
+void tile_amx(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b, void* scratch, DType c_type, void* c);
+
+// Whether tiled products take tile_amx: cpu_features().amx_int8 with the AVX-512 VNNI kernels' CPU
+// features, unless HLX_CPU=noamx. set_tile_kernel overrides the choice (tests; kAmx only where
+// amx_available(), else the AVX-512 tiles).
+enum class TileKernel { kAuto, kAvx512, kAmx };
+bool amx_available();
+void set_tile_kernel(TileKernel k);
 
 }  // namespace hlx::kernels::int4
