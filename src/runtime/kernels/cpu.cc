@@ -93,7 +93,8 @@ CpuFeatures detect() {
   f.avx512bf16 = f.avx512f && bit(l71.a, 5);
   f.avx512fp16 = f.avx512f && bit(l7.d, 23);
   f.avx512vnni = f.avx512f && bit(l7.c, 11);
-  bool amx_tile = os_amx && bit(l7.d, 24);
+  // HLX_CPU=noamx: as detected, but no AMX tiles (A/B measurements of the AMX kernels).
+  bool amx_tile = os_amx && bit(l7.d, 24) && !(env && std::strcmp(env, "noamx") == 0);
   if (amx_tile && request_amx_permission()) {
     f.amx_tile = true;
     f.amx_bf16 = bit(l7.d, 22);

@@ -14,7 +14,8 @@ struct CpuFeatures {
   std::string model_name;  // from /proc/cpuinfo
 };
 
-// Detected once (cpuid + OS support for the register state); HLX_CPU=baseline forces the portable path.
+// Detected once (cpuid + OS support for the register state); HLX_CPU=baseline forces the portable
+// path, HLX_CPU=noamx everything but AMX tiles.
 const CpuFeatures& cpu_features();
 
 }  // namespace hlx::kernels

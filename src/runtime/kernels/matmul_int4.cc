@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
-#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <memory>
@@ -93,21 +92,17 @@ void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_
   }
 }
 
-// AMX-INT8 tiles for the tiled product unless HLX_CPU=noamx (or a test's set_tile_kernel says otherwise).
+// AMX-INT8 tiles for the tiled product where the CPU has them (not under HLX_CPU=noamx), unless a
+// test's set_tile_kernel says otherwise.
 bool use_amx() {
   switch (g_tile_kernel.load(std::memory_order_relaxed)) {
     case TileKernel::kAvx512:
       return false;
     case TileKernel::kAmx:
-      return amx_available();
     case TileKernel::kAuto:
       break;
   }
-  static const bool on = [] {
-    const char* env = std::getenv("HLX_CPU");
-    return amx_available() && !(env && std::strcmp(env, "noamx") == 0);
-  }();
-  return on;
+  return amx_available();
 }
 
 class Int4PackedWeight final : public PackedWeight {
