@@ -19,6 +19,7 @@
 #include <cstring>
 
 #include "runtime/kernels/matmul_int4.h"
+#include "runtime/kernels/matmul_int4_fold_avx512.h"
 
 namespace hlx::kernels::int4 {
 namespace {
@@ -61,18 +62,6 @@ inline void tile_dpbusd() {
 inline __mmask32 mask32(int64_t cnt) {
   return cnt >= 32 ? __mmask32(0xffffffffu) : cnt <= 0 ? __mmask32(0) : __mmask32((1u << cnt) - 1);
 }
-inline __mmask16 mask16(int64_t cnt) {
-  return cnt >= 16 ? __mmask16(0xffff) : cnt <= 0 ? __mmask16(0) : __mmask16((1u << cnt) - 1);
-}
-
-// sum = fma(s, float(isum) * s_a, sum); sum = fma(m, sq, sum) for 16 columns (a group's end): the
-// same operations as matmul_int4_avx512.cc's fold.
-inline void fold(float* sum, __m512i isum, const float* s, const float* m, float sa, float sq) {
-  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(sa));
-  const __m512 v = _mm512_fmadd_ps(_mm512_load_ps(s), t, _mm512_load_ps(sum));
-  _mm512_store_ps(sum, _mm512_fmadd_ps(_mm512_load_ps(m), _mm512_set1_ps(sq), v));
-}
-
 // One group of a block as B tiles: column tile t (columns 16 t .. 16 t + 15) at bt + t * brows * 64,
 // row i = 64 bytes, dword j = q(4 i .. 4 i + 3, 16 t + j); k past the group's G are zero. From the
 // packed lines (two k each): line p's half u holds, per column j < 16, the word (q(2p, .), q(2p +
@@ -93,20 +82,6 @@ void group_b_tiles(const uint8_t* grp, int64_t pairs, int64_t brows, uint8_t* bt
     _mm512_store_si512(bt + (1 * brows + i) * 64, _mm512_and_si512(_mm512_srli_epi16(u0, 4), lo4));
     _mm512_store_si512(bt + (2 * brows + i) * 64, _mm512_and_si512(u1, lo4));
     _mm512_store_si512(bt + (3 * brows + i) * 64, _mm512_and_si512(_mm512_srli_epi16(u1, 4), lo4));
-  }
-}
-
-// Writes 64 sums of row `row` as columns [col, col + 64) of C (masked past n).
-inline void store_block(const float* sum, int64_t row, int64_t col, int64_t n, DType c_type, void* c) {
-  for (int j = 0; j < 4; ++j) {
-    const int64_t at = col + 16 * j;
-    if (at >= n) return;
-    const __mmask16 mask = mask16(n - at);
-    const __m512 v = _mm512_load_ps(sum + 16 * j);
-    if (c_type == DType::kF32)
-      _mm512_mask_storeu_ps(static_cast<float*>(c) + row * n + at, mask, v);
-    else
-      _mm256_mask_storeu_epi16(static_cast<bf16*>(c) + row * n + at, mask, (__m256i)_mm512_cvtneps_pbh(v));
   }
 }
 

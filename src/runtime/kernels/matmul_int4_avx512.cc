@@ -9,6 +9,7 @@
 #include <cstring>
 
 #include "runtime/kernels/matmul_int4.h"
+#include "runtime/kernels/matmul_int4_fold_avx512.h"
 #include "runtime/kernels/static_dispatch.h"
 
 namespace hlx::kernels::int4 {
@@ -21,10 +22,6 @@ inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
   return acc;
 }
 
-inline __mmask16 mask16(int64_t cnt) {
-  return cnt >= 16 ? __mmask16(0xffff) : cnt <= 0 ? __mmask16(0) : __mmask16((1u << cnt) - 1);
-}
-
 // The four int16 code vectors (columns 0-15, 16-31, 32-47, 48-63) of one 64-byte line.
 inline void unpack_line(const uint8_t* line, __m512i (&w)[4]) {
   const __m512i lo4 = _mm512_set1_epi16(0x000f);
@@ -33,13 +30,6 @@ inline void unpack_line(const uint8_t* line, __m512i (&w)[4]) {
     w[2 * u] = _mm512_and_si512(raw, lo4);
     w[2 * u + 1] = _mm512_srli_epi16(raw, 4);
   }
-}
-
-// sum = fma(s, float(isum) * s_a, sum); sum = fma(m, sq, sum) for 16 columns (a group's end).
-inline void fold(float* sum, __m512i isum, const float* s, const float* m, float sa, float sq) {
-  const __m512 t = _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_set1_ps(sa));
-  const __m512 v = _mm512_fmadd_ps(_mm512_load_ps(s), t, _mm512_load_ps(sum));
-  _mm512_store_ps(sum, _mm512_fmadd_ps(_mm512_load_ps(m), _mm512_set1_ps(sq), v));
 }
 
 // One group of R rows (from r0) x NB blocks (from b): sums[r][nb * 64 + col] += the group's terms.
@@ -73,20 +63,6 @@ void group_pass(const Acts& x, const Packed& w, int64_t r0, int64_t b, int64_t g
       for (int j = 0; j < 4; ++j)
         fold(sums[r0 + r] + nb * kBlock + 16 * j, acc[r][nb * 4 + j], s + 16 * j, s + kBlock + 16 * j, sa, sq);
     }
-  }
-}
-
-// Writes 64 sums of row `row` as columns [col, col + 64) of C (masked past n).
-inline void store_block(const float* sum, int64_t row, int64_t col, int64_t n, DType c_type, void* c) {
-  for (int j = 0; j < 4; ++j) {
-    const int64_t at = col + 16 * j;
-    if (at >= n) return;
-    const __mmask16 mask = mask16(n - at);
-    const __m512 v = _mm512_load_ps(sum + 16 * j);
-    if (c_type == DType::kF32)
-      _mm512_mask_storeu_ps(static_cast<float*>(c) + row * n + at, mask, v);
-    else
-      _mm256_mask_storeu_epi16(static_cast<bf16*>(c) + row * n + at, mask, (__m256i)_mm512_cvtneps_pbh(v));
   }
 }
 
