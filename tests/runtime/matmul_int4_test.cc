@@ -233,7 +233,7 @@ TEST(PackedWeightInt4, ProductIsTheContractsBitsEveryShapeAndType) {
 // and the 96-row work item, f32 and bf16 A and C, one and two threads.
 TEST(PackedWeightInt4, AmxTilesGiveTheContractsBits) {
   if (!kernels::int4::amx_available())
-    GTEST_SKIP() << "CPU without AMX-INT8 (or HLX_CPU=baseline): the AVX-512 tiles run, checked above";
+    GTEST_SKIP() << "CPU without AMX-INT8 (or HLX_CPU=baseline/noamx): the AVX-512 tiles run, checked above";
   struct Case {
     int64_t k, n, group;
     bool shuffle;
