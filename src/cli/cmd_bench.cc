@@ -463,7 +463,8 @@ Status run_bench(const BenchArgs& a) {
                      {{"avx512f", cpu.avx512f},
                       {"avx512bf16", cpu.avx512bf16},
                       {"avx512fp16", cpu.avx512fp16},
-                      {"amx_bf16", cpu.amx_bf16}}},
+                      {"amx_bf16", cpu.amx_bf16},
+                      {"amx_int8", cpu.amx_int8}}},
                     {"matmul",
                      {{"gemm_impl", paths.gemm_impl},
                       {"weight_layout", paths.weight_layout},
@@ -475,7 +476,7 @@ Status run_bench(const BenchArgs& a) {
                     {"loadavg_start", loadavg()}};
   std::cout << "machine: " << cpu.model_name << ", " << kernels::hardware_threads() << " cores, " << threads
             << " threads; avx512f=" << cpu.avx512f << " avx512_bf16=" << cpu.avx512bf16 << " amx_bf16=" << cpu.amx_bf16
-            << "\n"
+            << " amx_int8=" << cpu.amx_int8 << "\n"
             << "matmul: M<=" << paths.stream_max_m << " "
             << (paths.stream_gemv ? "hlx AVX512-BF16 weight streaming" : "oneDNN") << "; larger M "
             << (paths.own_gemm ? "hlx AVX512-BF16 GEMM" : "oneDNN " + paths.gemm_impl) << " (" << paths.weight_layout

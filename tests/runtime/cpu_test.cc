@@ -19,10 +19,11 @@ extern char** environ;
 namespace hlx {
 namespace {
 
-bool baseline_forced() {
+bool cpu_forced(const char* value) {
   const char* e = std::getenv("HLX_CPU");
-  return e && std::strcmp(e, "baseline") == 0;
+  return e && std::strcmp(e, value) == 0;
 }
+bool baseline_forced() { return cpu_forced("baseline"); }
 
 std::set<std::string> cpuinfo_flags() {
   std::ifstream in("/proc/cpuinfo");
@@ -57,9 +58,11 @@ TEST(Cpu, MatchesKernelReportedFlags) {
   EXPECT_EQ(f.avx512bf16, flags.count("avx512_bf16") == 1);
   EXPECT_EQ(f.avx512vnni, flags.count("avx512_vnni") == 1);
   EXPECT_EQ(f.avx512fp16, flags.count("avx512_fp16") == 1);
-  EXPECT_EQ(f.amx_tile, flags.count("amx_tile") == 1);
-  EXPECT_EQ(f.amx_bf16, flags.count("amx_bf16") == 1);
-  EXPECT_EQ(f.amx_int8, flags.count("amx_int8") == 1);
+  // HLX_CPU=noamx: everything as detected but the AMX tiles.
+  const bool amx = !cpu_forced("noamx");
+  EXPECT_EQ(f.amx_tile, amx && flags.count("amx_tile") == 1);
+  EXPECT_EQ(f.amx_bf16, amx && flags.count("amx_bf16") == 1);
+  EXPECT_EQ(f.amx_int8, amx && flags.count("amx_int8") == 1);
 }
 
 TEST(Cpu, FeatureImplications) {

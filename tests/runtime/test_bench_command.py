@@ -54,7 +54,7 @@ def main():
 
         m = rec["machine"]
         check(m["threads"] == 2 and m["cores"] >= 1 and m["cpu"] is not None, "machine threads/cores/cpu")
-        check(set(m["isa"]) >= {"avx512f", "avx512bf16", "amx_bf16"}, "ISA flags present")
+        check(set(m["isa"]) >= {"avx512f", "avx512bf16", "amx_bf16", "amx_int8"}, "ISA flags present")
         check(m["matmul"]["small_m_max"] >= 0, "matmul paths present")
         bw = rec["dram_read_gbps"]["best"]
         check(bw > 0 and rec["dram_read_gbps"]["threads"] == 2, "DRAM probe on the same threads")
