@@ -94,16 +94,7 @@ void prepare_row(DType a_type, const void* a, int64_t r, int64_t k, const int32_
 
 // AMX-INT8 tiles for the tiled product where the CPU has them (not under HLX_CPU=noamx), unless a
 // test's set_tile_kernel says otherwise.
-bool use_amx() {
-  switch (g_tile_kernel.load(std::memory_order_relaxed)) {
-    case TileKernel::kAvx512:
-      return false;
-    case TileKernel::kAmx:
-    case TileKernel::kAuto:
-      break;
-  }
-  return amx_available();
-}
+bool use_amx() { return g_tile_kernel.load(std::memory_order_relaxed) != TileKernel::kAvx512 && amx_available(); }
 
 class Int4PackedWeight final : public PackedWeight {
  public:

@@ -1,5 +1,5 @@
 // AMX-INT8 tiled product for group-wise 4-bit weights (layout and arithmetic in matmul_int4.h),
-// called only when amx_tiles_enabled() (cpu_features().amx_int8 and AVX-512 VNNI/BF16 for the rest;
+// called only where amx_available() (cpu_features().amx_int8 and AVX-512 VNNI/BF16 for the rest;
 // HLX_CPU=noamx keeps the AVX-512 tiles). Compiled with HLX_AVX512_FLAGS (CMakeLists.txt: files
 // ending in _avx512.cc or _amx.cc); the tile instructions are inline asm, so no -mamx-* flags: GCC
 // 12's tileloadd / ldtilecfg intrinsics do not tell the compiler the memory they read.
@@ -15,6 +15,7 @@
 // consecutive k of 16 columns). Per 16 rows x 32 columns and k chunk: 4 tile loads, 4 dot products.
 #include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -123,7 +124,7 @@ void tile_amx(int64_t r0, int64_t r1, const Acts& x, const Packed& w, int64_t b,
     const float* s = reinterpret_cast<const float*>(grp + pairs * kLine);
     for (int64_t t0 = 0; t0 < rows; t0 += kAmxTileRows) {
       // Rows past r1 (up to the next multiple of 16, zero past M) are computed, never stored.
-      const int64_t tr = rows - t0 < kAmxTileRows ? rows - t0 : kAmxTileRows;
+      const int64_t tr = std::min(rows - t0, kAmxTileRows);
       const uint8_t* ahi = x.hl + (r0 + t0) * as + g * gs;
       for (int64_t h = 0; h < 2; ++h) {
         const uint8_t* b0 = bt + 2 * h * brows * 64;
