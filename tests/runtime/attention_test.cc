@@ -15,8 +15,13 @@
 // 2.01 u max|v|. The tolerance is that bound per query row, plus the f32 2e-5.
 //
 // i8 caches (int8 KV): the values are quantized per (slot, row, kv head) as docs/COMPOSITES.md
-// says, and the reference reads code * scale; the kernels dequantize exactly the same codes in f32
-// (scores scaled after the dot product, or rows dequantized before it), so the f32 tolerance holds.
+// says, and the reference reads code * scale. Prefill dequantizes exactly the same codes in f32, so
+// the f32 tolerance holds. The decode kernel takes integer products: Q rounded to int16 on its row's
+// scale (|dq_i| <= max|q| / (2 q_max)) moves each score by at most D = scale * max|q| / (2 q_max) *
+// sum_i |k_i|, so the output by (e^(2D) - 1) max|v| as above; and the weights w_k = p_k * s_vk,
+// rounded to int16 per chunk of keys on the chunk's largest (|dw| <= W / 65534), move the output
+// by at most n * max_k(p_k * max_i |v_ki|) / 65534 (p normalised; |code| <= 127, 127 s_vk =
+// max_i |v_ki|), taken with 1 % slack for the kernel's own p.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -133,6 +138,8 @@ bool bf16_kernel(const AttentionDesc& d) {
 std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vector<double>* tol = nullptr) {
   const int64_t G = d.q_heads / d.kv_heads;
   const bool bf16_path = bf16_kernel(d);
+  const bool i8_decode = d.kv_type == DType::kI8 && kernels::attention_path(d) == kernels::AttentionPath::kDecode;
+  const double q_max = std::min<int64_t>(32767, std::numeric_limits<int32_t>::max() / (127 * d.head_dim));
   const double u = std::ldexp(1.0, -8);
   std::vector<double> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 0.0);
   if (tol) tol->assign(out.size(), 2e-5);
@@ -141,23 +148,33 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
       for (int64_t h = 0; h < d.q_heads; ++h) {
         const int64_t kvh = h / G, pos = in.q_pos[size_t(b * d.q_len + t)];
         std::vector<int64_t> keys;
-        std::vector<double> s;
-        double dmax = 0, vmax = 0;  // max score shift from rounding q; max |v| over the visible keys
+        std::vector<double> s, key_vmax;  // scores; max_i |v_ki| per visible key (i8 decode)
+        double dmax = 0, vmax = 0;        // max score shift from rounding q; max |v| over the visible keys
+        double qmax = 0;                  // max |q_i| of the row
+        const size_t q0 = size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim);
+        for (int64_t i = 0; i < d.head_dim; ++i) qmax = std::max(qmax, std::fabs(double(in.q[q0 + size_t(i)])));
         for (int64_t j = 0; j < in.kv_len[size_t(b)]; ++j) {
           if (d.causal && j > pos) continue;
           if (d.sliding_window > 0 && pos - j >= d.sliding_window) continue;
-          double dot = 0, absdot = 0;
+          double dot = 0, absdot = 0, absk = 0, rowv = 0;
           for (int64_t i = 0; i < d.head_dim; ++i) {
             const double qv = in.q[size_t(((b * d.q_len + t) * d.q_heads + h) * d.head_dim + i)];
             const size_t ko = size_t(((in.slot[size_t(b)] * d.capacity + j) * d.kv_heads + kvh) * d.head_dim + i);
             dot += qv * double(in.k[ko]);
             absdot += std::fabs(qv * double(in.k[ko]));
-            vmax = std::max(vmax, std::fabs(double(in.v[ko])));
+            absk += std::fabs(double(in.k[ko]));
+            rowv = std::max(rowv, std::fabs(double(in.v[ko])));
           }
+          vmax = std::max(vmax, rowv);
           double sc = d.scale * dot;
           if (d.logit_softcap > 0) sc = d.logit_softcap * std::tanh(sc / d.logit_softcap);
           if (d.has_bias) sc += in.bias[size_t((b * d.q_len + t) * d.capacity + j)];
-          dmax = std::max(dmax, (d.q_type == DType::kBF16 ? 0.0 : std::ldexp(1.0, -16)) * std::fabs(d.scale) * absdot);
+          if (i8_decode)
+            dmax = std::max(dmax, std::fabs(d.scale) * qmax / (2 * q_max) * absk);
+          else
+            dmax =
+                std::max(dmax, (d.q_type == DType::kBF16 ? 0.0 : std::ldexp(1.0, -16)) * std::fabs(d.scale) * absdot);
+          key_vmax.push_back(rowv);
           keys.push_back(j);
           s.push_back(sc);
         }
@@ -175,6 +192,12 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
         if (tol && bf16_path)
           for (int64_t i = 0; i < d.head_dim; ++i)
             (*tol)[o0 + size_t(i)] = 2e-5 + (std::expm1(2 * dmax) + 2.01 * u) * vmax;
+        if (tol && i8_decode) {
+          double wmax = 0;
+          for (size_t n = 0; n < keys.size(); ++n) wmax = std::max(wmax, s[n] / sum * key_vmax[n]);
+          for (int64_t i = 0; i < d.head_dim; ++i)
+            (*tol)[o0 + size_t(i)] = 2e-5 + std::expm1(2 * dmax) * vmax + 1.01 * double(keys.size()) * wmax / 65534;
+        }
       }
   return out;
 }
@@ -792,8 +815,9 @@ TEST(NativeAttention, CompositeRunsKernelOnInt8Cache) {
   Tensor vs = bytes_tensor(DType::kF32, {2, 20, 2}, in.vs.data());
   Tensor out = Tensor::zeros(DType::kF32, {2, 1, 4, 32});
   ASSERT_TRUE((*kernel)->run({&q, &k, &v, &slot, &pos, &len, &bias, &ks, &vs}, {&out}).ok());
-  auto want = reference(d, in);
-  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], 2e-5) << i;
+  std::vector<double> tol;
+  auto want = reference(d, in, &tol);
+  for (size_t i = 0; i < want.size(); ++i) ASSERT_NEAR(out.data<float>()[i], want[i], tol[i]) << i;
   {  // without the scale operands: refused at compile time, naming them
     shlo::Function fn2;
     shlo::Op op2 = attention_op(fn2, d);

@@ -27,13 +27,14 @@ void run(const AttentionDesc& d, const void* q, const void* k_cache, const void*
 // attention_prefill_avx512.cc (head_dim % 8 == 0, so SigLIP's 72 too, but see bf16_dims); over a
 // bf16 cache Q.K^T and P.V are bf16 dot products (one per pair for the bf16 Q the emitters give
 // it, hi + lo for an f32 Q; P rounded to bf16, f32 softmax), over an f32 cache f32 FMAs. Decode (q_len 1) over a bf16
-// cache: attention_decode_avx512.cc, f32 arithmetic with each K/V row loaded and widened once per pair of query heads;
-// other shapes keep attention_impl.h (one horizontal sum per score: at the gemma-3 tower's 4096 x 4096 per head several
-// times slower than the prefill kernel). The choice depends only on the entry's shapes, never on the batch or the data.
+// cache: attention_decode_avx512.cc, f32 arithmetic with each K/V row loaded and widened once per pair of query heads
+// (over an i8 cache integer products, so only with AVX512-VNNI); other shapes keep attention_impl.h (one horizontal sum
+// per score: at the gemma-3 tower's 4096 x 4096 per head several times slower than the prefill kernel). The choice
+// depends only on the entry's shapes, never on the batch or the data.
 AttentionPath attention_path(const AttentionDesc& d) {
   const CpuFeatures& c = cpu_features();
-  if (d.q_len == 1 && (d.kv_type == DType::kBF16 || d.kv_type == DType::kI8) && d.head_dim % 16 == 0 && c.avx512bw &&
-      c.avx512vl)
+  if (d.q_len == 1 && (d.kv_type == DType::kBF16 || (d.kv_type == DType::kI8 && c.avx512vnni)) &&
+      d.head_dim % 16 == 0 && c.avx512bw && c.avx512vl)
     return AttentionPath::kDecode;
   // An i8 cache at q_len > 1: the f32 path, each key block dequantized to f32 before its packing.
   if (d.q_len > 1 && d.head_dim % 8 == 0 && d.kv_type == DType::kI8 && c.avx512f) return AttentionPath::kPrefill;

@@ -1,9 +1,16 @@
 // hlx.attention for one query token per row (decode) over a bf16 or i8 cache. attention.cc calls it
-// when q_len == 1, the cache is bf16 or i8, head_dim % 16 == 0 and the CPU has AVX-512BW/VL; other
-// decode shapes keep attention_impl.h.
-// i8 (int8 KV): codes are widened to f32 in registers (cvtepi8 then cvtepi32_ps, exact); each K
-// row's scale multiplies its score (q . (c * s) = s * (q . c)) and each V row's scale its softmax
-// weight after the sum, so no dequantized row is ever stored.
+// when q_len == 1, the cache is bf16 or i8 (i8 with AVX512-VNNI), head_dim % 16 == 0 and the CPU has
+// AVX-512BW/VL; other decode shapes keep attention_impl.h.
+// i8 (int8 KV): integer products, no dequantized row is ever stored. Each query row is rounded to
+// int16 codes on its own scale (max|q| / 32767) and each score is an exact int32 sum of code
+// products (vpdpwssd on sign-extended K codes), times q's scale and the K row's scale. The softmax
+// weights, each times its V row's scale, are rounded to int16 per chunk of kVChunk keys on the
+// chunk's own scale (max weight / 32767); V rows are sign-extended and interleaved in key pairs,
+// so one vpdpwssd adds two keys' products per column; each chunk's exact int32 sums join the f32
+// accumulators times the chunk's scale. Against f32 widening (8 conversions + 8 FMAs per 32 codes
+// of K and of V for a pair of query heads) this is 3 instructions per 32 K codes and 4 per 32 V
+// codes, which made the int8 path compute-bound no longer (docs/PERFORMANCE.md); the two roundings
+// are 2^-16 relative to their row's or chunk's largest value (docs/COMPOSITES.md, int8 KV cache).
 //
 // Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, and
 // attention_impl.h widened every bf16 element to f32 (two instructions per 16) once per query row,
@@ -33,7 +40,7 @@
 // heads never mixes rows, keys are summed in order from the part's first key, and the cuts and
 // the merge order follow the row's key range alone. So batch, slot, thread count and work split
 // never change a row.
-#include <immintrin.h>
+#include "runtime/kernels/x86_intrin.h"  // <immintrin.h>; see there why
 
 #include <algorithm>
 #include <cmath>
@@ -61,22 +68,28 @@ inline __m512 odd_f32(__m512i x) {
 // The 16 horizontal sums of v[0..15], in order, in one vector: each level adds the two halves of
 // every partial vector, so every output goes through the same tree (lane k + lane k + 8, then
 // k + 4, k + 2, k + 1) whatever its index.
-inline __m512 hsum16(const __m512* v) {
+// Add: f32 adds, or int32 ones on the same bits (exact, so any tree would do for them).
+template <class Add>
+inline __m512 hsum16(const __m512* v, Add add) {
   __m512 x[8], y[4], z[2];
 #pragma GCC unroll 8
   for (int i = 0; i < 8; ++i)  // [v_i lanes 0-7 + 8-15 | v_{i+8} lanes 0-7 + 8-15]
-    x[i] = _mm512_add_ps(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
+    x[i] = add(_mm512_shuffle_f32x4(v[i], v[i + 8], 0x44), _mm512_shuffle_f32x4(v[i], v[i + 8], 0xEE));
 #pragma GCC unroll 4
   for (int i = 0; i < 4; ++i)  // 128-bit lanes: v_i, v_{i+8}, v_{i+4}, v_{i+12}
-    y[i] = _mm512_add_ps(_mm512_shuffle_f32x4(x[i], x[i + 4], 0x88), _mm512_shuffle_f32x4(x[i], x[i + 4], 0xDD));
+    y[i] = add(_mm512_shuffle_f32x4(x[i], x[i + 4], 0x88), _mm512_shuffle_f32x4(x[i], x[i + 4], 0xDD));
 #pragma GCC unroll 2
   for (int i = 0; i < 2; ++i) {
     const __m512d a = _mm512_castps_pd(y[i]), b = _mm512_castps_pd(y[i + 2]);
-    z[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
+    z[i] = add(_mm512_castpd_ps(_mm512_unpacklo_pd(a, b)), _mm512_castpd_ps(_mm512_unpackhi_pd(a, b)));
   }
   // Lanes: v0 v2 v1 v3 | v8 v10 v9 v11 | v4 v6 v5 v7 | v12 v14 v13 v15.
-  const __m512 w = _mm512_add_ps(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
+  const __m512 w = add(_mm512_shuffle_ps(z[0], z[1], 0x88), _mm512_shuffle_ps(z[0], z[1], 0xDD));
   return _mm512_permutexvar_ps(_mm512_setr_epi32(0, 2, 1, 3, 8, 10, 9, 11, 4, 6, 5, 7, 12, 14, 13, 15), w);
+}
+inline __m512 add_f32(__m512 a, __m512 b) { return _mm512_add_ps(a, b); }
+inline __m512 add_i32(__m512 a, __m512 b) {
+  return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
 }
 
 // Prefetches `elems` cache elements (bf16, or i8 codes) from p (a cache row's span of kv heads) into L1.
@@ -86,11 +99,14 @@ inline void prefetch_span(const E* p, int64_t elems) {
     _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
 }
 
-// Prefetch distances in cache rows: K rows ahead of the score pass, V rows ahead of the P.V pass.
-// Tuned per vendor with BM_AttentionDecodeCold 1/8192 and 1/32768 (bf16, 2 threads). AMD: 16 / 32.
-// Intel Xeon (2026-12-02, quiet): 16 / 32 read 17.3-17.8 GB/s of KV, 8 / 16 18.3-19.6 (1.08x);
-// prefetcht1 / t2 at 32-128 rows no faster, prefetchnta 0.37x, none 0.73x. The ceiling there is
-// compute: the same calls on a cache-resident KV run at 29 GB/s.
+// Prefetch distances in bf16 cache rows (i8: twice the rows, the same bytes): K rows ahead of the
+// score pass, V rows ahead of the P.V pass. The prefetches are spread through the products, one
+// per cache line as the loop reaches the same offset of the current row (score_keys, weighted_part):
+// issued in a burst of a head's piece of 16 rows before its scores they stalled the core on full
+// fill buffers (Intel Xeon 2026-12-03, BM_AttentionDecodeCold 1/32768: bf16 24.0 -> 26.0 GB/s of
+// KV, 1.08x; i8 at twice the rows 19.3 -> 21.6 GB/s, at the same rows no gain). Distances tuned with
+// bursts: AMD 16 / 32; Intel (2026-12-02) 8 / 16 1.08x over 16 / 32, prefetcht1 / t2 at 32-128 rows
+// no faster, prefetchnta 0.37x, none 0.73x; spread, 8 / 16 .. 24 / 48 are flat on Intel.
 struct Ahead {
   int64_t k, v;
 };
@@ -101,36 +117,28 @@ const Ahead& prefetch_ahead() {
 
 constexpr int64_t kVChunk = 32;  // keys per P.V chunk
 
-// 32 cache elements as two f32 vectors, in the chunk layout of Q and the accumulators: bf16 as
-// its even / odd elements (exact, one instruction per 16); i8 codes (int8 KV: exact integers; the
-// row's scale is applied to the score (K) or the weight (V), not per element) as elements 0-15 and
-// 16-31 (sign-extend + convert per 16: half the instructions of an even / odd split of bytes).
-// Mask m: 32 elements, or 16 (the rest zero) for the last chunk of a head_dim that is an odd multiple of 16.
+// 32 bf16 cache elements as two f32 vectors, their even / odd elements (exact, one instruction per
+// 16), the chunk layout of Q and the accumulators. Mask m: 32 elements, or 16 (the rest zero) for
+// the last chunk of a head_dim that is an odd multiple of 16.
 inline void load_chunk(const uint16_t* p, __mmask32 m, __m512* e, __m512* o) {
   const __m512i x = _mm512_maskz_loadu_epi16(m, p);
   *e = even_f32(x);
   *o = odd_f32(x);
 }
-inline void load_chunk(const int8_t* p, __mmask32 m, __m512* e, __m512* o) {
-  *e = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(__mmask16(m), p)));
-  *o = _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_maskz_loadu_epi8(__mmask16(m >> 16), p + 16)));
-}
-// Whether the chunk layout of element type E is natural (0-15, 16-31) rather than even / odd.
-template <class E>
-constexpr bool kNaturalChunks = sizeof(E) == 1;
+// 32 i8 codes sign-extended to int16, in order.
+inline __m512i load_codes(const int8_t* p, __mmask32 m) { return _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(m, p)); }
 inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : __mmask32(0xffff); }
 
 // Scores of R query rows (R = 1 or 2) against the 16 / R keys [j, j + 16 / R) (keys at or past hi
 // re-read row hi - 1 and are dropped): s_r[t] = dot(q_r, k_{j+t}), with q_r stored as [chunks][even
 // 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks * 32). One accumulator per
-// (row, key), even elements first in each chunk, then one hsum16. i8 codes: each sum times its
-// key's scale ks[(j + t) * ks_stride].
-template <int R, class E>
-inline void score_keys(const float* qp, const E* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
-                       float* s1, const float* ks, int64_t ks_stride) {
+// (row, key), even elements first in each chunk, then one hsum16.
+template <int R>
+inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
+                       float* s1, const uint16_t* const* pf) {
   constexpr int kK = 16 / R;
   const int64_t chunks = (Dh + 31) / 32;
-  const E* kp[kK];
+  const uint16_t* kp[kK];
 #pragma GCC unroll 16
   for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
   __m512 acc[16];
@@ -148,28 +156,99 @@ inline void score_keys(const float* qp, const E* k, int64_t stride, int64_t j, i
     for (int t = 0; t < kK; ++t) {
       __m512 ke, ko;
       load_chunk(kp[t] + c * 32, m, &ke, &ko);
+      if (pf && pf[t]) _mm_prefetch(reinterpret_cast<const char*>(pf[t] + c * 32), _MM_HINT_T0);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r)
         acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
     }
   }
   alignas(64) float sums[16];
-  _mm512_store_ps(sums, hsum16(acc));
+  _mm512_store_ps(sums, hsum16(acc, add_f32));
   const int n = int(std::min<int64_t>(kK, hi - j));
   for (int t = 0; t < n; ++t) {
-    const float f = ks ? ks[(j + t) * ks_stride] : 1.f;
-    s0[t] = ks ? sums[t] * f : sums[t];
-    if (R == 2) s1[t] = ks ? sums[kK + t] * f : sums[kK + t];
+    s0[t] = sums[t];
+    if (R == 2) s1[t] = sums[kK + t];
   }
+}
+
+// score_keys over i8 K codes: q_r as int16 codes in order (chunk c of row r at qi + (r * chunks +
+// c) * 32) with scale qs[r]; each (row, key) sum is exact in int32 (|sum| <= Dh * q_max * 127 <
+// 2^31, q_max from int16_query_max) and s_r[t] = float(sum) * (qs[r] * ks[(j + t) * ks_stride]).
+template <int R>
+inline void score_keys_i8(const int16_t* qi, const float* qs, const int8_t* k, int64_t stride, int64_t j, int64_t hi,
+                          int64_t Dh, float* s0, float* s1, const float* ks, int64_t ks_stride,
+                          const int8_t* const* pf) {
+  constexpr int kK = 16 / R;
+  const int64_t chunks = (Dh + 31) / 32;
+  const int8_t* kp[kK];
+#pragma GCC unroll 16
+  for (int t = 0; t < kK; ++t) kp[t] = k + std::min(j + t, hi - 1) * stride;
+  __m512i acc[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_si512();
+  for (int64_t c = 0; c < chunks; ++c) {
+    const __mmask32 m = chunk_mask(Dh - 32 * c);
+    __m512i q[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) q[r] = _mm512_loadu_si512(qi + (r * chunks + c) * 32);
+#pragma GCC unroll 16
+    for (int t = 0; t < kK; ++t) {
+      const __m512i kc = load_codes(kp[t] + c * 32, m);
+      if (pf && pf[t] && c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(pf[t] + c * 32), _MM_HINT_T0);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) acc[r * kK + t] = dpwssd(acc[r * kK + t], q[r], kc);
+    }
+  }
+  __m512 accf[16];
+#pragma GCC unroll 16
+  for (int i = 0; i < 16; ++i) accf[i] = _mm512_castsi512_ps(acc[i]);
+  alignas(64) int32_t sums[16];
+  _mm512_store_si512(sums, _mm512_castps_si512(hsum16(accf, add_i32)));
+  const int n = int(std::min<int64_t>(kK, hi - j));
+  for (int t = 0; t < n; ++t) {
+    const float f = ks[(j + t) * ks_stride];
+    s0[t] = float(sums[t]) * (qs[0] * f);
+    if (R == 2) s1[t] = float(sums[kK + t]) * (qs[1] * f);
+  }
+}
+
+// The largest int16 query code for head_dim Dh: 32767, or less when Dh * 32767 * 127 (a score's
+// largest int32 sum) would not fit.
+inline int32_t int16_query_max(int64_t Dh) {
+  return int32_t(std::min<int64_t>(32767, std::numeric_limits<int32_t>::max() / (127 * Dh)));
+}
+
+// Rounds x[0, n) (f32) to int16 codes q[0, n) = round(x / scale), |q| <= q_max, and returns scale
+// = max|x| / q_max (0 for a zero row, when the codes are 0; NaN when x holds a NaN, and inf for an
+// infinity, so either still poisons what the codes feed).
+float quantize_int16(const float* x, int64_t n, int32_t q_max, int16_t* q) {
+  __m512 mx = _mm512_setzero_ps();
+  __mmask16 nan = 0;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+    mx = _mm512_max_ps(mx, _mm512_abs_ps(v));
+  }
+  const float amax = nan ? std::numeric_limits<float>::quiet_NaN() : _mm512_reduce_max_ps(mx);
+  const __m512 inv = _mm512_set1_ps(amax > 0.f ? float(q_max) / amax : 0.f);
+  const __m512i lim = _mm512_set1_epi32(q_max);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? __mmask16(0xffff) : __mmask16((1u << (n - i)) - 1);
+    __m512i c = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), inv));
+    c = _mm512_max_epi32(_mm512_min_epi32(c, lim), _mm512_sub_epi32(_mm512_setzero_si512(), lim));
+    _mm256_mask_storeu_epi16(q + i, m, _mm512_cvtepi32_epi16(c));
+  }
+  return amax / float(q_max);
 }
 
 // acc_r[32 c + (0..15 | 16..31)] (+)= sum_{j in [j0, j1)} p_r[j - j0] * (even | odd columns of v_j[c0 +
 // 32 c, ...)), c < NC, for R rows; `first` starts the sums at zero. The accumulators live in
 // registers across the keys of a chunk and in memory (f32, exact) between chunks, so every
 // column's sum is still the same chain of FMAs in key order.
-template <int R, int NC, class E>
-void weighted_part(const float* const* p, const E* v, int64_t stride, int64_t j0, int64_t j1, int64_t c0, int64_t w,
-                   float* const* acc_mem, bool first) {
+template <int R, int NC>
+void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int64_t j0, int64_t j1, int64_t c0,
+                   int64_t w, float* const* acc_mem, bool first, int64_t ahead, int64_t hi) {
   __mmask32 m[NC];
 #pragma GCC unroll 4
   for (int c = 0; c < NC; ++c) m[c] = chunk_mask(w - 32 * c);
@@ -180,7 +259,8 @@ void weighted_part(const float* const* p, const E* v, int64_t stride, int64_t j0
     for (int i = 0; i < 2 * NC; ++i)
       acc[r][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem[r] + c0 + 16 * i);
   for (int64_t j = j0; j < j1; ++j) {
-    const E* vr = v + j * stride + c0;
+    const uint16_t* vr = v + j * stride + c0;
+    const bool pf = ahead > 0 && j + ahead < hi;
     __m512 pj[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) pj[r] = _mm512_set1_ps(p[r][j - j0]);
@@ -188,6 +268,7 @@ void weighted_part(const float* const* p, const E* v, int64_t stride, int64_t j0
     for (int c = 0; c < NC; ++c) {
       __m512 ve, vo;
       load_chunk(vr + 32 * c, m[c], &ve, &vo);
+      if (pf) _mm_prefetch(reinterpret_cast<const char*>(vr + ahead * stride + 32 * c), _MM_HINT_T0);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
         acc[r][2 * c] = _mm512_fmadd_ps(pj[r], ve, acc[r][2 * c]);
@@ -201,38 +282,98 @@ void weighted_part(const float* const* p, const E* v, int64_t stride, int64_t j0
     for (int i = 0; i < 2 * NC; ++i) _mm512_storeu_ps(acc_mem[r] + c0 + 16 * i, acc[r][i]);
 }
 
-template <int R, class E>
-void weighted_part_all(const float* const* p, const E* v, int64_t stride, int64_t j0, int64_t j1, int64_t Dh,
-                       float* const* acc_mem, bool first) {
+// weighted_part over i8 V codes: the chunk's weights of row r as int16 codes in key pairs (pair
+// (j - j0) / 2 of wq[r], key j in the low half; a missing last key has code 0) with scale ws[r]
+// (quantize_int16). Rows j, j + 1 are sign-extended and interleaved by 16-bit unpacks, so the
+// accumulators of a 32-column chunk hold columns 8L + 0..3 (L = 128-bit lane), then 8L + 4..7;
+// their int32 sums are exact (kVChunk * 32767 * 127 < 2^31) and join acc_mem as f32 times ws[r].
+template <int R, int NC>
+void weighted_part_i8(const int32_t* const* wq, const float* ws, const int8_t* v, int64_t stride, int64_t j0,
+                      int64_t j1, int64_t c0, int64_t w, float* const* acc_mem, bool first, int64_t ahead, int64_t hi) {
+  static_assert(kVChunk * 32767 * 127 < std::numeric_limits<int32_t>::max());
+  __mmask32 m[NC];
+#pragma GCC unroll 4
+  for (int c = 0; c < NC; ++c) m[c] = chunk_mask(w - 32 * c);
+  __m512i acc[R][2 * NC];
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r)
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NC; ++i) acc[r][i] = _mm512_setzero_si512();
+  for (int64_t j = j0; j < j1; j += 2) {
+    const int8_t* v0 = v + j * stride + c0;
+    const int8_t* v1 = j + 1 < j1 ? v0 + stride : v0;  // weight 0 there
+    const bool pf = ahead > 0 && j + ahead < hi;
+    __m512i wp[R];
+#pragma GCC unroll 2
+    for (int r = 0; r < R; ++r) wp[r] = _mm512_set1_epi32(wq[r][(j - j0) / 2]);
+#pragma GCC unroll 4
+    for (int c = 0; c < NC; ++c) {
+      const __m512i a = load_codes(v0 + 32 * c, m[c]), b = load_codes(v1 + 32 * c, m[c]);
+      if (pf && c % 2 == 0) {
+        _mm_prefetch(reinterpret_cast<const char*>(v0 + ahead * stride + 32 * c), _MM_HINT_T0);
+        _mm_prefetch(reinterpret_cast<const char*>(v0 + (ahead + 1) * stride + 32 * c), _MM_HINT_T0);
+      }
+      const __m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) {
+        acc[r][2 * c] = dpwssd(acc[r][2 * c], lo, wp[r]);
+        acc[r][2 * c + 1] = dpwssd(acc[r][2 * c + 1], hi, wp[r]);
+      }
+    }
+  }
+#pragma GCC unroll 2
+  for (int r = 0; r < R; ++r) {
+    const __m512 sc = _mm512_set1_ps(ws[r]);
+#pragma GCC unroll 8
+    for (int i = 0; i < 2 * NC; ++i) {
+      float* a = acc_mem[r] + c0 + 16 * i;
+      const __m512 x = _mm512_cvtepi32_ps(acc[r][i]);
+      _mm512_storeu_ps(a, first ? _mm512_mul_ps(x, sc) : _mm512_fmadd_ps(x, sc, _mm512_loadu_ps(a)));
+    }
+  }
+}
+
+// Calls part<NC>(c0, w) for each block of up to 128 columns [c0, c0 + w) of Dh, NC = ceil(w / 32).
+template <class Part>
+void for_column_blocks(int64_t Dh, Part part) {
   for (int64_t c0 = 0; c0 < Dh; c0 += 128) {
     const int64_t w = std::min<int64_t>(128, Dh - c0);
     switch ((w + 31) / 32) {
       case 1:
-        weighted_part<R, 1, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        part.template operator()<1>(c0, w);
         break;
       case 2:
-        weighted_part<R, 2, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        part.template operator()<2>(c0, w);
         break;
       case 3:
-        weighted_part<R, 3, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        part.template operator()<3>(c0, w);
         break;
       default:
-        weighted_part<R, 4, E>(p, v, stride, j0, j1, c0, w, acc_mem, first);
+        part.template operator()<4>(c0, w);
         break;
     }
   }
 }
 
-// out[0, Dh) = inv * the columns of acc (per 32-column chunk: 16 even, then 16 odd) interleaved back;
-// natural: the chunks already hold columns in order.
-void finish_row(const float* acc, int64_t Dh, float inv, float* out, bool natural) {
-  if (natural) {
-    const __m512 sc = _mm512_set1_ps(inv);
-    for (int64_t c = 0; c < Dh; c += 16) _mm512_storeu_ps(out + c, _mm512_mul_ps(_mm512_loadu_ps(acc + c), sc));
-    return;
-  }
-  const __m512i first = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
-  const __m512i second = _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31);
+// Column order of the P.V accumulators within each 32-column chunk, as the two permutex2var
+// indices that give output columns 0-15 and 16-31 from the chunk's two 16-float halves.
+struct ColumnOrder {
+  __m512i first, second;
+};
+// bf16: 16 even columns, then 16 odd.
+inline ColumnOrder even_odd_order() {
+  return {_mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23),
+          _mm512_setr_epi32(8, 24, 9, 25, 10, 26, 11, 27, 12, 28, 13, 29, 14, 30, 15, 31)};
+}
+// i8: columns 8L + 0..3 of the four lanes L, then 8L + 4..7 (weighted_part_i8).
+inline ColumnOrder key_pair_order() {
+  return {_mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 4, 5, 6, 7, 20, 21, 22, 23),
+          _mm512_setr_epi32(8, 9, 10, 11, 24, 25, 26, 27, 12, 13, 14, 15, 28, 29, 30, 31)};
+}
+
+// out[0, Dh) = inv * the columns of acc, each 32-column chunk put back in order.
+void finish_row(const float* acc, int64_t Dh, float inv, float* out, const ColumnOrder& order) {
+  const __m512i first = order.first, second = order.second;
   const __m512 sc = _mm512_set1_ps(inv);
   for (int64_t c = 0; 32 * c < Dh; ++c) {
     const __m512 e = _mm512_loadu_ps(acc + 32 * c), o = _mm512_loadu_ps(acc + 32 * c + 16);
@@ -310,6 +451,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   const int64_t Hq = d.q_heads, Hkv = d.kv_heads, Dh = d.head_dim, S = d.capacity, G = Hq / Hkv;
   const int64_t stride = Hkv * Dh;  // elements between consecutive cache rows of one kv head
   const int64_t chunks = (Dh + 31) / 32;
+  constexpr bool kI8 = sizeof(E) == 1;
+  const ColumnOrder order = kI8 ? key_pair_order() : even_odd_order();
   const E* k16 = static_cast<const E*>(k_cache);
   const E* v16 = static_cast<const E*>(v_cache);
   // Split-K: a row's visible keys [lo, hi) are cut at multiples of kSplitKeys into parts (only
@@ -351,7 +494,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   const int64_t groups = Hkv / hg;
   parallel_for(n_parts * groups, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
-    thread_local std::vector<float> qp, sc, acc, invs, maxs;
+    thread_local std::vector<float> qp, sc, acc, invs, maxs, qs;
+    thread_local std::vector<int16_t> qi;  // i8: Q rows as int16 codes, scales in qs
     for (int64_t item = item_begin; item < item_end; ++item) {
       const int64_t part_index = item / groups;
       const Part& part = parts[size_t(part_index)];
@@ -386,7 +530,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             x1 = _mm512_castsi512_ps(
                 _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m1, qb + 16)), 16));
           }
-          if constexpr (kNaturalChunks<E>) {
+          if constexpr (kI8) {  // in order: quantized below
             _mm512_storeu_ps(dst + c * 32, x0);
             _mm512_storeu_ps(dst + c * 32 + 16, x1);
           } else {
@@ -394,6 +538,13 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             _mm512_storeu_ps(dst + c * 32 + 16, _mm512_permutex2var_ps(x0, odd_idx, x1));
           }
         }
+      }
+      if constexpr (kI8) {
+        if (int64_t(qi.size()) < rows * chunks * 32) qi.resize(size_t(rows * chunks * 32));
+        if (int64_t(qs.size()) < rows) qs.resize(size_t(rows));
+        for (int64_t i = 0; i < rows; ++i)  // zeros past Dh stay zero codes
+          qs[size_t(i)] = quantize_int16(qp.data() + i * chunks * 32, chunks * 32, int16_query_max(Dh),
+                                         qi.data() + i * chunks * 32);
       }
       const E* kb = k16 + (slot[b] * S * Hkv + h0) * Dh;  // row j of head h0 + l at kb + j * stride + l * Dh
       const E* vb = v16 + (slot[b] * S * Hkv + h0) * Dh;
@@ -403,28 +554,35 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       const int64_t span = hg * Dh;
       // Scores, 16 keys at a time for every head of the item (score row i at sc + i * ld, key j at
       // j - lo). Rows kAhead keys ahead are prefetched; past the end, the first V rows of the P.V pass.
-      const int64_t kAhead = prefetch_ahead().k, vAhead = prefetch_ahead().v;
+      const int64_t kAhead = prefetch_ahead().k * 2 / int64_t(sizeof(E));
+      const int64_t vAhead = prefetch_ahead().v * 2 / int64_t(sizeof(E));
       for (int64_t t = lo; t < std::min(hi, lo + kAhead); ++t) prefetch_span(kb + t * stride, span);
       for (int64_t j = lo; j < hi; j += 16) {
         for (int64_t l = 0; l < hg; ++l) {
-          // Head l's piece of the rows kAhead keys on, issued just before its own scores (all
-          // heads' prefetches in one burst before the first head measured slower).
-          for (int64_t t = j + kAhead; t < j + kAhead + 16; ++t) {
-            if (t < hi)
-              prefetch_span(kb + t * stride + l * Dh, Dh);
-            else if (t - hi < std::min(vAhead, n))
-              prefetch_span(vb + (lo + t - hi) * stride + l * Dh, Dh);
-          }
+          // Head l's piece of the rows kAhead keys on (past hi the first V rows), prefetched line by
+          // line through its own scores by the first pair of its query heads.
+          const E* pf[16];
+          for (int64_t t = j + kAhead; t < j + kAhead + 16; ++t)
+            pf[t - j - kAhead] = t < hi                         ? kb + t * stride + l * Dh
+                                 : t - hi < std::min(vAhead, n) ? vb + (lo + t - hi) * stride + l * Dh
+                                                                : nullptr;
           const float* ksl = ksb ? ksb + l : nullptr;
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
             const int64_t i = l * G + g0;
             const float* qr = qp.data() + i * chunks * 32;
             float* s0 = sc.data() + i * ld + (j - lo);
+            auto score = [&]<int R>(int64_t jj, float* a, float* b) {
+              if constexpr (kI8)
+                score_keys_i8<R>(qi.data() + i * chunks * 32, qs.data() + i, kb + l * Dh, stride, jj, hi, Dh, a, b, ksl,
+                                 Hkv, g0 == 0 ? pf + (jj - j) : nullptr);
+              else
+                score_keys<R>(qr, kb + l * Dh, stride, jj, hi, Dh, a, b, g0 == 0 ? pf + (jj - j) : nullptr);
+            };
             if (G - g0 >= 2) {
-              score_keys<2>(qr, kb + l * Dh, stride, j, hi, Dh, s0, s0 + ld, ksl, Hkv);
-              if (j + 8 < hi) score_keys<2>(qr, kb + l * Dh, stride, j + 8, hi, Dh, s0 + 8, s0 + ld + 8, ksl, Hkv);
+              score.template operator()<2>(j, s0, s0 + ld);
+              if (j + 8 < hi) score.template operator()<2>(j + 8, s0 + 8, s0 + ld + 8);
             } else {
-              score_keys<1>(qr, kb + l * Dh, stride, j, hi, Dh, s0, nullptr, ksl, Hkv);
+              score.template operator()<1>(j, s0, nullptr);
             }
           }
         }
@@ -455,23 +613,47 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       for (int64_t j0 = lo; j0 < hi; j0 += kVChunk) {
         const int64_t j1 = std::min(hi, j0 + kVChunk);
         for (int64_t l = 0; l < hg; ++l) {
-          for (int64_t t = j0 == lo ? lo + std::min(kAhead, vAhead) : j0 + vAhead; t < std::min(hi, j1 + vAhead); ++t)
-            prefetch_span(vb + t * stride + l * Dh, Dh);
+          if (j0 == lo)  // the rows between those the score pass prefetched and the first the P.V pass does
+            for (int64_t t = lo + std::min(kAhead, vAhead); t < std::min(hi, lo + vAhead); ++t)
+              prefetch_span(vb + t * stride + l * Dh, Dh);
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
             const int64_t i = l * G + g0;
             // p_r[j - j0] = weight of key j (score row i + r).
             const float* p[2] = {sc.data() + i * ld + (j0 - lo), sc.data() + (i + 1) * ld + (j0 - lo)};
             float* a[2] = {acc.data() + i * chunks * 32, acc.data() + (i + 1) * chunks * 32};
-            if (G - g0 >= 2)
-              weighted_part_all<2, E>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
-            else
-              weighted_part_all<1, E>(p, vb + l * Dh, stride, j0, j1, Dh, a, j0 == lo);
+            const bool first = j0 == lo;
+            const int64_t ahead = g0 == 0 ? vAhead : 0;  // the first pair of query heads prefetches
+            if constexpr (kI8) {
+              // The chunk's weights of each row as int16 codes in key pairs (zeros past j1).
+              alignas(64) int16_t codes[2][kVChunk];
+              float ws[2];
+              const int32_t* wq[2] = {reinterpret_cast<const int32_t*>(codes[0]),
+                                      reinterpret_cast<const int32_t*>(codes[1])};
+              const int nr = G - g0 >= 2 ? 2 : 1;
+              for (int r = 0; r < nr; ++r) {
+                std::fill(codes[r], codes[r] + kVChunk, int16_t(0));
+                ws[r] = quantize_int16(p[r], j1 - j0, 32767, codes[r]);
+              }
+              for_column_blocks(Dh, [&]<int NC>(int64_t c0, int64_t w) {
+                if (nr == 2)
+                  weighted_part_i8<2, NC>(wq, ws, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+                else
+                  weighted_part_i8<1, NC>(wq, ws, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+              });
+            } else {
+              for_column_blocks(Dh, [&]<int NC>(int64_t c0, int64_t w) {
+                if (G - g0 >= 2)
+                  weighted_part<2, NC>(p, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+                else
+                  weighted_part<1, NC>(p, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+              });
+            }
           }
         }
       }
       if (!part.split) {
         for (int64_t i = 0; i < rows; ++i)
-          finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh, kNaturalChunks<E>);
+          finish_row(acc.data() + i * acc_len, Dh, invs[size_t(i)], o0 + i * Dh, order);
         continue;
       }
       for (int64_t i = 0; i < rows; ++i) {
@@ -511,7 +693,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           _mm512_storeu_ps(merged.data() + c,
                            _mm512_fmadd_ps(wv, _mm512_loadu_ps(x + 2 + c), _mm512_loadu_ps(merged.data() + c)));
       }
-      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o, kNaturalChunks<E>);
+      finish_row(merged.data(), Dh, l > 0.f ? 1.f / l : 0.f, o, order);
     }
   });
 }

@@ -15,13 +15,6 @@
 namespace hlx::kernels::int4 {
 namespace {
 
-// acc += the int32 sums of the 16-bit pair products of a and b: inline asm, as in
-// matmul_int8_avx512.cc (GCC 12's intrinsic spilled register tiles; no -mavx512vnni needed).
-inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
-  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-  return acc;
-}
-
 // The four int16 code vectors (columns 0-15, 16-31, 32-47, 48-63) of one 64-byte line.
 inline void unpack_line(const uint8_t* line, __m512i (&w)[4]) {
   const __m512i lo4 = _mm512_set1_epi16(0x000f);

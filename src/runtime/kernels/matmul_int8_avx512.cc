@@ -1,5 +1,5 @@
 // AVX-512 kernels for int8 weights (layout and arithmetic contract in matmul_int8.h). Compiled with
-// HLX_AVX512_FLAGS; the products also use AVX512-VNNI's vpdpwssd (inline asm below) and are called
+// HLX_AVX512_FLAGS; the products also use AVX512-VNNI's vpdpwssd (x86_intrin.h) and are called
 // only when cpu_features() has AVX512-VNNI and AVX512-BF16 (bf16 C). Weights are widened
 // with vpmovsxbw (32 bytes -> 16 columns of (k, k+1) int16 pairs) and multiplied with broadcast
 // activation pairs by vpdpwssd into int32 sums, one exact chunk of k-pairs at a time.
@@ -13,14 +13,6 @@
 
 namespace hlx::kernels::int8 {
 namespace {
-
-// acc += the int32 sums of the 16-bit pair products of a and b. Written as inline asm: GCC 12's
-// _mm512_dpwssd_epi32 kept every accumulator of a register tile on the stack (a store per
-// instruction), and the shared AVX-512 flags need no -mavx512vnni this way.
-inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
-  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
-  return acc;
-}
 
 inline __mmask16 mask16(int64_t cnt) {
   return cnt >= 16 ? __mmask16(0xffff) : cnt <= 0 ? __mmask16(0) : __mmask16((1u << cnt) - 1);

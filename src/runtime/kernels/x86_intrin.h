@@ -15,3 +15,16 @@
 #else
 #include <immintrin.h>
 #endif
+
+#if defined(__AVX512F__)
+namespace hlx::kernels {
+// acc += the int32 sums of the 16-bit pair products of a and b (AVX512-VNNI vpdpwssd; callers
+// check cpu_features().avx512vnni). Inline asm: GCC 12's _mm512_dpwssd_epi32 kept every
+// accumulator of a register tile on the stack (a store per instruction), and the shared AVX-512
+// flags need no -mavx512vnni this way.
+inline __m512i dpwssd(__m512i acc, __m512i a, __m512i b) {
+  __asm__("vpdpwssd %2, %1, %0" : "+v"(acc) : "v"(a), "v"(b));
+  return acc;
+}
+}  // namespace hlx::kernels
+#endif
