@@ -7,10 +7,10 @@
 // weights, each times its V row's scale, are rounded to int16 per chunk of kVChunk keys on the
 // chunk's own scale (max weight / 32767); V rows are sign-extended and interleaved in key pairs,
 // so one vpdpwssd adds two keys' products per column; each chunk's exact int32 sums join the f32
-// accumulators times the chunk's scale. Against f32 widening (8 conversions + 8 FMAs per 32 codes
-// of K and of V for a pair of query heads) this is 3 instructions per 32 K codes and 4 per 32 V
-// codes, which made the int8 path compute-bound no longer (docs/PERFORMANCE.md); the two roundings
-// are 2^-16 relative to their row's or chunk's largest value (docs/COMPOSITES.md, int8 KV cache).
+// accumulators times the chunk's scale. Against f32 widening (4 conversions + 4 FMAs per 32 codes
+// of K, and of V, for a pair of query heads) this is 3 instructions per 32 K codes and 4 per 32 V
+// codes (docs/PERFORMANCE.md); each rounding moves a value by at most 1/65534 of its row's or
+// chunk's largest (docs/COMPOSITES.md, int8 KV cache).
 //
 // Why a separate kernel: decode reads each K/V row of a kv head for only Hq/Hkv query rows, and
 // attention_impl.h widened every bf16 element to f32 (two instructions per 16) once per query row,
