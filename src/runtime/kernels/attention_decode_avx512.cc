@@ -282,13 +282,13 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
     for (int i = 0; i < 2 * NC; ++i) _mm512_storeu_ps(acc_mem[r] + c0 + 16 * i, acc[r][i]);
 }
 
-// weighted_part over i8 V codes: the chunk's weights of row r as int16 codes in key pairs (pair
-// (j - j0) / 2 of wq[r], key j in the low half; a missing last key has code 0) with scale ws[r]
+// weighted_part over i8 V codes: the chunk's weights of row r as int16 codes (key j at wq[r][j - j0],
+// read two keys at a time, key j in the low half; a missing last key has code 0) with scale ws[r]
 // (quantize_int16). Rows j, j + 1 are sign-extended and interleaved by 16-bit unpacks, so the
 // accumulators of a 32-column chunk hold columns 8L + 0..3 (L = 128-bit lane), then 8L + 4..7;
 // their int32 sums are exact (kVChunk * 32767 * 127 < 2^31) and join acc_mem as f32 times ws[r].
 template <int R, int NC>
-void weighted_part_i8(const int32_t* const* wq, const float* ws, const int8_t* v, int64_t stride, int64_t j0,
+void weighted_part_i8(const int16_t* const* wq, const float* ws, const int8_t* v, int64_t stride, int64_t j0,
                       int64_t j1, int64_t c0, int64_t w, float* const* acc_mem, bool first, int64_t ahead, int64_t hi) {
   static_assert(kVChunk * 32767 * 127 < std::numeric_limits<int32_t>::max());
   __mmask32 m[NC];
@@ -305,7 +305,11 @@ void weighted_part_i8(const int32_t* const* wq, const float* ws, const int8_t* v
     const bool pf = ahead > 0 && j + ahead < hi;
     __m512i wp[R];
 #pragma GCC unroll 2
-    for (int r = 0; r < R; ++r) wp[r] = _mm512_set1_epi32(wq[r][(j - j0) / 2]);
+    for (int r = 0; r < R; ++r) {
+      int32_t pair;  // codes of keys j, j + 1 (memcpy: no int32 view of int16 storage)
+      std::memcpy(&pair, wq[r] + (j - j0), sizeof pair);
+      wp[r] = _mm512_set1_epi32(pair);
+    }
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const __m512i a = load_codes(v0 + 32 * c, m[c]), b = load_codes(v1 + 32 * c, m[c]);
@@ -624,11 +628,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             const bool first = j0 == lo;
             const int64_t ahead = g0 == 0 ? vAhead : 0;  // the first pair of query heads prefetches
             if constexpr (kI8) {
-              // The chunk's weights of each row as int16 codes in key pairs (zeros past j1).
+              // The chunk's weights of each row as int16 codes (zeros past j1).
               alignas(64) int16_t codes[2][kVChunk];
               float ws[2];
-              const int32_t* wq[2] = {reinterpret_cast<const int32_t*>(codes[0]),
-                                      reinterpret_cast<const int32_t*>(codes[1])};
+              const int16_t* wq[2] = {codes[0], codes[1]};
               const int nr = G - g0 >= 2 ? 2 : 1;
               for (int r = 0; r < nr; ++r) {
                 std::fill(codes[r], codes[r] + kVChunk, int16_t(0));
