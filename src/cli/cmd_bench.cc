@@ -100,6 +100,13 @@ std::string loadavg() {
   return a + " " + b + " " + c;
 }
 
+// The load average for a printed figure, and the serial periods the thread pool has started so far
+// (it runs jobs on one thread while waiting for descheduled workers costs more than they save).
+std::string load_note() {
+  const int64_t backoffs = kernels::pool_backoffs();
+  return backoffs ? loadavg() + "; pool serial periods so far " + std::to_string(backoffs) : loadavg();
+}
+
 std::vector<int64_t> prompt_tokens(int64_t n, int64_t vocab, int64_t salt) {
   std::vector<int64_t> t(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) t[size_t(i)] = (i * 7919 + salt * 104729 + 13) % vocab;
@@ -288,7 +295,7 @@ Status run_prefix_chat(const BenchArgs& a, const engine::TextModelOptions& base,
                         {"same_tokens", same_tokens},       {"reps", a.reps}, {"loadavg", loadavg()}};
   std::printf("prefix reuse: TTFT of turns 2-%lld with reuse = %.1f %% of without (tokens %s)   (load %s)\n",
               static_cast<long long>(a.chat_turns), 100.0 * ratio, same_tokens ? "identical" : "DIFFER",
-              loadavg().c_str());
+              load_note().c_str());
   return ok_status();
 }
 
@@ -423,7 +430,7 @@ Status run_long_context(const BenchArgs& a, const engine::TextModelOptions& base
         std::printf("; prefill %lld tokens %.1f tok/s = %.2fx prefill-%lld", static_cast<long long>(ctx),
                     double(ctx) / (prefill_ms / 1000.0), double(ctx) / (prefill_ms / 1000.0) / prefill512,
                     static_cast<long long>(ref_len));
-      std::printf("   (load %s)\n", loadavg().c_str());
+      std::printf("   (load %s)\n", load_note().c_str());
       out.push_back(e);
     }
   }
@@ -568,7 +575,7 @@ Status run_bench(const BenchArgs& a) {
     HLX_ASSIGN_OR_RETURN(PrefillRun r, run_prefill(*m, len, a.reps));
     pre.push_back({{"tokens", len}, {"tok_s", r.tok_s}, {"ttft_ms", r.ttft_ms}, {"loadavg", loadavg()}});
     std::printf("prefill %4lld tokens: %7.1f tok/s, TTFT %7.1f ms   (load %s)\n", static_cast<long long>(len), r.tok_s,
-                r.ttft_ms, loadavg().c_str());
+                r.ttft_ms, load_note().c_str());
   }
   rec["prefill"] = pre;
 
@@ -634,7 +641,7 @@ Status run_bench(const BenchArgs& a) {
         "decode batch %lld: %7.2f tok/s aggregate (%.1f ms/step), roofline %.1f -> %.0f%% "
         "(vs each round's probe: median %.0f%%), %.2fx batch 1   (load %s)\n",
         static_cast<long long>(b), r.tok_s, r.ms_per_step, roof, 100.0 * r.tok_s / roof, 100.0 * adjacent,
-        b1 > 0 ? r.tok_s / b1 : 0.0, loadavg().c_str());
+        b1 > 0 ? r.tok_s / b1 : 0.0, load_note().c_str());
   }
   rec["decode"] = dec;
   rec["decode_round_probe_gbps"] = round_probe;
@@ -684,7 +691,7 @@ Status run_bench(const BenchArgs& a) {
         "%.2f tok/s (median ratio of pairs %.2f, range %.2f-%.2f)   (load %s)\n",
         static_cast<long long>(a.context), pairs, static_cast<long long>(a.small_capacity), small_best.tok_s,
         static_cast<long long>(a.capacity), large_best.tok_s, ratio, pair_ratio.empty() ? 0.0 : pair_ratio.front(),
-        pair_ratio.empty() ? 0.0 : pair_ratio.back(), loadavg().c_str());
+        pair_ratio.empty() ? 0.0 : pair_ratio.back(), load_note().c_str());
   }
   if (a.long_context) HLX_RETURN_IF_ERROR(run_long_context(a, base, threads, bw, rec));
   if (a.prefix_chat) HLX_RETURN_IF_ERROR(run_prefix_chat(a, base, rec));
@@ -693,7 +700,8 @@ Status run_bench(const BenchArgs& a) {
 
 Status write_record(const BenchArgs& a, json& rec) {
   rec["loadavg_end"] = loadavg();
-  std::printf("loadavg: %s\n", loadavg().c_str());
+  rec["pool_backoffs"] = kernels::pool_backoffs();  // serial periods of the pool (parallel.h)
+  std::printf("loadavg: %s\n", load_note().c_str());
   if (!a.json_out.empty()) {
     std::ofstream out(a.json_out);
     if (!out) return make_error(ErrorKind::kInvalidArgument, "cannot write --json file '", a.json_out, "'");

@@ -4,11 +4,14 @@
 // double-precision loop written here.
 #include <gtest/gtest.h>
 
-#include <atomic>
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <memory>
 #include <random>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -141,6 +144,43 @@ TEST(ParallelFor, StressEveryItemOfEveryJobOnceAndNoneAfterReturn) {
                         << caller_ns;
   }
   kernels::set_pool_handoff_delays_for_testing(0, 0);
+}
+
+// The oversubscription back-off (parallel.cc, Pool::note_wait) is a period of wall time, not a
+// count of jobs: jobs whose worker chunk stalls (a sleep standing in for a descheduled worker)
+// set it off; a job right after runs on the caller alone; once the longest period (1 s) has
+// passed, a job is shared again. (The count of 2048 jobs it replaced failed the last step.)
+TEST(ParallelFor, BackOffIsAPeriodOfWallTime) {
+  if (const char* e = std::getenv("HLX_POOL_BACKOFF"); e && std::string(e) == "0") GTEST_SKIP() << "HLX_POOL_BACKOFF=0";
+  ThreadLimit limit(2);
+  using Clock = std::chrono::steady_clock;
+  const std::thread::id caller = std::this_thread::get_id();
+  // One job of n chunks; the caller's chunks wait (up to `patience`) for a worker to start one,
+  // a worker's chunk then sleeps `stall`. Returns whether a worker ran a chunk.
+  auto job = [&](int64_t n, std::chrono::milliseconds stall, std::chrono::milliseconds patience) {
+    std::atomic<bool> worker_ran{false};
+    parallel_for(n, 1, [&](int64_t, int64_t) {
+      if (std::this_thread::get_id() != caller) {
+        worker_ran.store(true);
+        std::this_thread::sleep_for(stall);
+        return;
+      }
+      for (const Clock::time_point t0 = Clock::now(); !worker_ran.load() && Clock::now() - t0 < patience;)
+        std::this_thread::yield();
+    });
+    return worker_ran.load();
+  };
+  const int64_t before = kernels::pool_backoffs();
+  for (int j = 0; j < 512 && kernels::pool_backoffs() == before; ++j)
+    job(2, std::chrono::milliseconds(5), std::chrono::milliseconds(1000));
+  ASSERT_GT(kernels::pool_backoffs(), before) << "workers stalled in 512 jobs and the pool never backed off";
+  const Clock::time_point backed_off = Clock::now();
+  const bool shared = job(4, std::chrono::milliseconds(0), std::chrono::milliseconds(5));
+  if (Clock::now() - backed_off < std::chrono::milliseconds(30))  // still inside the shortest period
+    EXPECT_FALSE(shared) << "a job right after the back-off ran on a worker";
+  std::this_thread::sleep_for(std::chrono::milliseconds(1100));
+  EXPECT_TRUE(job(2, std::chrono::milliseconds(0), std::chrono::milliseconds(5000)))
+      << "1.1 s after backing off, jobs still run on the caller alone";
 }
 
 // Products large enough to be cut into several 128 x 256 pool tiles, with ragged last tiles: the

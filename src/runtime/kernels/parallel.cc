@@ -41,6 +41,7 @@ thread_local bool tl_in_job = false;  // inside a parallel_for chunk: nested cal
 using Clock = std::chrono::steady_clock;
 
 std::atomic<int64_t> g_worker_delay_ns{0}, g_caller_delay_ns{0};  // set_pool_handoff_delays_for_testing
+std::atomic<int64_t> g_backoffs{0};                               // serial periods started (pool_backoffs)
 
 void pause_for(int64_t ns) {
   const Clock::time_point t0 = Clock::now();
@@ -87,12 +88,9 @@ class Pool {
     if (tl_in_job || threads <= 1) return serial(n, fn);
     std::unique_lock<std::mutex> busy(mu_, std::try_to_lock);
     if (!busy.owns_lock()) return serial(n, fn);
-    if (serial_jobs_left_ > 0) {  // backing off after stalls (below)
-      --serial_jobs_left_;
-      return serial(n, fn);
-    }
-    tl_in_job = true;
     const Clock::time_point t0 = Clock::now();
+    if (t0 < serial_until_) return serial(n, fn);  // backing off after stalls (below)
+    tl_in_job = true;
     ensure_workers(threads - 1);
     const uint64_t gen = (generation(state_.load(std::memory_order_relaxed)) + 1) & kGenMask;
     state_.store(gen << kIndexBits | kClosed, std::memory_order_relaxed);  // (1) close claims
@@ -192,26 +190,31 @@ class Pool {
   // wait for a scheduler time slice (milliseconds), far longer than a decode-step kernel. Over
   // windows of 64 jobs, parallel time is own + wait while running alone would take about
   // threads x own (the caller's share times the number of shares); when waiting cost more than
-  // the other threads saved, the next kSerialJobs jobs (a few decode steps) run on the calling
-  // thread alone, then threads are tried again. On a quiet machine waits are microseconds.
+  // the other threads saved, jobs run on the calling thread alone for a period, then threads are
+  // tried again. The period is wall time, not a job count (2048 jobs were 4.6 s of serial decode
+  // at 32k context, set off by one stray stall on a quiet machine): 32 ms after a clean window,
+  // doubling while stalls persist, up to 1 s. On a quiet machine waits are microseconds.
   void note_wait(int threads, Clock::time_point t0, Clock::time_point t_own, Clock::time_point t_end) {
     if (!backoff_enabled() || g_worker_delay_ns.load(std::memory_order_relaxed) > 0) return;
     own_us_ += std::chrono::duration<double, std::micro>(t_own - t0).count();
     wait_us_ += std::chrono::duration<double, std::micro>(t_end - t_own).count();
     if (++window_jobs_ < 64) return;
     if (wait_us_ > double(threads - 1) * own_us_) {
-      serial_jobs_left_ = kSerialJobs;
-      ++backoffs_;
+      serial_until_ = t_end + serial_period_;
+      serial_period_ = std::min(serial_period_ * 2, kMaxSerialPeriod);
+      g_backoffs.fetch_add(1, std::memory_order_relaxed);
+    } else {
+      serial_period_ = kMinSerialPeriod;
     }
     own_us_ = wait_us_ = 0;
     window_jobs_ = 0;
   }
-  static constexpr int kSerialJobs = 2048;
-  double own_us_ = 0, wait_us_ = 0;  // guarded by mu_
+  static constexpr Clock::duration kMinSerialPeriod = std::chrono::milliseconds(32);
+  static constexpr Clock::duration kMaxSerialPeriod = std::chrono::seconds(1);
+  double own_us_ = 0, wait_us_ = 0;  // these four guarded by mu_
   int window_jobs_ = 0;
-  int serial_jobs_left_ = 0;
-  int64_t backoffs_ = 0;
-
+  Clock::time_point serial_until_{};
+  Clock::duration serial_period_ = kMinSerialPeriod;
   std::mutex mu_;  // one job at a time
   std::vector<std::thread> workers_;
   std::atomic<const std::function<void(int64_t, int64_t)>*> fn_{nullptr};
@@ -226,6 +229,8 @@ class Pool {
 };
 
 }  // namespace
+
+int64_t pool_backoffs() { return g_backoffs.load(std::memory_order_relaxed); }
 
 int hardware_threads() {
   static const int n = std::max(1, int(std::thread::hardware_concurrency()));

@@ -42,6 +42,10 @@ class ThreadLimit {
 // its items itself.
 void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
+// Serial periods the pool's oversubscription back-off has started in this process (waiting for
+// descheduled workers cost more than they saved): a benchmark reports it next to the load.
+int64_t pool_backoffs();
+
 // For the pool's stress test only: widens the two windows of the job hand-off that a preempted
 // thread would open. A worker pauses up to `worker_ns` (pseudo-random per claim) between reading
 // the job state and reading the job fields; a caller pauses `caller_ns` between writing the job
