@@ -735,6 +735,7 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
     if (scaled)
       for (int64_t c = 0; c < hidden; ++c) dst[c] *= scale;
   }
+  if (!packed) rt::release_table_rows(*table, tokens.data(), tokens.size());
   return out;
 }
 

@@ -92,4 +92,12 @@ bool is_packed_placeholder(const Tensor& t);
 // table is not faulted back in row by row (on large page-cache folios ~1 MB of RSS per row).
 std::shared_ptr<const kernels::PackedWeight> exact_packed_copy(const Tensor& weight);
 
+// After whole rows of `table` ([rows, row elements]) were copied out: when the table lies in a
+// read-only file mapping (a memory-mapped checkpoint), this process's mapping of the 2 MiB windows
+// around those rows (within the table) is dropped. A gather from a table with no exact packed copy
+// (an int8 / int4 lm_head, an untied embedding) otherwise keeps every folio it touched resident
+// (~1 MB per random row on large page-cache folios: a server's RSS would grow towards a second
+// copy of the table). The page cache keeps the bytes; the next read of a row faults them back in.
+void release_table_rows(const Tensor& table, const int64_t* rows, size_t count);
+
 }  // namespace hlx::rt

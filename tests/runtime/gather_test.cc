@@ -1,5 +1,11 @@
 // stablehlo.gather against loops written from the spec's examples: embedding lookup with
 // index_vector_dim == rank, multi-dim start indices, clamping, and batching dims.
+#include <sys/mman.h>
+
+#include <cstring>
+#include <memory>
+
+#include "runtime/program.h"
 #include "structured_test_util.h"
 
 namespace hlx {
@@ -100,6 +106,63 @@ TEST(Gather, EmptyIndicesAndBadSliceSizes) {
   auto k = structured_registry().compile(bad.name, bad, b2.fn);
   ASSERT_FALSE(k.ok());
   EXPECT_EQ(k.status().kind(), ErrorKind::kInvalidArgument);
+}
+
+// Resident bytes of the mapping that contains `p` (/proc/self/smaps), -1 when none does.
+int64_t mapping_rss(const void* p) {
+  std::ifstream smaps("/proc/self/smaps");
+  std::string line;
+  bool inside = false;
+  while (std::getline(smaps, line)) {
+    unsigned long long a = 0, b = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &a, &b) == 2)  // a mapping's first line (details are "Name: ...")
+      inside = uintptr_t(p) >= a && uintptr_t(p) < b;
+    long long kb = 0;
+    if (inside && std::sscanf(line.c_str(), "Rss: %lld kB", &kb) == 1) return kb * 1024;
+  }
+  return -1;
+}
+
+// An embedding table in a memory-mapped file (as a checkpoint's, when no exact packed copy serves
+// the rows): the gather returns the file's rows and leaves none of the table's pages mapped in
+// (rt::release_table_rows), which reading the same rows by hand does. A table in heap memory keeps
+// its contents.
+TEST(Gather, RowsOfAMappedTableLeaveTheResidentSet) {
+  const int64_t rows = 8192, cols = 1024;
+  const size_t bytes = size_t(rows * cols) * 2;
+  std::vector<uint16_t> table(size_t(rows * cols));
+  for (size_t i = 0; i < table.size(); ++i) table[i] = uint16_t(0x3c00 + (i * 2654435761u >> 20) % 512);
+  const std::string path = ::testing::TempDir() + "/hlx_gather_mapped_table.bin";
+  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(table.data()), std::streamsize(bytes));
+  FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+  std::fclose(f);
+  std::remove(path.c_str());
+  ASSERT_NE(map, MAP_FAILED);
+  std::shared_ptr<void> keep(map, [bytes](void* m) { munmap(m, bytes); });
+  const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map, keep);
+  const std::vector<int> ids = {7, 4000, 8191, 0, 2500, 6001, 7, 1234};
+
+  volatile uint32_t sum = 0;  // the same rows read by hand stay mapped in
+  for (int id : ids) sum = sum + static_cast<const uint16_t*>(map)[size_t(id) * cols];
+  EXPECT_GT(mapping_rss(map), 0);
+
+  IrBuilder b;
+  auto w = b.arg(tt(DType::kBF16, {rows, cols})), idx = b.arg(tt(DType::kI32, {int64_t(ids.size())}));
+  auto& op = add_gather(b, w, idx, tt(DType::kBF16, {int64_t(ids.size()), cols}), {1}, {0}, {0}, 1, {1, cols});
+  auto out = run_op(op, b.fn, {wt, from_vector<int>(DType::kI32, {int64_t(ids.size())}, ids)});
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  EXPECT_EQ(mapping_rss(map), 0) << "gathered rows left pages of the mapped table resident";
+  for (size_t r = 0; r < ids.size(); ++r)
+    EXPECT_EQ(std::memcmp((*out)[0].data<bf16>() + r * cols, table.data() + size_t(ids[r]) * cols, size_t(cols) * 2), 0)
+        << "row " << ids[r];
+
+  Tensor heap = Tensor::empty(DType::kBF16, {rows, cols});
+  std::memcpy(heap.raw(), table.data(), bytes);
+  const std::vector<int64_t> rows64(ids.begin(), ids.end());
+  rt::release_table_rows(heap, rows64.data(), rows64.size());
+  EXPECT_EQ(std::memcmp(heap.raw(), table.data(), bytes), 0) << "a heap table lost its contents";
 }
 
 }  // namespace

@@ -5,12 +5,14 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <numeric>
 #include <tuple>
+#include <vector>
 
 #include "runtime/kernels/attention.h"
 #include "runtime/kernels/matmul.h"
@@ -257,6 +259,42 @@ std::shared_ptr<const kernels::PackedWeight> exact_packed_copy(const Tensor& wei
       return std::shared_ptr<const kernels::PackedWeight>(sp, sp->packed.get());
   }
   return nullptr;
+}
+
+void release_table_rows(const Tensor& table, const int64_t* rows, size_t count) {
+  if (count == 0 || table.shape().size() != 2 || table.nbytes() == 0) return;
+  // Whether the table is in a read-only file mapping, from /proc/self/maps once per table. The
+  // entry holds the table's storage weakly: while that lives, so does the mapping under the
+  // address; once it is gone, the address may be reused (even by heap memory, which MADV_DONTNEED
+  // would wipe), so the entry is checked again.
+  struct Seen {
+    std::weak_ptr<void> storage;
+    bool in_file;
+  };
+  static std::mutex mu;
+  static std::map<std::pair<const void*, size_t>, Seen> seen;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    Seen& e = seen[{table.raw(), table.nbytes()}];
+    if (e.storage.expired() || e.storage.lock() != table.storage())
+      e = {table.storage(), in_readonly_file_mapping(table.raw(), table.nbytes())};
+    if (!e.in_file) return;
+  }
+  const uintptr_t page = uintptr_t(sysconf(_SC_PAGESIZE)), window = uintptr_t(2) << 20;
+  const uintptr_t base = uintptr_t(table.raw()), row_bytes = table.nbytes() / size_t(table.shape()[0]);
+  const uintptr_t lo_limit = base / page * page, hi_limit = (base + table.nbytes() + page - 1) / page * page;
+  std::vector<std::pair<uintptr_t, uintptr_t>> spans;  // windows of the rows, clipped, merged below
+  for (size_t i = 0; i < count; ++i) {
+    const uintptr_t a = base + uintptr_t(rows[i]) * row_bytes;
+    spans.push_back(
+        {std::max(lo_limit, a / window * window), std::min(hi_limit, (a + row_bytes + window - 1) / window * window)});
+  }
+  std::sort(spans.begin(), spans.end());
+  for (size_t i = 0; i < spans.size();) {
+    auto [lo, hi] = spans[i];
+    for (++i; i < spans.size() && spans[i].first <= hi; ++i) hi = std::max(hi, spans[i].second);
+    madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  }
 }
 
 bool is_packed_placeholder(const Tensor& t) {

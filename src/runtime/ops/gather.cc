@@ -67,13 +67,25 @@ class Gather : public OpKernel {
           packed->copy_row(starts_[b] / k, static_cast<uint16_t*>(y.raw()) + int64_t(b) * k);
         return ok_status();
       }
+    copy(operand, y, total);
+    if (p_.whole_rows) {  // the table rows just read leave the resident set (program.h)
+      rows_.resize(starts_.size());
+      for (size_t b = 0; b < starts_.size(); ++b) rows_[b] = starts_[b] / p_.op_dims[1];
+      release_table_rows(operand, rows_.data(), rows_.size());
+    }
+    return ok_status();
+  }
+
+ private:
+  void copy(const Tensor& operand, Tensor& y, int64_t total) const {
+    const Shape& rs = p_.result_shape;
     size_t r = rs.size();
     const uint8_t* src = static_cast<const uint8_t*>(operand.raw());
     uint8_t* dst = static_cast<uint8_t*>(y.raw());
     size_t es = p_.esize;
     if (r == 0) {
       std::memcpy(dst, src + size_t(starts_[0]) * es, es);
-      return ok_status();
+      return;
     }
     int64_t inner = rs[r - 1];
     int64_t ib = p_.bcoef[r - 1], iw = p_.wcoef[r - 1];
@@ -95,12 +107,10 @@ class Gather : public OpKernel {
         idx[d] = 0;
       }
     }
-    return ok_status();
   }
 
- private:
   GatherPlan p_;
-  std::vector<int64_t> starts_;
+  std::vector<int64_t> starts_, rows_;
 };
 
 bool contains(const std::vector<int64_t>& v, int64_t x) { return std::find(v.begin(), v.end(), x) != v.end(); }
