@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 WERROR ?= OFF
 PREFIX ?= /usr/local
 
-.PHONY: setup build test test-release test-sanitize test-tsan demo bench clean soak install format format-check
+.PHONY: setup build test test-release test-sanitize test-tsan demo bench bench-peer clean soak install format format-check
 
 setup:
 	@bash scripts/setup.sh
@@ -72,6 +72,21 @@ demo: build
 
 bench: build
 	$(BUILD)/bin/hlx_bench
+
+# Issue 26's peer: llama.cpp (node-llama-cpp's prebuilt CPU addon; bench/peer, not part of `make
+# test`) batch-1 decode and prefill 512, 2 threads, on Q4_0 and bf16 GGUF copies of PEER_MODEL
+# (default: the random-weight Qwen3-0.6B fixture), after checking the bf16 copy's logits against hlx.
+# `npm install` from the lock file: `npm ci` refuses it, as 3.22.1's optional mac/win builds are absent.
+PEER_MODEL ?= $(BUILD)/peer/fx
+PEER_ARGS ?=
+bench-peer: build
+	npm install --prefix bench/peer --ignore-scripts --omit=optional --no-audit --no-fund --loglevel=error
+	test -f $(PEER_MODEL)/config.json || $(BUILD)/bin/hlx fixture --family qwen3 --preset qwen3-0.6b --dtype bf16 --out $(PEER_MODEL) --no-tokenizer
+	/usr/bin/python3 bench/peer/hf_to_gguf.py $(PEER_MODEL) $(BUILD)/peer/q4_0.gguf --type q4_0
+	/usr/bin/python3 bench/peer/hf_to_gguf.py $(PEER_MODEL) $(BUILD)/peer/bf16.gguf --type bf16
+	/usr/bin/python3 bench/peer/check_logits.py --hlx $(BUILD)/bin/hlx --checkpoint $(PEER_MODEL) $(BUILD)/peer/bf16.gguf
+	node bench/peer/decode_bench.mjs $(BUILD)/peer/q4_0.gguf $(PEER_ARGS)
+	node bench/peer/decode_bench.mjs $(BUILD)/peer/bf16.gguf $(PEER_ARGS)
 
 # ~2 minutes of mixed HTTP load on `hlx serve`: no RSS growth, no leaked descriptors.
 soak: build
