@@ -128,8 +128,8 @@ int64_t mapping_rss(const void* p) {
 // (rt::release_table_rows), which reading the same rows by hand does. A table in heap memory keeps
 // its contents.
 TEST(Gather, RowsOfAMappedTableLeaveTheResidentSet) {
-  const int64_t rows = 8192, cols = 1024;
-  const size_t bytes = size_t(rows * cols) * 2;
+  constexpr int64_t rows = 8192, cols = 1024;
+  constexpr size_t bytes = size_t(rows * cols) * 2;
   std::vector<uint16_t> table(size_t(rows * cols));
   for (size_t i = 0; i < table.size(); ++i) table[i] = uint16_t(0x3c00 + (i * 2654435761u >> 20) % 512);
   const std::string path = ::testing::TempDir() + "/hlx_gather_mapped_table.bin";
@@ -140,7 +140,7 @@ TEST(Gather, RowsOfAMappedTableLeaveTheResidentSet) {
   std::fclose(f);
   std::remove(path.c_str());
   ASSERT_NE(map, MAP_FAILED);
-  std::shared_ptr<void> keep(map, [bytes](void* m) { munmap(m, bytes); });
+  std::shared_ptr<void> keep(map, [](void* m) { munmap(m, bytes); });
   const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map, keep);
   const std::vector<int> ids = {7, 4000, 8191, 0, 2500, 6001, 7, 1234};
 

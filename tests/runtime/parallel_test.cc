@@ -176,8 +176,9 @@ TEST(ParallelFor, BackOffIsAPeriodOfWallTime) {
   ASSERT_GT(kernels::pool_backoffs(), before) << "workers stalled in 512 jobs and the pool never backed off";
   const Clock::time_point backed_off = Clock::now();
   const bool shared = job(4, std::chrono::milliseconds(0), std::chrono::milliseconds(5));
-  if (Clock::now() - backed_off < std::chrono::milliseconds(30))  // still inside the shortest period
+  if (Clock::now() - backed_off < std::chrono::milliseconds(30)) {  // still inside the shortest period
     EXPECT_FALSE(shared) << "a job right after the back-off ran on a worker";
+  }
   std::this_thread::sleep_for(std::chrono::milliseconds(1100));
   EXPECT_TRUE(job(2, std::chrono::milliseconds(0), std::chrono::milliseconds(5000)))
       << "1.1 s after backing off, jobs still run on the caller alone";
