@@ -82,10 +82,11 @@ def main():
             got = np.fromfile(out, dtype=np.float32).astype(np.float64).reshape(a.tokens, vocab)
             rel = np.linalg.norm(got - ref, axis=1) / np.linalg.norm(ref, axis=1)
             top1 = int((got.argmax(1) == ref.argmax(1)).sum())
-            exact = gguf_file_type(gguf) in (0, 1, 32)  # f32, f16, bf16: no quantization
+            file_type = gguf_file_type(gguf)
+            exact = file_type in (0, 1, 32)  # f32, f16, bf16: no quantization
             bad = exact and not a.hlx_weights and rel.max() > a.max_rel_l2
             failed |= bad
-            print(json.dumps({"gguf": gguf, "hlx_weights": a.hlx_weights or "as stored", "file_type": gguf_file_type(gguf), "rows": a.tokens,
+            print(json.dumps({"gguf": gguf, "hlx_weights": a.hlx_weights or "as stored", "file_type": file_type, "rows": a.tokens,
                               "rel_l2_max": round(float(rel.max()), 5), "rel_l2_median": round(float(np.median(rel)), 5),
                               "top1_agree": f"{top1}/{a.tokens}", "ok": not bad}))
     sys.exit(1 if failed else 0)

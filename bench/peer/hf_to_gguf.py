@@ -2,11 +2,10 @@
 """Write a Hugging Face Qwen3 checkpoint (config.json + *.safetensors) as a GGUF v3 file for llama.cpp.
 
 Only for the peer benchmark (make bench-peer): architecture `qwen3`, driven by token ids, no real
-tokenizer. llama.cpp itself loads a model with `tokenizer.ggml.model = "none"` (vocab type NONE,
-`qwen3.vocab_size` dummy tokens; --vocab none), but node-llama-cpp round-trips a test string through
-the tokenizer after loading, which aborts (GGML_ASSERT) on vocab type NONE. So by default (--vocab
-dummy) the file carries a stand-in SentencePiece vocab of vocab_size tokens: <unk>, <s>, </s>, the
-256 byte tokens <0x00>..<0xFF> and "<tN>" for the rest, scores 0; it only names the ids. Weights:
+tokenizer. node-llama-cpp round-trips a test string through the tokenizer after loading, which
+aborts (GGML_ASSERT) on llama.cpp's vocab type NONE (`tokenizer.ggml.model = "none"`), so the file
+carries a stand-in SentencePiece vocab of vocab_size tokens: <unk>, <s>, </s>, the 256 byte tokens
+<0x00>..<0xFF> and "<tN>" for the rest, scores 0; it only names the ids. Weights:
 
   --type q4_0   every 2-D matmul weight as Q4_0 (blocks of 32: f16 scale d, 16 bytes of nibbles,
                 x = (q - 8) * d), 4.5 bits a weight. --embd-type picks token_embd (which is also the
@@ -216,8 +215,6 @@ def main():
     ap.add_argument("--type", choices=["q4_0", "bf16", "f16"], required=True, help="matmul weight type")
     ap.add_argument("--embd-type", choices=["q4_0", "q6_k"], default="q4_0",
                     help="token_embd type with --type q4_0 (default q4_0: llama-quantize --pure)")
-    ap.add_argument("--vocab", choices=["dummy", "none"], default="dummy",
-                    help="stand-in SentencePiece vocab (default; node-llama-cpp needs one) or none")
     a = ap.parse_args()
 
     with open(os.path.join(a.checkpoint, "config.json")) as f:
@@ -237,7 +234,7 @@ def main():
     w.add("general.name", GGUF_STRING, os.path.basename(os.path.abspath(a.checkpoint)))
     w.add("general.file_type", GGUF_U32, FTYPE[a.type])
     w.add("general.alignment", GGUF_U32, ALIGN)
-    w.add(f"{arch}.vocab_size", GGUF_U32, cfg["vocab_size"])  # read by llama.cpp for vocab type NONE
+    w.add(f"{arch}.vocab_size", GGUF_U32, cfg["vocab_size"])  # read by the .mjs scripts
     w.add(f"{arch}.context_length", GGUF_U32, cfg["max_position_embeddings"])
     w.add(f"{arch}.embedding_length", GGUF_U32, cfg["hidden_size"])
     w.add(f"{arch}.block_count", GGUF_U32, cfg["num_hidden_layers"])
@@ -250,22 +247,19 @@ def main():
     w.add(f"{arch}.rope.freq_base", GGUF_F32, cfg.get("rope_theta", 10000.0))
     w.add(f"{arch}.rope.dimension_count", GGUF_U32, head_dim)
     n_vocab = cfg["vocab_size"]
-    if a.vocab == "none":
-        w.add("tokenizer.ggml.model", GGUF_STRING, "none")
-    else:
-        # llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte.
-        tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
-        types = [2, 3, 3] + [6] * 256
-        tokens += [f"<t{i}>" for i in range(len(tokens), n_vocab)]
-        types += [1] * (n_vocab - len(types))
-        w.add("tokenizer.ggml.model", GGUF_STRING, "llama")
-        w.add("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, tokens))
-        w.add("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_F32, np.zeros(n_vocab)))
-        w.add("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, types))
-        w.add("tokenizer.ggml.bos_token_id", GGUF_U32, 1)
-        w.add("tokenizer.ggml.eos_token_id", GGUF_U32, 2)
-        w.add("tokenizer.ggml.unknown_token_id", GGUF_U32, 0)
-        w.add("tokenizer.ggml.add_bos_token", GGUF_BOOL, False)
+    # llama.cpp token types: 1 normal, 2 unknown, 3 control, 6 byte.
+    tokens = ["<unk>", "<s>", "</s>"] + [f"<0x{b:02X}>" for b in range(256)]
+    types = [2, 3, 3] + [6] * 256
+    tokens += [f"<t{i}>" for i in range(len(tokens), n_vocab)]
+    types += [1] * (n_vocab - len(types))
+    w.add("tokenizer.ggml.model", GGUF_STRING, "llama")
+    w.add("tokenizer.ggml.tokens", GGUF_ARRAY, (GGUF_STRING, tokens))
+    w.add("tokenizer.ggml.scores", GGUF_ARRAY, (GGUF_F32, np.zeros(n_vocab)))
+    w.add("tokenizer.ggml.token_type", GGUF_ARRAY, (GGUF_I32, types))
+    w.add("tokenizer.ggml.bos_token_id", GGUF_U32, 1)
+    w.add("tokenizer.ggml.eos_token_id", GGUF_U32, 2)
+    w.add("tokenizer.ggml.unknown_token_id", GGUF_U32, 0)
+    w.add("tokenizer.ggml.add_bos_token", GGUF_BOOL, False)
 
     infos, blobs, offset = [], [], 0
     for hf in sorted(tensors, key=lambda n: (n.count("layers"), n)):

@@ -276,7 +276,7 @@ void release_table_rows(const Tensor& table, const int64_t* rows, size_t count) 
   {
     std::lock_guard<std::mutex> lock(mu);
     Seen& e = seen[{table.raw(), table.nbytes()}];
-    if (e.storage.expired() || e.storage.lock() != table.storage())
+    if (!table.storage() || e.storage.lock() != table.storage())  // no owner: nothing to tie the answer to
       e = {table.storage(), in_readonly_file_mapping(table.raw(), table.nbytes())};
     if (!e.in_file) return;
   }
