@@ -32,7 +32,7 @@ std::vector<std::unique_ptr<kernels::PackedWeight>> make(int64_t k, int64_t n, s
   return out;
 }
 
-// Args: M, N, K, format (0 bf16, 1 int8). Cycles through 1 GiB of packed weights like decode.
+// Args: M, N, K, format (0 bf16, 1 int8, 2 int4). Cycles through 1 GiB of packed weights like decode.
 void BM_Stream(benchmark::State& state) {
   const int64_t m = state.range(0), n = state.range(1), k = state.range(2);
   const WeightFormat f = WeightFormat(state.range(3));
@@ -69,6 +69,8 @@ BENCHMARK(BM_Stream)
     ->Args({8, 2048, 1024, 1})
     ->Args({1, 151936, 1024, 0})
     ->Args({1, 151936, 1024, 1})
+    ->Args({1, 3072, 1024, 2})
+    ->Args({1, 151936, 1024, 2})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
@@ -99,6 +101,9 @@ BENCHMARK(BM_Prefill)
     ->Args({128, 1024, 3072, 0})
     ->Args({128, 1024, 3072, 1})
     ->Args({16, 2048, 1024, 1})
+    ->Args({1, 3072, 1024, 2})
+    ->Args({1, 3072, 1024, 1})
+    ->Args({1, 3072, 1024, 0})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -734,8 +734,11 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
     }
     if (scaled)
       for (int64_t c = 0; c < hidden; ++c) dst[c] *= scale;
+    // Rows read from the stored table leave the resident set as the gather op's do (program.h).
+    const size_t per = rt::kTableRowsPerRelease, from = size_t(r) / per * per;
+    if (!packed && (size_t(r + 1) % per == 0 || r + 1 == n))
+      rt::release_table_rows(*table, tokens.data() + from, size_t(r) + 1 - from);
   }
-  if (!packed) rt::release_table_rows(*table, tokens.data(), tokens.size());
   return out;
 }
 

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cstring>
+#include <fstream>
 #include <memory>
 
 #include "runtime/program.h"
@@ -163,6 +164,70 @@ TEST(Gather, RowsOfAMappedTableLeaveTheResidentSet) {
   const std::vector<int64_t> rows64(ids.begin(), ids.end());
   rt::release_table_rows(heap, rows64.data(), rows64.size());
   EXPECT_EQ(std::memcmp(heap.raw(), table.data(), bytes), 0) << "a heap table lost its contents";
+}
+
+// Sanitizer trees (make test-sanitize, test-tsan) map shadow memory as the program touches memory.
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+constexpr bool kSanitized = true;
+#elif defined(__has_feature)
+constexpr bool kSanitized = __has_feature(address_sanitizer) || __has_feature(thread_sanitizer);
+#else
+constexpr bool kSanitized = false;
+#endif
+
+// Peak resident bytes of this process (VmHWM), after reset_peak_rss() the current ones.
+int64_t peak_rss() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  long long kb = -1;
+  while (std::getline(status, line))
+    if (std::sscanf(line.c_str(), "VmHWM: %lld kB", &kb) == 1) break;
+  return kb * 1024;
+}
+void reset_peak_rss() { std::ofstream("/proc/self/clear_refs") << "5"; }
+
+// A long prompt's gather from a memory-mapped table (a freshly written checkpoint's sits in large
+// page-cache folios, each mapped whole by one read) never holds much of the table mapped at once:
+// rows are released every rt::kTableRowsPerRelease. Reading all 1024 rows before releasing any
+// mapped 64 MB (64 KiB fault-around per row) to all 128 MB (2 MiB folios) of it at the peak.
+TEST(Gather, ALongPromptNeverMapsMuchOfAMappedTable) {
+  if (kSanitized) GTEST_SKIP() << "sanitizer shadow memory moves the peak RSS this test measures";
+  constexpr int64_t rows = 65536, cols = 1024, n = 1024;
+  constexpr size_t bytes = size_t(rows * cols) * 2;
+  auto value = [](size_t i) { return uint16_t(0x3c00 + (i * 2654435761u >> 20) % 512); };
+  const std::string path = ::testing::TempDir() + "/hlx_gather_long_prompt_table.bin";
+  {
+    std::vector<uint16_t> table(size_t(rows * cols));
+    for (size_t i = 0; i < table.size(); ++i) table[i] = value(i);
+    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(table.data()), std::streamsize(bytes));
+  }
+  FILE* f = std::fopen(path.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+  std::fclose(f);
+  std::remove(path.c_str());
+  ASSERT_NE(map, MAP_FAILED);
+  std::shared_ptr<void> keep(map, [](void* m) { munmap(m, bytes); });
+  const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map, keep);
+  std::vector<int> ids(n);
+  uint32_t state = 12345;
+  for (int& id : ids) id = int((state = state * 1664525u + 1013904223u) >> 16) % int(rows);
+
+  IrBuilder b;
+  auto w = b.arg(tt(DType::kBF16, {rows, cols})), idx = b.arg(tt(DType::kI32, {n}));
+  auto& op = add_gather(b, w, idx, tt(DType::kBF16, {n, cols}), {1}, {0}, {0}, 1, {1, cols});
+  const Tensor indices = from_vector<int>(DType::kI32, {n}, ids);
+  reset_peak_rss();
+  const int64_t before = peak_rss();
+  auto out = run_op(op, b.fn, {wt, indices});
+  const int64_t growth = peak_rss() - before;
+  ASSERT_TRUE(out.ok()) << out.status().to_string();
+  // The result (2 MiB), the rows mapped between two releases (<= 8 x 2 MiB), some slack.
+  EXPECT_LE(growth, int64_t(24) << 20) << "the gather held " << (growth >> 20) << " MiB more at its peak";
+  for (size_t r = 0; r < ids.size(); r += 97)
+    for (int64_t c = 0; c < cols; c += 131)
+      EXPECT_EQ((*out)[0].data<uint16_t>()[r * cols + size_t(c)], value(size_t(ids[r]) * cols + size_t(c)))
+          << "row " << ids[r];
 }
 
 }  // namespace

@@ -3,6 +3,7 @@
 // of start_indices means each index is a scalar). Start indices are clamped so the slice stays in
 // bounds (gather_c*: "clamp(start, 0, dim - slice_size)"). Data moves as bytes, so every dtype works.
 #include <algorithm>
+#include <cstring>
 
 #include "runtime/kernels/matmul.h"
 #include "runtime/ops/structured_util.h"
@@ -67,11 +68,22 @@ class Gather : public OpKernel {
           packed->copy_row(starts_[b] / k, static_cast<uint16_t*>(y.raw()) + int64_t(b) * k);
         return ok_status();
       }
-    copy(operand, y, total);
-    if (p_.whole_rows) {  // the table rows just read leave the resident set (program.h)
-      rows_.resize(starts_.size());
-      for (size_t b = 0; b < starts_.size(); ++b) rows_[b] = starts_[b] / p_.op_dims[1];
-      release_table_rows(operand, rows_.data(), rows_.size());
+    if (!p_.whole_rows) {
+      copy(operand, y, total);
+      return ok_status();
+    }
+    // Whole rows, kTableRowsPerRelease at a time: the rows just read leave the resident set before
+    // the next ones are read (program.h), so a long prompt never maps much of the table at once.
+    const int64_t k = p_.op_dims[1];
+    rows_.resize(starts_.size());
+    for (size_t b0 = 0; b0 < starts_.size(); b0 += kTableRowsPerRelease) {
+      const size_t b1 = std::min(starts_.size(), b0 + kTableRowsPerRelease);
+      for (size_t b = b0; b < b1; ++b) {
+        std::memcpy(static_cast<uint16_t*>(y.raw()) + int64_t(b) * k,
+                    static_cast<const uint16_t*>(operand.raw()) + starts_[b], size_t(k) * 2);
+        rows_[b] = starts_[b] / k;
+      }
+      release_table_rows(operand, rows_.data() + b0, b1 - b0);
     }
     return ok_status();
   }
