@@ -124,6 +124,20 @@ int64_t mapping_rss(const void* p) {
   return -1;
 }
 
+// `bytes` of `data` written to a new file and mapped read-only and private, as a checkpoint is (the
+// file is unlinked at once; the mapping lives as long as the result). Null on failure.
+std::shared_ptr<void> map_new_file(const std::string& name, const void* data, size_t bytes) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path, std::ios::binary).write(static_cast<const char*>(data), std::streamsize(bytes));
+  FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return nullptr;
+  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+  std::fclose(f);
+  std::remove(path.c_str());
+  if (map == MAP_FAILED) return nullptr;
+  return std::shared_ptr<void>(map, [bytes](void* m) { munmap(m, bytes); });
+}
+
 // An embedding table in a memory-mapped file (as a checkpoint's, when no exact packed copy serves
 // the rows): the gather returns the file's rows and leaves none of the table's pages mapped in
 // (rt::release_table_rows), which reading the same rows by hand does. A table in heap memory keeps
@@ -133,28 +147,21 @@ TEST(Gather, RowsOfAMappedTableLeaveTheResidentSet) {
   constexpr size_t bytes = size_t(rows * cols) * 2;
   std::vector<uint16_t> table(size_t(rows * cols));
   for (size_t i = 0; i < table.size(); ++i) table[i] = uint16_t(0x3c00 + (i * 2654435761u >> 20) % 512);
-  const std::string path = ::testing::TempDir() + "/hlx_gather_mapped_table.bin";
-  std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(table.data()), std::streamsize(bytes));
-  FILE* f = std::fopen(path.c_str(), "rb");
-  ASSERT_NE(f, nullptr);
-  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fileno(f), 0);
-  std::fclose(f);
-  std::remove(path.c_str());
-  ASSERT_NE(map, MAP_FAILED);
-  std::shared_ptr<void> keep(map, [](void* m) { munmap(m, bytes); });
-  const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map, keep);
+  const std::shared_ptr<void> map = map_new_file("hlx_gather_mapped_table.bin", table.data(), bytes);
+  ASSERT_NE(map, nullptr);
+  const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map.get(), map);
   const std::vector<int> ids = {7, 4000, 8191, 0, 2500, 6001, 7, 1234};
 
   volatile uint32_t sum = 0;  // the same rows read by hand stay mapped in
-  for (int id : ids) sum = sum + static_cast<const uint16_t*>(map)[size_t(id) * cols];
-  EXPECT_GT(mapping_rss(map), 0);
+  for (int id : ids) sum = sum + static_cast<const uint16_t*>(map.get())[size_t(id) * cols];
+  EXPECT_GT(mapping_rss(map.get()), 0);
 
   IrBuilder b;
   auto w = b.arg(tt(DType::kBF16, {rows, cols})), idx = b.arg(tt(DType::kI32, {int64_t(ids.size())}));
   auto& op = add_gather(b, w, idx, tt(DType::kBF16, {int64_t(ids.size()), cols}), {1}, {0}, {0}, 1, {1, cols});
   auto out = run_op(op, b.fn, {wt, from_vector<int>(DType::kI32, {int64_t(ids.size())}, ids)});
   ASSERT_TRUE(out.ok()) << out.status().to_string();
-  EXPECT_EQ(mapping_rss(map), 0) << "gathered rows left pages of the mapped table resident";
+  EXPECT_EQ(mapping_rss(map.get()), 0) << "gathered rows left pages of the mapped table resident";
   for (size_t r = 0; r < ids.size(); ++r)
     EXPECT_EQ(std::memcmp((*out)[0].data<bf16>() + r * cols, table.data() + size_t(ids[r]) * cols, size_t(cols) * 2), 0)
         << "row " << ids[r];
@@ -195,20 +202,14 @@ TEST(Gather, ALongPromptNeverMapsMuchOfAMappedTable) {
   constexpr int64_t rows = 65536, cols = 1024, n = 1024;
   constexpr size_t bytes = size_t(rows * cols) * 2;
   auto value = [](size_t i) { return uint16_t(0x3c00 + (i * 2654435761u >> 20) % 512); };
-  const std::string path = ::testing::TempDir() + "/hlx_gather_long_prompt_table.bin";
+  std::shared_ptr<void> map;
   {
     std::vector<uint16_t> table(size_t(rows * cols));
     for (size_t i = 0; i < table.size(); ++i) table[i] = value(i);
-    std::ofstream(path, std::ios::binary).write(reinterpret_cast<const char*>(table.data()), std::streamsize(bytes));
+    map = map_new_file("hlx_gather_long_prompt_table.bin", table.data(), bytes);
   }
-  FILE* f = std::fopen(path.c_str(), "rb");
-  ASSERT_NE(f, nullptr);
-  void* map = mmap(nullptr, bytes, PROT_READ, MAP_PRIVATE, fileno(f), 0);
-  std::fclose(f);
-  std::remove(path.c_str());
-  ASSERT_NE(map, MAP_FAILED);
-  std::shared_ptr<void> keep(map, [](void* m) { munmap(m, bytes); });
-  const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map, keep);
+  ASSERT_NE(map, nullptr);
+  const Tensor wt = Tensor::borrow(DType::kBF16, {rows, cols}, map.get(), map);
   std::vector<int> ids(n);
   uint32_t state = 12345;
   for (int& id : ids) id = int((state = state * 1664525u + 1013904223u) >> 16) % int(rows);
