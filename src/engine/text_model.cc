@@ -709,36 +709,31 @@ Result<Tensor> TextModel::embed_tokens(std::span<const int64_t> tokens) const {
   const bool scaled = spec_.embedding_scale != 1.0;
   // A tied table's rows from the lm_head's exact packed copy, as the entries' gather takes them.
   const std::shared_ptr<const kernels::PackedWeight> packed = rt::exact_packed_copy(*table);
+  const DType dt = table->dtype();
+  if (!packed && n > 0 && dt != DType::kF32 && dt != DType::kBF16 && dt != DType::kF16)
+    return make_error(ErrorKind::kInternal, "embedding table '", name, "' has dtype ", dtype_name(dt));
   std::vector<bf16> row(packed ? size_t(hidden) : 0);
-  for (int64_t r = 0; r < n; ++r) {
-    float* dst = out.data<float>() + r * hidden;
-    const int64_t base = tokens[size_t(r)] * hidden;
+  auto embed_row = [&](size_t r) {
+    float* dst = out.data<float>() + int64_t(r) * hidden;
+    const int64_t base = tokens[r] * hidden;
     if (packed) {
-      packed->copy_row(tokens[size_t(r)], row.data());
+      packed->copy_row(tokens[r], row.data());
       for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(row[size_t(c)]);
+    } else if (dt == DType::kF32) {
+      std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float));
+    } else if (dt == DType::kBF16) {
+      for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(table->data<bf16>()[base + c]);
     } else {
-      switch (table->dtype()) {
-        case DType::kF32:
-          std::memcpy(dst, table->data<float>() + base, size_t(hidden) * sizeof(float));
-          break;
-        case DType::kBF16:
-          for (int64_t c = 0; c < hidden; ++c) dst[c] = bf16_to_f32(table->data<bf16>()[base + c]);
-          break;
-        case DType::kF16:
-          for (int64_t c = 0; c < hidden; ++c) dst[c] = f16_to_f32(table->data<f16>()[base + c]);
-          break;
-        default:
-          return make_error(ErrorKind::kInternal, "embedding table '", name, "' has dtype ",
-                            dtype_name(table->dtype()));
-      }
+      for (int64_t c = 0; c < hidden; ++c) dst[c] = f16_to_f32(table->data<f16>()[base + c]);
     }
     if (scaled)
       for (int64_t c = 0; c < hidden; ++c) dst[c] *= scale;
-    // Rows read from the stored table leave the resident set as the gather op's do (program.h).
-    const size_t per = rt::kTableRowsPerRelease, from = size_t(r) / per * per;
-    if (!packed && (size_t(r + 1) % per == 0 || r + 1 == n))
-      rt::release_table_rows(*table, tokens.data() + from, size_t(r) + 1 - from);
-  }
+  };
+  // Rows read from the stored table leave the resident set as they are read, as the gather op's do.
+  if (packed)
+    for (size_t r = 0; r < tokens.size(); ++r) embed_row(r);
+  else
+    rt::read_table_rows(*table, tokens.data(), tokens.size(), embed_row);
   return out;
 }
 

@@ -98,9 +98,12 @@ std::shared_ptr<const kernels::PackedWeight> exact_packed_copy(const Tensor& wei
 // (an int8 / int4 lm_head, an untied embedding) otherwise keeps every folio it touched resident
 // (~1 MB per random row on large page-cache folios: a server's RSS would grow towards a second
 // copy of the table). The page cache keeps the bytes; the next read of a row faults them back in.
-// Readers release every kTableRowsPerRelease rows: a freshly written checkpoint sits in 2 MiB
-// folios, so the 512 random rows of one prompt would otherwise map ~all of a 311 MB table at once.
-constexpr size_t kTableRowsPerRelease = 8;
 void release_table_rows(const Tensor& table, const int64_t* rows, size_t count);
+
+// Calls read(i) for each i < count (read(i) reads row rows[i] of `table`) and releases the rows read
+// every kTableRowsPerRelease: a freshly written checkpoint sits in 2 MiB folios, so the 512 random
+// rows of one prompt, released only at the end, would map ~all of a 311 MB table at once.
+constexpr size_t kTableRowsPerRelease = 8;
+void read_table_rows(const Tensor& table, const int64_t* rows, size_t count, const std::function<void(size_t)>& read);
 
 }  // namespace hlx::rt

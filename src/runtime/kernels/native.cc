@@ -19,6 +19,7 @@
 #include "runtime/kernels/norms.h"
 #include "runtime/kernels/rotary.h"
 #include "runtime/op_kernel.h"
+#include "runtime/program.h"
 #include "stablehlo/shape_inference.h"
 
 namespace hlx::rt {
@@ -294,6 +295,14 @@ void release_table_rows(const Tensor& table, const int64_t* rows, size_t count) 
     auto [lo, hi] = spans[i];
     for (++i; i < spans.size() && spans[i].first <= hi; ++i) hi = std::max(hi, spans[i].second);
     madvise(reinterpret_cast<void*>(lo), hi - lo, MADV_DONTNEED);
+  }
+}
+
+void read_table_rows(const Tensor& table, const int64_t* rows, size_t count, const std::function<void(size_t)>& read) {
+  for (size_t i0 = 0; i0 < count; i0 += kTableRowsPerRelease) {
+    const size_t i1 = std::min(count, i0 + kTableRowsPerRelease);
+    for (size_t i = i0; i < i1; ++i) read(i);
+    release_table_rows(table, rows + i0, i1 - i0);
   }
 }
 

@@ -72,19 +72,14 @@ class Gather : public OpKernel {
       copy(operand, y, total);
       return ok_status();
     }
-    // Whole rows, kTableRowsPerRelease at a time: the rows just read leave the resident set before
-    // the next ones are read (program.h), so a long prompt never maps much of the table at once.
+    // Whole rows, released as they are read (program.h), so a long prompt never maps much of the table.
     const int64_t k = p_.op_dims[1];
     rows_.resize(starts_.size());
-    for (size_t b0 = 0; b0 < starts_.size(); b0 += kTableRowsPerRelease) {
-      const size_t b1 = std::min(starts_.size(), b0 + kTableRowsPerRelease);
-      for (size_t b = b0; b < b1; ++b) {
-        std::memcpy(static_cast<uint16_t*>(y.raw()) + int64_t(b) * k,
-                    static_cast<const uint16_t*>(operand.raw()) + starts_[b], size_t(k) * 2);
-        rows_[b] = starts_[b] / k;
-      }
-      release_table_rows(operand, rows_.data() + b0, b1 - b0);
-    }
+    for (size_t b = 0; b < starts_.size(); ++b) rows_[b] = starts_[b] / k;
+    read_table_rows(operand, rows_.data(), rows_.size(), [&](size_t b) {
+      std::memcpy(static_cast<uint16_t*>(y.raw()) + int64_t(b) * k,
+                  static_cast<const uint16_t*>(operand.raw()) + starts_[b], size_t(k) * 2);
+    });
     return ok_status();
   }
 
