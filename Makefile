@@ -19,7 +19,7 @@ build: setup $(BUILD)/build.ninja
 	cmake --build $(BUILD)
 
 test-release: build
-	cd $(BUILD) && ctest --output-on-failure
+	cd $(BUILD) && ctest --output-on-failure -j2
 
 # ASan + UBSan over the unit tests, and bounded libFuzzer runs, with clang. Two test binaries at a
 # time: under the sanitizers each runs mostly on one core (a quiet fresh-clone run measured load
