@@ -198,34 +198,39 @@ void BM_DecodeStepWeightsAB(benchmark::State& state) {
 }
 BENCHMARK(BM_DecodeStepWeightsAB)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(3.0);
 
-// The grouped decode step at M = 1 in bf16 and in int8 (--weights int8) in turn, on weights packed
-// once per format: both see the same load, so the ratio of their bandwidths (weight bytes over the
-// median wall time) shows how close the int8 kernels stream to the bf16 ones.
-void BM_DecodeStepBf16VsInt8(benchmark::State& state) {
-  DecodeStep d[2];
-  Status s = d[0].init(1);
-  if (s.ok()) s = d[1].init(1, kernels::WeightFormat::kInt8);
-  if (!s.ok()) return state.SkipWithError(s.to_string().c_str());
+// The grouped decode step in bf16, int8 and int4 (--weights int8 / int4) in turn, M = the
+// argument, on weights packed once per format: all three see the same load, so the ratios of their
+// step times show how the integer kernels compare with the bf16 ones (at M = 1 a ratio of
+// bandwidths: the formats' bytes differ; at M = 8, issue 26's "the batch must not fall behind
+// bf16"). Counters: each format's median wall ms and GB/s (its packed bytes over that time) and
+// bf16's time over each integer format's (> 1: faster than bf16).
+void BM_DecodeStepFormats(benchmark::State& state) {
+  const kernels::WeightFormat formats[] = {kernels::WeightFormat::kAsStored, kernels::WeightFormat::kInt8,
+                                           kernels::WeightFormat::kInt4};
+  const char* names[] = {"bf16", "int8", "int4"};
+  DecodeStep d[3];
+  for (int i = 0; i < 3; ++i)
+    if (Status s = d[i].init(state.range(0), formats[i]); !s.ok()) return state.SkipWithError(s.to_string().c_str());
   using clock = std::chrono::steady_clock;
-  std::vector<double> wall[2];
+  std::vector<double> wall[3];
   for (auto _ : state)
-    for (int i = 0; i < 2; ++i) {
+    for (int i = 0; i < 3; ++i) {
       const auto t0 = clock::now();
-      if (s = d[i].step(true); !s.ok()) return state.SkipWithError(s.to_string().c_str());
+      if (Status s = d[i].step(true); !s.ok()) return state.SkipWithError(s.to_string().c_str());
       wall[i].push_back(std::chrono::duration<double, std::milli>(clock::now() - t0).count());
     }
-  double gbps[2];
-  for (int i = 0; i < 2; ++i) {
+  double ms[3];
+  for (int i = 0; i < 3; ++i) {
     std::sort(wall[i].begin(), wall[i].end());
-    const double ms = wall[i][wall[i].size() / 2];
-    gbps[i] = d[i].bytes / ms / 1e6;
-    state.counters[i ? "int8_ms" : "bf16_ms"] = ms;
-    state.counters[i ? "int8_GB/s" : "bf16_GB/s"] = gbps[i];
+    ms[i] = wall[i][wall[i].size() / 2];
+    state.counters[std::string(names[i]) + "_ms"] = ms[i];
+    state.counters[std::string(names[i]) + "_GB/s"] = d[i].bytes / ms[i] / 1e6;
   }
-  state.counters["int8/bf16_GB/s"] = gbps[1] / gbps[0];
+  state.counters["bf16/int8_time"] = ms[0] / ms[1];
+  state.counters["bf16/int4_time"] = ms[0] / ms[2];
   state.counters["threads"] = omp_get_max_threads();
 }
-BENCHMARK(BM_DecodeStepBf16VsInt8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
+BENCHMARK(BM_DecodeStepFormats)->Arg(1)->Arg(8)->Arg(7)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
 
 // The grouped decode step at M = 1, 4 and 8 in turn on the same packed weights, each iteration
 // running all three: on a busy machine the three see the same load. Counters: the median wall ms
