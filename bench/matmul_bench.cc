@@ -230,7 +230,7 @@ void BM_DecodeStepFormats(benchmark::State& state) {
   state.counters["bf16/int4_time"] = ms[0] / ms[2];
   state.counters["threads"] = omp_get_max_threads();
 }
-BENCHMARK(BM_DecodeStepFormats)->Arg(1)->Arg(8)->Arg(7)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
+BENCHMARK(BM_DecodeStepFormats)->Arg(1)->Arg(8)->Unit(benchmark::kMillisecond)->UseRealTime()->MinTime(4.0);
 
 // The grouped decode step at M = 1, 4 and 8 in turn on the same packed weights, each iteration
 // running all three: on a busy machine the three see the same load. Counters: the median wall ms

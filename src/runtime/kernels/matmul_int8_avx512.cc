@@ -50,7 +50,7 @@ void stream_pass(int64_t pairs, int64_t n, const int32_t* qa, const float* sa, c
       __m512i w[W];
       for (int nb = 0; nb < NB; ++nb) {
         const int8_t* line = base + (nb * pairs + p) * kLine;
-        // 16 k-pairs ahead in this block's contiguous stream: the line(s) this pass reads.
+        // 16 k-pairs ahead in this block's contiguous stream: both lines of the k-pair.
         _mm_prefetch(reinterpret_cast<const char*>(line + 16 * kLine), _MM_HINT_T0);
         _mm_prefetch(reinterpret_cast<const char*>(line + 16 * kLine + 64), _MM_HINT_T0);
         for (int j = 0; j < V; ++j)
