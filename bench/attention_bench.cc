@@ -8,7 +8,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <new>
 #include <random>
 #include <vector>
 
@@ -19,28 +18,15 @@ namespace {
 
 using namespace hlx;
 
-// Vectors on 64-byte lines, as the engine's tensors are: from std::vector's 16-byte aligned storage
-// every 64-byte load of K/V straddled two lines, and decode on one thread read 35-40 GB/s of K/V
-// at 128-2048 keys against 41-45 aligned (Zen 5).
-template <class T>
-struct LineAllocator {
-  using value_type = T;
-  LineAllocator() = default;
-  template <class U>
-  LineAllocator(const LineAllocator<U>&) {}
-  T* allocate(size_t n) { return static_cast<T*>(::operator new(n * sizeof(T), std::align_val_t(64))); }
-  void deallocate(T* p, size_t) { ::operator delete(p, std::align_val_t(64)); }
-  bool operator==(const LineAllocator&) const { return true; }
-};
-template <class T>
-using AlignedVector = std::vector<T, LineAllocator<T>>;
-
 struct Setup {
   kernels::AttentionDesc d;
-  AlignedVector<bf16> q, k, v;
-  AlignedVector<float> qf;
+  std::vector<bf16> q;
+  // Tensors: 64-byte aligned, as the engine's caches. In std::vector's 16-byte aligned storage every
+  // 64-byte load straddled two lines (decode on one thread, Zen 5: 35-40 against 41-45 GB/s of K/V).
+  Tensor k, v;
+  std::vector<float> qf;
   std::vector<int32_t> slot, q_pos, kv_len;
-  AlignedVector<float> out;
+  std::vector<float> out;
 };
 
 Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32) {
@@ -66,13 +52,15 @@ Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32) {
     for (auto& x : s.qf) x = u(rng);
   }
   const size_t slot_elems = size_t(8192) * 8 * 128, cache = size_t(batch) * slot_elems;
-  s.k.resize(cache);
-  s.v.resize(cache);
+  s.k = Tensor::zeros(DType::kBF16, {int64_t(cache)});
+  s.v = Tensor::zeros(DType::kBF16, {int64_t(cache)});
+  bf16* k = s.k.data<bf16>();
+  bf16* v = s.v.data<bf16>();
   // Only the rows a slot holds get random values (filling all of 8 slots x 8192 rows took seconds).
   for (int64_t b = 0; b < batch; ++b)
     for (size_t i = 0; i < size_t(len) * 8 * 128; ++i) {
-      s.k[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
-      s.v[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
+      k[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
+      v[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
     }
   for (int64_t b = 0; b < batch; ++b) {
     s.slot.push_back(int32_t(b));
@@ -90,8 +78,8 @@ void BM_Attention(benchmark::State& state) {
   Setup s = make(B, T, len, state.range(3) != 0);
   const void* q = s.qf.empty() ? static_cast<const void*>(s.q.data()) : s.qf.data();
   for (auto _ : state) {
-    Status st = kernels::attention(s.d, q, s.k.data(), s.v.data(), s.slot.data(), s.q_pos.data(), s.kv_len.data(),
-                                   nullptr, s.out.data());
+    Status st = kernels::attention(s.d, q, s.k.data<bf16>(), s.v.data<bf16>(), s.slot.data(), s.q_pos.data(),
+                                   s.kv_len.data(), nullptr, s.out.data());
     if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
     benchmark::DoNotOptimize(s.out.data());
   }
