@@ -25,11 +25,22 @@ struct Setup {
   // 64-byte load straddled two lines (decode on one thread, Zen 5: 35-40 against 41-45 GB/s of K/V).
   Tensor k, v;
   std::vector<float> qf;
+  std::vector<float> k_scale, v_scale;  // int8 KV: per (row, kv head)
   std::vector<int32_t> slot, q_pos, kv_len;
   std::vector<float> out;
 };
 
-Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32) {
+// Slots, lengths, positions (the last T of len) and the output of a Setup.
+void finish(Setup& s, int64_t batch, int64_t T, int64_t len) {
+  for (int64_t b = 0; b < batch; ++b) {
+    s.slot.push_back(int32_t(b));
+    s.kv_len.push_back(int32_t(len));
+    for (int64_t t = 0; t < T; ++t) s.q_pos.push_back(int32_t(len - T + t));
+  }
+  s.out.resize(static_cast<size_t>(batch * T * 16 * 128));
+}
+
+Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32, bool i8 = false) {
   Setup s;
   auto& d = s.d;
   d.batch = batch;
@@ -40,7 +51,7 @@ Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32) {
   d.num_slots = batch;
   d.capacity = 8192;
   d.q_type = q_f32 ? DType::kF32 : DType::kBF16;
-  d.kv_type = DType::kBF16;
+  d.kv_type = i8 ? DType::kI8 : DType::kBF16;
   d.scale = 1.f / std::sqrt(128.f);
   d.causal = true;
   std::mt19937 rng(1);
@@ -52,38 +63,48 @@ Setup make(int64_t batch, int64_t T, int64_t len, bool q_f32) {
     for (auto& x : s.qf) x = u(rng);
   }
   const size_t slot_elems = size_t(8192) * 8 * 128, cache = size_t(batch) * slot_elems;
+  // Only the rows a slot holds get random values (filling all of 8 slots x 8192 rows took seconds).
+  if (i8) {  // random codes; scales as for rows of values in [-1, 1]
+    s.k = Tensor::zeros(DType::kI8, {int64_t(cache)});
+    s.v = Tensor::zeros(DType::kI8, {int64_t(cache)});
+    std::uniform_int_distribution<int> code(-127, 127);
+    for (int64_t b = 0; b < batch; ++b)
+      for (size_t i = 0; i < size_t(len) * 8 * 128; ++i) {
+        s.k.data<int8_t>()[size_t(b) * slot_elems + i] = int8_t(code(rng));
+        s.v.data<int8_t>()[size_t(b) * slot_elems + i] = int8_t(code(rng));
+      }
+    s.k_scale.assign(size_t(batch) * 8192 * 8, 1.f / 127);
+    s.v_scale = s.k_scale;
+    d.k_scale = s.k_scale.data();
+    d.v_scale = s.v_scale.data();
+    finish(s, batch, T, len);
+    return s;
+  }
   s.k = Tensor::zeros(DType::kBF16, {int64_t(cache)});
   s.v = Tensor::zeros(DType::kBF16, {int64_t(cache)});
-  bf16* k = s.k.data<bf16>();
-  bf16* v = s.v.data<bf16>();
-  // Only the rows a slot holds get random values (filling all of 8 slots x 8192 rows took seconds).
   for (int64_t b = 0; b < batch; ++b)
     for (size_t i = 0; i < size_t(len) * 8 * 128; ++i) {
-      k[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
-      v[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
+      s.k.data<bf16>()[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
+      s.v.data<bf16>()[size_t(b) * slot_elems + i] = f32_to_bf16(u(rng));
     }
-  for (int64_t b = 0; b < batch; ++b) {
-    s.slot.push_back(int32_t(b));
-    s.kv_len.push_back(int32_t(len));
-    for (int64_t t = 0; t < T; ++t) s.q_pos.push_back(int32_t(len - T + t));
-  }
-  s.out.resize(static_cast<size_t>(batch * T * 16 * 128));
+  finish(s, batch, T, len);
   return s;
 }
 
-// Args: batch, T, kv_len, q f32. Counters: KV GB/s (K+V bytes actually attended) and GFLOP/s (2 matmuls,
+// Args: batch, T, kv_len, q f32, KV type (0 bf16; 1 int8, which the models give an f32 Q).
+// Counters: KV GB/s (K+V bytes actually attended) and GFLOP/s (2 matmuls,
 // causal mask counted as the visible half of the T x kv_len rectangle for prefill).
 void BM_Attention(benchmark::State& state) {
   const int64_t B = state.range(0), T = state.range(1), len = state.range(2);
-  Setup s = make(B, T, len, state.range(3) != 0);
+  Setup s = make(B, T, len, state.range(3) != 0, state.range(4) != 0);
   const void* q = s.qf.empty() ? static_cast<const void*>(s.q.data()) : s.qf.data();
   for (auto _ : state) {
-    Status st = kernels::attention(s.d, q, s.k.data<bf16>(), s.v.data<bf16>(), s.slot.data(), s.q_pos.data(),
-                                   s.kv_len.data(), nullptr, s.out.data());
+    Status st = kernels::attention(s.d, q, s.k.raw(), s.v.raw(), s.slot.data(), s.q_pos.data(), s.kv_len.data(),
+                                   nullptr, s.out.data());
     if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
     benchmark::DoNotOptimize(s.out.data());
   }
-  const double kv_bytes = double(B) * len * 8 * 128 * 2 * 2;
+  const double kv_bytes = double(B) * len * 8 * 128 * 2 * (s.d.kv_type == DType::kI8 ? 1 : 2);
   double pairs = double(B) * 16 * (T == 1 ? len : (double(T) * (len - T) + double(T) * (T + 1) / 2));
   state.counters["KV_GB/s"] =
       benchmark::Counter(kv_bytes, benchmark::Counter::kIsIterationInvariantRate, benchmark::Counter::kIs1000);
@@ -92,24 +113,26 @@ void BM_Attention(benchmark::State& state) {
   state.counters["threads"] = omp_get_max_threads();
 }
 BENCHMARK(BM_Attention)
-    ->Args({1, 1, 512, 0})
-    ->Args({1, 1, 2048, 0})
-    ->Args({1, 1, 8192, 0})
-    ->Args({4, 1, 2048, 0})
-    ->Args({1, 1, 80, 1})
-    ->Args({8, 1, 80, 1})
-    ->Args({1, 1, 512, 1})
-    ->Args({8, 1, 512, 1})
-    ->Args({1, 1, 2048, 1})
-    ->Args({8, 1, 2048, 1})
-    ->Args({1, 128, 128, 0})
-    ->Args({1, 512, 512, 0})
-    ->Args({1, 512, 2048, 0})
-    ->Args({1, 512, 512, 1})
-    ->Args({1, 2048, 2048, 0})  // long-context prefill (issue 27): the whole causal triangle
-    ->Args({1, 8192, 8192, 0})
-    ->Args({1, 2048, 2048, 1})
-    ->Args({1, 8192, 8192, 1})
+    ->Args({1, 1, 512, 0, 0})
+    ->Args({1, 1, 2048, 0, 0})
+    ->Args({1, 1, 8192, 0, 0})
+    ->Args({4, 1, 2048, 0, 0})
+    ->Args({1, 1, 80, 1, 0})
+    ->Args({8, 1, 80, 1, 0})
+    ->Args({1, 1, 512, 1, 0})
+    ->Args({8, 1, 512, 1, 0})
+    ->Args({1, 1, 2048, 1, 0})
+    ->Args({8, 1, 2048, 1, 0})
+    ->Args({1, 128, 128, 0, 0})
+    ->Args({1, 512, 512, 0, 0})
+    ->Args({1, 512, 2048, 0, 0})
+    ->Args({1, 512, 512, 1, 0})
+    ->Args({1, 2048, 2048, 0, 0})  // long-context prefill (issue 27): the whole causal triangle
+    ->Args({1, 8192, 8192, 0, 0})
+    ->Args({1, 2048, 2048, 1, 0})
+    ->Args({1, 8192, 8192, 1, 0})
+    ->Args({1, 2048, 2048, 1, 1})  // int8 KV (issue 27): prefill against the bf16 rows above
+    ->Args({1, 8192, 8192, 1, 1})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

@@ -10,9 +10,15 @@ not quantized and the check above proves nothing).
 
 Tolerance: the codes are a step function of K/V, so the f32 rounding differences between engine
 and numpy (norm and softmax sum orders, exp) could move a code by one step where x / scale sits
-on a half; at ~1e-7 relative that is rare, and the fixtures' logits then agree to ~1e-5 as with
-an f32 cache (test_text_families.py). LOGIT_TOL = 1e-4 leaves room; prompts are chosen so that
-every greedy step's top-2 gap of the quantized reference exceeds 2 * LOGIT_TOL.
+on a half; at ~1e-7 relative that is rare. With AVX512-VNNI and head_dim % 16 == 0 the attention
+kernels also take integer products over the codes: Q rounded to int16 on its row's largest
+(relative 2^-16) and the softmax weights to int16 per key block (docs/COMPOSITES.md), which moved
+these fixtures' logits by 2-4e-4 (an f32 path, head_dim 24: ~5e-6, as with an f32 cache).
+LOGIT_TOL = 1e-3 leaves room and stays 1/80 of the distance to the unquantized reference. A
+perturbation that moves one int8 code by a step moves the logits by ~1e-2 (seen with another
+prompt of gemma3_text): the prompts below show none, and the test is deterministic on a CPU
+(integer products: the same bits on any AVX512-VNNI CPU). Prompts are chosen so that every greedy
+step's top-2 gap of the quantized reference exceeds MIN_GAP.
 
 Also printed, for docs/COMPOSITES.md: the engine's logits with an int8 cache vs a bf16 cache on
 the same fixture and prompt (max abs difference, and relative to the logits' std). An unknown
@@ -35,7 +41,8 @@ from hlxtest import check, failures, run  # noqa: E402
 
 FAMILIES = ["llama", "qwen2", "qwen3", "gemma3_text", "gemma3"]
 N_NEW = 32
-LOGIT_TOL = 1e-4
+LOGIT_TOL = 1e-3
+MIN_GAP = 2e-4
 
 
 def hlx_logits(hlx, model, prompt, kv, out):
@@ -50,7 +57,7 @@ def test_family(hlx, tmp, family):
     prompt, want = None, None
     for p in reference.CANDIDATE_PROMPTS:
         toks, steps = reference.greedy_model(model, p, N_NEW, stop_at_eos=True, kv_int8=True)
-        if len(toks) == N_NEW and min(reference.top2_gap(r) for r in steps) >= 2 * LOGIT_TOL:
+        if len(toks) == N_NEW and min(reference.top2_gap(r) for r in steps) >= MIN_GAP:
             prompt, want = p, toks
             break
     if not check(prompt is not None, f"{family}: no prompt gives 32 unambiguous quantized-reference tokens"):

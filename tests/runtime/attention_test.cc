@@ -15,13 +15,14 @@
 // 2.01 u max|v|. The tolerance is that bound per query row, plus the f32 2e-5.
 //
 // i8 caches (int8 KV): the values are quantized per (slot, row, kv head) as docs/COMPOSITES.md
-// says, and the reference reads code * scale. Prefill dequantizes exactly the same codes in f32, so
-// the f32 tolerance holds. The decode kernel takes integer products: Q rounded to int16 on its row's
-// scale (|dq_i| <= max|q| / (2 q_max)) moves each score by at most D = scale * max|q| / (2 q_max) *
-// sum_i |k_i|, so the output by (e^(2D) - 1) max|v| as above; and the weights w_k = p_k * s_vk,
-// rounded to int16 per chunk of keys on the chunk's largest (|dw| <= W / 65534), move the output
-// by at most n * max_k(p_k * max_i |v_ki|) / 65534 (p normalised; |code| <= 127, 127 s_vk =
-// max_i |v_ki|), taken with 1 % slack for the kernel's own p.
+// says, and the reference reads code * scale. Without AVX512-VNNI (or at head_dim % 16 == 8)
+// prefill dequantizes exactly the same codes in f32, so the f32 tolerance holds. Otherwise both
+// kernels take integer Q.K^T: Q rounded to int16 on its row's scale (|dq_i| <= max|q| / (2 q_max))
+// moves each score by at most D = scale * max|q| / (2 q_max) * sum_i |k_i|, so the output by
+// (e^(2D) - 1) max|v| as above. The weights w_k = p_k * s_vk are rounded to int16 per chunk of keys
+// (decode) or key block (prefill) on its largest (|dw| <= W / 65534), which moves the output by at
+// most n * max_k(p_k * max_i |v_ki|) / 65534 (p normalised; |code| <= 127, 127 s_vk = max_i |v_ki|),
+// taken with 1 % slack for the kernel's own p.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -139,6 +140,9 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
   const int64_t G = d.q_heads / d.kv_heads;
   const bool bf16_path = bf16_kernel(d);
   const bool i8_decode = d.kv_type == DType::kI8 && kernels::attention_path(d) == kernels::AttentionPath::kDecode;
+  const kernels::CpuFeatures& cpu = kernels::cpu_features();
+  const bool i8_prefill = d.kv_type == DType::kI8 && kernels::attention_path(d) == kernels::AttentionPath::kPrefill &&
+                          cpu.avx512vnni && cpu.avx512bf16 && cpu.avx512bw && d.head_dim % 16 == 0;
   const double q_max = std::min<int64_t>(32767, std::numeric_limits<int32_t>::max() / (127 * d.head_dim));
   const double u = std::ldexp(1.0, -8);
   std::vector<double> out(size_t(d.batch * d.q_len * d.q_heads * d.head_dim), 0.0);
@@ -169,7 +173,7 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
           double sc = d.scale * dot;
           if (d.logit_softcap > 0) sc = d.logit_softcap * std::tanh(sc / d.logit_softcap);
           if (d.has_bias) sc += in.bias[size_t((b * d.q_len + t) * d.capacity + j)];
-          if (i8_decode)
+          if (i8_decode || i8_prefill)
             dmax = std::max(dmax, std::fabs(d.scale) * qmax / (2 * q_max) * absk);
           else
             dmax =
@@ -192,7 +196,7 @@ std::vector<double> reference(const AttentionDesc& d, const Inputs& in, std::vec
         if (tol && bf16_path)
           for (int64_t i = 0; i < d.head_dim; ++i)
             (*tol)[o0 + size_t(i)] = 2e-5 + (std::expm1(2 * dmax) + 2.01 * u) * vmax;
-        if (tol && i8_decode) {
+        if (tol && (i8_decode || i8_prefill)) {
           double wmax = 0;
           for (size_t n = 0; n < keys.size(); ++n) wmax = std::max(wmax, s[n] / sum * key_vmax[n]);
           for (int64_t i = 0; i < d.head_dim; ++i)
@@ -475,7 +479,7 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
 TEST(Attention, Int8CacheMatchesDequantizedReference) {
   uint32_t seed = 7000;
   for (int64_t T : {1, 17})
-    for (int64_t dh : {40, 64, 128, 176})
+    for (int64_t dh : {16, 40, 64, 128, 176})
       for (int64_t gqa : {1, 3})
         for (const Config& c :
              {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{false, 0, 20.f, true}})

@@ -36,7 +36,8 @@ AttentionPath attention_path(const AttentionDesc& d) {
   if (d.q_len == 1 && (d.kv_type == DType::kBF16 || (d.kv_type == DType::kI8 && c.avx512vnni)) &&
       d.head_dim % 16 == 0 && c.avx512bw && c.avx512vl)
     return AttentionPath::kDecode;
-  // An i8 cache at q_len > 1: the f32 path, each key block dequantized to f32 before its packing.
+  // An i8 cache at q_len > 1: integer products with AVX512-VNNI (head_dim % 16 == 0), else the f32
+  // path, each key block dequantized to f32 before its packing (attention_prefill_avx512.cc).
   if (d.q_len > 1 && d.head_dim % 8 == 0 && d.kv_type == DType::kI8 && c.avx512f) return AttentionPath::kPrefill;
   // bf16 at head_dim % 16 == 8 only for a bf16 Q (every emitted attention over a bf16 cache: the
   // towers, and the text entries since Q is rounded for a bf16 cache); an f32 Q there keeps the
