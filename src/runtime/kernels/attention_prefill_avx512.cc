@@ -423,7 +423,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
     thread_local std::vector<int32_t> lo, hi;
     thread_local std::vector<uint16_t> vt;
     thread_local std::vector<float> ktf, vtf, ppf, kdq, vdq;
-    thread_local std::vector<float> qscale, qrow_f32;  // int16_products: per row, Q's scale; one Q row
+    thread_local std::vector<float> qscale, qrow_f32;  // int16_products: per row, Q's scale; a bf16 Q row widened
     thread_local std::vector<uint16_t> kw, vw;         // int16_products: a key block widened (widen_codes)
     thread_local std::vector<int16_t> qcodes;
     auto fit = [](auto& v, int64_t size) {
@@ -513,10 +513,12 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           continue;
         }
         if (int16_products) {  // int16 codes in the hi halves, as the decode kernel rounds Q
-          for (int64_t i = 0; i < Dh; ++i)
-            qrow_f32[i] = d.q_type == DType::kF32 ? static_cast<const float*>(q)[qoff + i]
-                                                  : bf16_to_f32(static_cast<const bf16*>(q)[qoff + i]);
-          qscale[r] = internal::quantize_int16(qrow_f32.data(), Dh, q_max, qcodes.data());
+          const float* qf = static_cast<const float*>(q) + qoff;
+          if (d.q_type != DType::kF32) {  // bf16: widened exactly
+            for (int64_t i = 0; i < Dh; ++i) qrow_f32[i] = bf16_to_f32(static_cast<const bf16*>(q)[qoff + i]);
+            qf = qrow_f32.data();
+          }
+          qscale[r] = internal::quantize_int16(qf, Dh, q_max, qcodes.data());
           for (int64_t p = 0; p < P; ++p) {
             std::memcpy(&qrow[p * 2 * kLanes], &qcodes[2 * p], 4);
             qrow[p * 2 * kLanes + kLanes] = 0;
@@ -584,8 +586,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           pack_v(vbase + j0 * kv_stride, kv_stride, nk, Dh, vt.data());
         }
         // int16_products: the K and V scales of key j0 + jj at ks[jj * Hkv], vs[jj * Hkv].
-        const float* ks = i8 ? d.k_scale + sl * S * Hkv + j0 * Hkv + kvh : nullptr;
-        const float* vs = i8 ? d.v_scale + sl * S * Hkv + j0 * Hkv + kvh : nullptr;
+        const float* ks = int16_products ? d.k_scale + sl * S * Hkv + j0 * Hkv + kvh : nullptr;
+        const float* vs = int16_products ? d.v_scale + sl * S * Hkv + j0 * Hkv + kvh : nullptr;
         // The visible keys of group g within this block, [ka, ke) relative to j0.
         auto visible = [&](int64_t g, int64_t& ka, int64_t& ke) {
           const int32_t* glo = &lo[g * kLanes];
@@ -785,8 +787,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
 void run(const AttentionDesc& d, const void* q, const void* k_cache, const void* v_cache, const int32_t* slot,
          const int32_t* q_pos, const int32_t* kv_len, const float* bias, float* out) {
   const CpuFeatures& c = cpu_features();
-  const bool int8_products = c.avx512vnni && c.avx512bf16 && c.avx512bw && d.head_dim % 16 == 0;
-  if (d.kv_type == DType::kF32 || (d.kv_type == DType::kI8 && !int8_products))
+  const bool int16_products = c.avx512vnni && c.avx512bf16 && c.avx512bw && d.head_dim % 16 == 0;
+  if (d.kv_type == DType::kF32 || (d.kv_type == DType::kI8 && !int16_products))
     run_impl<true>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
   else
     run_impl<false>(d, q, k_cache, v_cache, slot, q_pos, kv_len, bias, out);
