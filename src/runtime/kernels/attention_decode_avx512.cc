@@ -49,7 +49,6 @@
 #include <vector>
 
 #include "runtime/kernels/attention.h"
-#include "runtime/kernels/cpu.h"
 #include "runtime/kernels/exp_nonpos16_avx512.h"
 #include "runtime/kernels/int16_codes_avx512.h"
 #include "runtime/kernels/internal.h"
@@ -103,22 +102,48 @@ inline void prefetch_span(const E* p, int64_t elems) {
 }
 
 // Prefetch distances in bf16 cache rows (i8: twice the rows, the same bytes): K rows ahead of the
-// score pass, V rows ahead of the P.V pass. The prefetches are spread through the products, one
-// per cache line as the loop reaches the same offset of the current row (score_keys, weighted_part):
-// issued in a burst of a head's piece of 16 rows before its scores they stalled the core on full
-// fill buffers (Intel Xeon 2026-12-03, BM_AttentionDecodeCold 1/32768: bf16 24.0 -> 26.0 GB/s of
-// KV, 1.08x; i8 at twice the rows 19.3 -> 21.6 GB/s, at the same rows no gain). Distances tuned with
-// bursts: AMD 16 / 32; Intel (2026-12-02) 8 / 16 1.08x over 16 / 32, prefetcht1 / t2 at 32-128 rows
-// no faster, prefetchnta 0.37x, none 0.73x; spread, 8 / 16 .. 24 / 48 are flat on Intel.
-struct Ahead {
-  int64_t k, v;
-};
-const Ahead& prefetch_ahead() {
-  static const Ahead a = cpu_features().intel ? Ahead{8, 16} : Ahead{16, 32};
-  return a;
-}
+// score pass, V rows ahead of the P.V pass; at least a pass's block of rows (AddressOrderPrefetch).
+// Spread through the products, one line per line read: issued in bursts they stalled the core on
+// full fill buffers (Intel Xeon 2026-12-03, BM_AttentionDecodeCold 1/32768: bf16 24.0 -> 26.0 GB/s
+// of KV). Intel: 8 / 16 .. 24 / 48 flat, prefetcht1 / t2 at 32-128 rows no faster, prefetchnta
+// 0.37x, none 0.73x. Zen 5 with the address-order cursor: 16 / 32 best; 24 / 48 and 32 / 64 level
+// to 0.9x, 48 / 96 0.85-0.9x, V 16 or 24 rows (less than the P.V block) 0.8-0.9x.
+constexpr int64_t kKAheadRows = 16, kVAheadRows = 32;
 
 constexpr int64_t kVChunk = 32;  // keys per P.V chunk
+
+// Software prefetch in address order over an item's K rows [lo, hi), then its V rows [lo, hi)
+// (row t at base + t * stride, `span` elements each: the item's kv heads). The passes read a block
+// of rows head by head; prefetching each head's piece of the rows ahead as it was read gave the
+// CPU's own stream prefetchers no sequence to follow. One line is prefetched per line read, the
+// cursor walking the rows ahead in plain address order (Zen 5, a stand-alone model of the score
+// pass: 51-55 -> 62-65 GB/s on 2 threads; rows read in order without software prefetch 64-68).
+// The distance must cover a pass's block of rows (16 keys for scores, kVChunk for P.V): a block's
+// first head reads every row of it.
+template <class E>
+class AddressOrderPrefetch {
+ public:
+  AddressOrderPrefetch(const E* k, const E* v, int64_t stride, int64_t span, int64_t lo, int64_t hi)
+      : k_(k), v_(v), stride_(stride), span_(span), lo_(lo), hi_(hi) {}
+  // Moves the cursor to row t of K (t >= hi: row lo + t - hi of V).
+  void seek(int64_t t) {
+    t_ = t;
+    col_ = 0;
+    row_ = t < hi_ ? k_ + t * stride_ : t - hi_ + lo_ < hi_ ? v_ + (t - hi_ + lo_) * stride_ : nullptr;
+  }
+  int64_t position() const { return t_; }
+  // Prefetches the next line: call once per 64 bytes read.
+  void step() {
+    if (!row_) return;
+    _mm_prefetch(reinterpret_cast<const char*>(row_ + col_), _MM_HINT_T0);
+    if ((col_ += kLine) >= span_) seek(t_ + 1);
+  }
+
+ private:
+  static constexpr int64_t kLine = 64 / int64_t(sizeof(E));
+  const E *k_, *v_, *row_ = nullptr;
+  int64_t stride_, span_, lo_, hi_, t_ = 0, col_ = 0;
+};
 
 // 32 bf16 cache elements as two f32 vectors, their even / odd elements (exact, one instruction per
 // 16), the chunk layout of Q and the accumulators. Mask m: 32 elements, or 16 (the rest zero) for
@@ -138,7 +163,7 @@ inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : 
 // (row, key), even elements first in each chunk, then one hsum16.
 template <int R>
 inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
-                       float* s1, const uint16_t* const* pf) {
+                       float* s1, AddressOrderPrefetch<uint16_t>* pf) {
   constexpr int kK = 16 / R;
   const int64_t chunks = (Dh + 31) / 32;
   const uint16_t* kp[kK];
@@ -159,7 +184,7 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
     for (int t = 0; t < kK; ++t) {
       __m512 ke, ko;
       load_chunk(kp[t] + c * 32, m, &ke, &ko);
-      if (pf && pf[t]) _mm_prefetch(reinterpret_cast<const char*>(pf[t] + c * 32), _MM_HINT_T0);
+      if (pf) pf->step();
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r)
         acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
@@ -180,7 +205,7 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
 template <int R>
 inline void score_keys_i8(const int16_t* qi, const float* qs, const int8_t* k, int64_t stride, int64_t j, int64_t hi,
                           int64_t Dh, float* s0, float* s1, const float* ks, int64_t ks_stride,
-                          const int8_t* const* pf) {
+                          AddressOrderPrefetch<int8_t>* pf) {
   constexpr int kK = 16 / R;
   const int64_t chunks = (Dh + 31) / 32;
   const int8_t* kp[kK];
@@ -197,7 +222,7 @@ inline void score_keys_i8(const int16_t* qi, const float* qs, const int8_t* k, i
 #pragma GCC unroll 16
     for (int t = 0; t < kK; ++t) {
       const __m512i kc = load_codes(kp[t] + c * 32, m);
-      if (pf && pf[t] && c % 2 == 0) _mm_prefetch(reinterpret_cast<const char*>(pf[t] + c * 32), _MM_HINT_T0);
+      if (pf && c % 2 == 0) pf->step();
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) acc[r * kK + t] = dpwssd(acc[r * kK + t], q[r], kc);
     }
@@ -221,7 +246,7 @@ inline void score_keys_i8(const int16_t* qi, const float* qs, const int8_t* k, i
 // column's sum is still the same chain of FMAs in key order.
 template <int R, int NC>
 void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int64_t j0, int64_t j1, int64_t c0,
-                   int64_t w, float* const* acc_mem, bool first, int64_t ahead, int64_t hi) {
+                   int64_t w, float* const* acc_mem, bool first, AddressOrderPrefetch<uint16_t>* pf) {
   __mmask32 m[NC];
 #pragma GCC unroll 4
   for (int c = 0; c < NC; ++c) m[c] = chunk_mask(w - 32 * c);
@@ -233,7 +258,6 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
       acc[r][i] = first ? _mm512_setzero_ps() : _mm512_loadu_ps(acc_mem[r] + c0 + 16 * i);
   for (int64_t j = j0; j < j1; ++j) {
     const uint16_t* vr = v + j * stride + c0;
-    const bool pf = ahead > 0 && j + ahead < hi;
     __m512 pj[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) pj[r] = _mm512_set1_ps(p[r][j - j0]);
@@ -241,7 +265,7 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
     for (int c = 0; c < NC; ++c) {
       __m512 ve, vo;
       load_chunk(vr + 32 * c, m[c], &ve, &vo);
-      if (pf) _mm_prefetch(reinterpret_cast<const char*>(vr + ahead * stride + 32 * c), _MM_HINT_T0);
+      if (pf) pf->step();
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
         acc[r][2 * c] = _mm512_fmadd_ps(pj[r], ve, acc[r][2 * c]);
@@ -262,7 +286,8 @@ void weighted_part(const float* const* p, const uint16_t* v, int64_t stride, int
 // their int32 sums are exact (kVChunk * 32767 * 127 < 2^31) and join acc_mem as f32 times ws[r].
 template <int R, int NC>
 void weighted_part_i8(const int16_t* const* wq, const float* ws, const int8_t* v, int64_t stride, int64_t j0,
-                      int64_t j1, int64_t c0, int64_t w, float* const* acc_mem, bool first, int64_t ahead, int64_t hi) {
+                      int64_t j1, int64_t c0, int64_t w, float* const* acc_mem, bool first,
+                      AddressOrderPrefetch<int8_t>* pf) {
   static_assert(kVChunk * 32767 * 127 < std::numeric_limits<int32_t>::max());
   __mmask32 m[NC];
 #pragma GCC unroll 4
@@ -275,7 +300,6 @@ void weighted_part_i8(const int16_t* const* wq, const float* ws, const int8_t* v
   for (int64_t j = j0; j < j1; j += 2) {
     const int8_t* v0 = v + j * stride + c0;
     const int8_t* v1 = j + 1 < j1 ? v0 + stride : v0;  // weight 0 there
-    const bool pf = ahead > 0 && j + ahead < hi;
     __m512i wp[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
@@ -286,10 +310,7 @@ void weighted_part_i8(const int16_t* const* wq, const float* ws, const int8_t* v
 #pragma GCC unroll 4
     for (int c = 0; c < NC; ++c) {
       const __m512i a = load_codes(v0 + 32 * c, m[c]), b = load_codes(v1 + 32 * c, m[c]);
-      if (pf && c % 2 == 0) {
-        _mm_prefetch(reinterpret_cast<const char*>(v0 + ahead * stride + 32 * c), _MM_HINT_T0);
-        _mm_prefetch(reinterpret_cast<const char*>(v0 + (ahead + 1) * stride + 32 * c), _MM_HINT_T0);
-      }
+      if (pf) pf->step();  // 2 x 32 codes read
       const __m512i lo = _mm512_unpacklo_epi16(a, b), hi = _mm512_unpackhi_epi16(a, b);
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r) {
@@ -530,19 +551,15 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       const float* vsb = d.v_scale ? d.v_scale + slot[b] * S * Hkv + h0 : nullptr;
       const int64_t span = hg * Dh;
       // Scores, 16 keys at a time for every head of the item (score row i at sc + i * ld, key j at
-      // j - lo). Rows kAhead keys ahead are prefetched; past the end, the first V rows of the P.V pass.
-      const int64_t kAhead = prefetch_ahead().k * 2 / int64_t(sizeof(E));
-      const int64_t vAhead = prefetch_ahead().v * 2 / int64_t(sizeof(E));
+      // j - lo). The first kAhead rows are prefetched at once, then the cursor keeps kAhead rows
+      // ahead of the reads (driven by the first pair of query heads of each kv head), running on
+      // into the first V rows of the P.V pass.
+      const int64_t kAhead = kKAheadRows * 2 / int64_t(sizeof(E)), vAhead = kVAheadRows * 2 / int64_t(sizeof(E));
       for (int64_t t = lo; t < std::min(hi, lo + kAhead); ++t) prefetch_span(kb + t * stride, span);
+      AddressOrderPrefetch<E> pf(kb, vb, stride, span, lo, hi);
+      pf.seek(lo + kAhead);
       for (int64_t j = lo; j < hi; j += 16) {
         for (int64_t l = 0; l < hg; ++l) {
-          // Head l's piece of the rows kAhead keys on (past hi the first V rows), prefetched line by
-          // line through its own scores by the first pair of its query heads.
-          const E* pf[16];
-          for (int64_t t = j + kAhead; t < j + kAhead + 16; ++t)
-            pf[t - j - kAhead] = t < hi                         ? kb + t * stride + l * Dh
-                                 : t - hi < std::min(vAhead, n) ? vb + (lo + t - hi) * stride + l * Dh
-                                                                : nullptr;
           const float* ksl = ksb ? ksb + l : nullptr;
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
             const int64_t i = l * G + g0;
@@ -551,9 +568,9 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             auto score = [&]<int R>(int64_t jj, float* a, float* b) {
               if constexpr (kI8)
                 score_keys_i8<R>(qi.data() + i * chunks * 32, qs.data() + i, kb + l * Dh, stride, jj, hi, Dh, a, b, ksl,
-                                 Hkv, g0 == 0 ? pf + (jj - j) : nullptr);
+                                 Hkv, g0 == 0 ? &pf : nullptr);
               else
-                score_keys<R>(qr, kb + l * Dh, stride, jj, hi, Dh, a, b, g0 == 0 ? pf + (jj - j) : nullptr);
+                score_keys<R>(qr, kb + l * Dh, stride, jj, hi, Dh, a, b, g0 == 0 ? &pf : nullptr);
             };
             if (G - g0 >= 2) {
               score.template operator()<2>(j, s0, s0 + ld);
@@ -585,21 +602,21 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
           for (int64_t x = 0; x < n; ++x) sr[x] *= vs[(lo + x) * Hkv];
         }
       }
-      // P.V in chunks of kVChunk keys, every head of the item per chunk, V rows vAhead keys on
-      // prefetched (the first rows of the first chunk were prefetched by the score pass).
+      // P.V in chunks of kVChunk keys, every head of the item per chunk. The V rows between the
+      // score pass's cursor and vAhead keys on are prefetched at once; the cursor goes on from there.
+      for (int64_t t = std::max(lo, pf.position() - hi + lo); t < std::min(hi, lo + vAhead); ++t)
+        prefetch_span(vb + t * stride, span);
+      pf.seek(std::max(pf.position(), hi + vAhead));
       for (int64_t j0 = lo; j0 < hi; j0 += kVChunk) {
         const int64_t j1 = std::min(hi, j0 + kVChunk);
         for (int64_t l = 0; l < hg; ++l) {
-          if (j0 == lo)  // the rows between those the score pass prefetched and the first the P.V pass does
-            for (int64_t t = lo + std::min(kAhead, vAhead); t < std::min(hi, lo + vAhead); ++t)
-              prefetch_span(vb + t * stride + l * Dh, Dh);
           for (int64_t g0 = 0; g0 < G; g0 += 2) {
             const int64_t i = l * G + g0;
             // p_r[j - j0] = weight of key j (score row i + r).
             const float* p[2] = {sc.data() + i * ld + (j0 - lo), sc.data() + (i + 1) * ld + (j0 - lo)};
             float* a[2] = {acc.data() + i * chunks * 32, acc.data() + (i + 1) * chunks * 32};
             const bool first = j0 == lo;
-            const int64_t ahead = g0 == 0 ? vAhead : 0;  // the first pair of query heads prefetches
+            AddressOrderPrefetch<E>* ahead = g0 == 0 ? &pf : nullptr;  // the first pair of query heads prefetches
             if constexpr (kI8) {
               // The chunk's weights of each row as int16 codes (zeros past j1).
               alignas(64) int16_t codes[2][kVChunk];
@@ -612,16 +629,16 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
               }
               for_column_blocks(Dh, [&]<int NC>(int64_t c0, int64_t w) {
                 if (nr == 2)
-                  weighted_part_i8<2, NC>(wq, ws, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+                  weighted_part_i8<2, NC>(wq, ws, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead);
                 else
-                  weighted_part_i8<1, NC>(wq, ws, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+                  weighted_part_i8<1, NC>(wq, ws, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead);
               });
             } else {
               for_column_blocks(Dh, [&]<int NC>(int64_t c0, int64_t w) {
                 if (G - g0 >= 2)
-                  weighted_part<2, NC>(p, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+                  weighted_part<2, NC>(p, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead);
                 else
-                  weighted_part<1, NC>(p, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead, hi);
+                  weighted_part<1, NC>(p, vb + l * Dh, stride, j0, j1, c0, w, a, first, ahead);
               });
             }
           }
