@@ -117,7 +117,7 @@ constexpr int64_t kVChunk = 32;  // keys per P.V chunk
 // of rows head by head; prefetching each head's piece of the rows ahead as it was read gave the
 // CPU's own stream prefetchers no sequence to follow. One line is prefetched per line read, the
 // cursor walking the rows ahead in plain address order (Zen 5, a stand-alone model of the score
-// pass: 51-55 -> 62-65 GB/s on 2 threads; rows read in order without software prefetch 64-68).
+// pass: 51-56 -> 62-65 GB/s on 2 threads; rows read in order without software prefetch 64-74).
 // The distance must cover a pass's block of rows (16 keys for scores, kVChunk for P.V): a block's
 // first head reads every row of it.
 template <class E>
