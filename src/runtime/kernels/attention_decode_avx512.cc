@@ -94,13 +94,6 @@ inline __m512 add_i32(__m512 a, __m512 b) {
   return _mm512_castsi512_ps(_mm512_add_epi32(_mm512_castps_si512(a), _mm512_castps_si512(b)));
 }
 
-// Prefetches `elems` cache elements (bf16, or i8 codes) from p (a cache row's span of kv heads) into L1.
-template <class E>
-inline void prefetch_span(const E* p, int64_t elems) {
-  for (int64_t c = 0; c < elems; c += 64 / int64_t(sizeof(E)))
-    _mm_prefetch(reinterpret_cast<const char*>(p + c), _MM_HINT_T0);
-}
-
 // Prefetch distances in bf16 cache rows (i8: twice the rows, the same bytes): K rows ahead of the
 // score pass, V rows ahead of the P.V pass; at least a pass's block of rows (AddressOrderPrefetch).
 // Spread through the products, one line per line read: issued in bursts they stalled the core on
@@ -124,22 +117,27 @@ template <class E>
 class AddressOrderPrefetch {
  public:
   AddressOrderPrefetch(const E* k, const E* v, int64_t stride, int64_t span, int64_t lo, int64_t hi)
-      : k_(k), v_(v), stride_(stride), span_(span), lo_(lo), hi_(hi) {}
-  // Moves the cursor to row t of K (t >= hi: row lo + t - hi of V).
-  void seek(int64_t t) {
-    t_ = t;
-    col_ = 0;
-    row_ = t < hi_ ? k_ + t * stride_ : t - hi_ + lo_ < hi_ ? v_ + (t - hi_ + lo_) * stride_ : nullptr;
+      : k_(k), v_(v), stride_(stride), span_(span), lo_(lo), hi_(hi) {
+    seek(lo);
   }
-  int64_t position() const { return t_; }
   // Prefetches the next line: call once per 64 bytes read.
   void step() {
     if (!row_) return;
     _mm_prefetch(reinterpret_cast<const char*>(row_ + col_), _MM_HINT_T0);
     if ((col_ += kLine) >= span_) seek(t_ + 1);
   }
+  // Prefetches at once every line not yet prefetched before row t (t >= hi: row lo + t - hi of V).
+  void run_to(int64_t t) {
+    while (row_ && t_ < t) step();
+  }
 
  private:
+  void seek(int64_t t) {
+    t_ = t;
+    col_ = 0;
+    row_ = t < hi_ ? k_ + t * stride_ : t - hi_ + lo_ < hi_ ? v_ + (t - hi_ + lo_) * stride_ : nullptr;
+  }
+
   static constexpr int64_t kLine = 64 / int64_t(sizeof(E));
   const E *k_, *v_, *row_ = nullptr;
   int64_t stride_, span_, lo_, hi_, t_ = 0, col_ = 0;
@@ -555,9 +553,8 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       // ahead of the reads (driven by the first pair of query heads of each kv head), running on
       // into the first V rows of the P.V pass.
       const int64_t kAhead = kKAheadRows * 2 / int64_t(sizeof(E)), vAhead = kVAheadRows * 2 / int64_t(sizeof(E));
-      for (int64_t t = lo; t < std::min(hi, lo + kAhead); ++t) prefetch_span(kb + t * stride, span);
       AddressOrderPrefetch<E> pf(kb, vb, stride, span, lo, hi);
-      pf.seek(lo + kAhead);
+      pf.run_to(lo + kAhead);
       for (int64_t j = lo; j < hi; j += 16) {
         for (int64_t l = 0; l < hg; ++l) {
           const float* ksl = ksb ? ksb + l : nullptr;
@@ -604,9 +601,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
       }
       // P.V in chunks of kVChunk keys, every head of the item per chunk. The V rows between the
       // score pass's cursor and vAhead keys on are prefetched at once; the cursor goes on from there.
-      for (int64_t t = std::max(lo, pf.position() - hi + lo); t < std::min(hi, lo + vAhead); ++t)
-        prefetch_span(vb + t * stride, span);
-      pf.seek(std::max(pf.position(), hi + vAhead));
+      pf.run_to(hi + vAhead);
       for (int64_t j0 = lo; j0 < hi; j0 += kVChunk) {
         const int64_t j1 = std::min(hi, j0 + kVChunk);
         for (int64_t l = 0; l < hg; ++l) {
