@@ -189,12 +189,15 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
   d.head_dim = 128;
   d.num_slots = B;
   d.capacity = S;
-  d.q_type = DType::kF32;
+  d.q_type = i8 ? DType::kF32 : DType::kBF16;  // as the text entries give it
   d.kv_type = i8 ? DType::kI8 : DType::kBF16;
   d.scale = 1.f / std::sqrt(128.f);
   d.causal = true;
   std::vector<float> q(size_t(B * 16 * 128)), out(q.size());
   for (auto& e : q) e = u(rng);
+  std::vector<bf16> qb(q.size());
+  for (size_t i = 0; i < q.size(); ++i) qb[i] = f32_to_bf16(q[i]);
+  const void* qd = i8 ? static_cast<const void*>(q.data()) : static_cast<const void*>(qb.data());
   std::vector<int32_t> slot, pos, kv_len;
   for (int64_t b = 0; b < B; ++b) {
     slot.push_back(int32_t(B - 1 - b));      // rows need not be in slot order
@@ -207,7 +210,7 @@ void BM_AttentionDecodeCold(benchmark::State& state) {
       d.k_scale = ks[size_t(l)].data<float>();
       d.v_scale = vs[size_t(l)].data<float>();
     }
-    Status st = kernels::attention(d, q.data(), k[size_t(l)].raw(), v[size_t(l)].raw(), slot.data(), pos.data(),
+    Status st = kernels::attention(d, qd, k[size_t(l)].raw(), v[size_t(l)].raw(), slot.data(), pos.data(),
                                    kv_len.data(), nullptr, out.data());
     if (!st.ok()) return state.SkipWithError(st.to_string().c_str());
     benchmark::DoNotOptimize(out.data());
@@ -221,7 +224,11 @@ BENCHMARK(BM_AttentionDecodeCold)
     ->Args({1, 80, 0})
     ->Args({8, 80, 0})
     ->Args({8, 120, 0})
+    ->Args({1, 512, 0})
+    ->Args({1, 1024, 0})
     ->Args({1, 2048, 0})
+    ->Args({1, 4096, 0})
+    ->Args({8, 512, 0})
     ->Args({1, 8192, 0})
     ->Args({1, 8192, 1})
     ->Args({8, 8192, 0})

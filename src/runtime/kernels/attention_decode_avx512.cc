@@ -482,11 +482,14 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
     partial.resize(size_t(n_parts * Hq * rec_len));
   // A work item is a part of a batch row and a run of hg adjacent kv heads: its K/V reads are
   // hg * Dh contiguous elements per cache row (all heads: whole rows, one sequential stream the
-  // hardware prefetchers follow), instead of Dh-element pieces Hkv * Dh apart, each a separate
-  // stream that started cold from DRAM. Heads are split while that leaves fewer than 4 items per
-  // thread (a row's bits do not depend on hg).
+  // hardware prefetchers follow). Whole rows whenever there are as many parts as threads: items
+  // that share rows, each reading some of the kv heads, ran at 0.4-0.7x on Zen 5
+  // (BM_AttentionDecodeCold 1/2048: 16-22 GB/s as 8 half-row items, 41-50 as 4 parts). Fewer
+  // parts (short rows at small batch): heads are split until each thread has 4 items (a row's
+  // bits do not depend on hg).
   int64_t hg = Hkv;
-  while (hg % 2 == 0 && n_parts * (Hkv / hg) < 4 * int64_t(max_threads())) hg /= 2;
+  if (n_parts < int64_t(max_threads()))
+    while (hg % 2 == 0 && n_parts * (Hkv / hg) < 4 * int64_t(max_threads())) hg /= 2;
   const int64_t groups = Hkv / hg;
   parallel_for(n_parts * groups, 1, [&](int64_t item_begin, int64_t item_end) {
     internal::FtzDazScope ftz_daz;
