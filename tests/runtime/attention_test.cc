@@ -409,6 +409,43 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
         }
 }
 
+// A bf16 Q over a bf16 cache takes vdpbf16ps scores in the decode kernel, an f32 Q holding the
+// same values its FMAs; the FMAs add each lane's odd product first, as vdpbf16ps is defined to, so
+// the two agree to the last bits on CPUs that follow the definition (Zen 5: equal). head_dim 80
+// has a half last chunk; GQA 3 takes the one-row score path; 1100 keys are split.
+TEST(Attention, DecodeBf16QueryDotsMatchFmaPath) {
+  uint32_t seed = 5100;
+  for (int64_t dh : {80, 128})
+    for (int64_t gqa : {1, 2, 3}) {
+      AttentionDesc d;
+      d.batch = 3;
+      d.q_len = 1;
+      d.kv_heads = 2;
+      d.q_heads = 2 * gqa;
+      d.head_dim = dh;
+      d.num_slots = 3;
+      d.capacity = 1100;
+      d.q_type = DType::kBF16;
+      d.kv_type = DType::kBF16;
+      d.scale = 1.f / std::sqrt(float(dh));
+      d.causal = true;
+      std::vector<int32_t> slot = {2, 0, 1}, kv_len = {37, 1100, 300}, q_pos;
+      for (int32_t len : kv_len) q_pos.push_back(len - 1);
+      Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
+      std::vector<float> dots(in.q.size()), fmas(in.q.size());
+      ASSERT_TRUE(kernels::attention(d, in.qb.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                     in.kv_len.data(), nullptr, dots.data())
+                      .ok());
+      AttentionDesc f = d;
+      f.q_type = DType::kF32;  // in.q holds the bf16 values
+      ASSERT_TRUE(kernels::attention(f, in.q.data(), in.kb.data(), in.vb.data(), in.slot.data(), in.q_pos.data(),
+                                     in.kv_len.data(), nullptr, fmas.data())
+                      .ok());
+      for (size_t i = 0; i < dots.size(); ++i)
+        ASSERT_NEAR(dots[i], fmas[i], 1e-6) << "Dh=" << dh << " gqa=" << gqa << " element " << i;
+    }
+}
+
 // Split-K decode (attention_decode_avx512.cc cuts a row's keys at multiples of 512 when they span
 // more than one such part and merges the parts' softmax sums): key counts around the cuts (one
 // key past a cut, one short of it, several parts, a window whose first key is not on a cut), GQA

@@ -21,14 +21,15 @@
 //   widening: a zmm of 32 bf16 (16 dwords) gives its even elements as dword << 16 and its odd ones
 //             as dword & 0xffff0000, one instruction per 16 values; Q is stored split the same way
 //             and the P.V accumulators hold even and odd columns apart until the end;
-//   scores:   f32 FMAs, one accumulator per (row, key); 16 accumulators are then summed by one
-//             transposing reduction;
+//   scores:   f32 FMAs, one accumulator per (row, key), each lane's odd product first; for a
+//             bf16 Q, vdpbf16ps on the raw pairs (the same sums without widening: 1.03-1.13x
+//             from DRAM on Zen 5); 16 accumulators are then summed by one transposing reduction;
 //   softmax:  two passes (all scores of the row are kept), so there is no running-max rescaling;
 //   P.V:      in chunks of keys over every head of the item, accumulators kept in memory between
 //             chunks (exact: the same FMA chain per column as one pass).
 // All arithmetic is f32 on the exact values: Q as given (bf16 from the text emitters over a bf16
-// cache, widened exactly, so decode and prefill see the same Q), P never rounded (a bf16
-// dot-product version, Q and P as hi + lo bf16, cost about the same; AMX-BF16 scores, 0.56x of
+// cache, so decode and prefill see the same Q), P never rounded (a bf16 P.V, P as hi + lo bf16,
+// cost about the same as the FMAs; AMX-BF16 scores, 0.56x of
 // these FMAs' time on L2-resident rows, made the kernel 0.9x: it waits on memory, docs/PERFORMANCE.md).
 // Split-K (flash-decoding, issue 27): a row whose visible keys cross a multiple of kSplitKeys is
 // cut there into parts, each a work item over whole cache rows (all kv heads: one sequential
@@ -49,6 +50,7 @@
 #include <vector>
 
 #include "runtime/kernels/attention.h"
+#include "runtime/kernels/cpu.h"
 #include "runtime/kernels/exp_nonpos16_avx512.h"
 #include "runtime/kernels/int16_codes_avx512.h"
 #include "runtime/kernels/internal.h"
@@ -157,9 +159,10 @@ inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : 
 
 // Scores of R query rows (R = 1 or 2) against the 16 / R keys [j, j + 16 / R) (keys at or past hi
 // re-read row hi - 1 and are dropped): s_r[t] = dot(q_r, k_{j+t}), with q_r stored as [chunks][even
-// 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks * 32). One accumulator per
-// (row, key), even elements first in each chunk, then one hsum16.
-template <int R>
+// 16 f32, odd 16 f32] (chunks = ceil(Dh / 32), row r at qp + r * chunks * 32; kDot: the chunk's 32
+// bf16 in its first 64 bytes). One accumulator per (row, key), per lane the odd element's product
+// added first (vdpbf16ps's order), then one hsum16.
+template <int R, bool kDot>
 inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64_t j, int64_t hi, int64_t Dh, float* s0,
                        float* s1, AddressOrderPrefetch<uint16_t>* pf) {
   constexpr int kK = 16 / R;
@@ -172,6 +175,19 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
   for (int i = 0; i < 16; ++i) acc[i] = _mm512_setzero_ps();
   for (int64_t c = 0; c < chunks; ++c) {
     const __mmask32 m = chunk_mask(Dh - 32 * c);
+    if constexpr (kDot) {
+      __m512bh q[R];
+#pragma GCC unroll 2
+      for (int r = 0; r < R; ++r) q[r] = (__m512bh)_mm512_loadu_si512(qp + (r * chunks + c) * 32);
+#pragma GCC unroll 16
+      for (int t = 0; t < kK; ++t) {
+        const __m512bh kc = (__m512bh)_mm512_maskz_loadu_epi16(m, kp[t] + c * 32);
+        if (pf) pf->step();
+#pragma GCC unroll 2
+        for (int r = 0; r < R; ++r) acc[r * kK + t] = _mm512_dpbf16_ps(acc[r * kK + t], kc, q[r]);
+      }
+      continue;
+    }
     __m512 qe[R], qo[R];
 #pragma GCC unroll 2
     for (int r = 0; r < R; ++r) {
@@ -185,7 +201,7 @@ inline void score_keys(const float* qp, const uint16_t* k, int64_t stride, int64
       if (pf) pf->step();
 #pragma GCC unroll 2
       for (int r = 0; r < R; ++r)
-        acc[r * kK + t] = _mm512_fmadd_ps(qo[r], ko, _mm512_fmadd_ps(qe[r], ke, acc[r * kK + t]));
+        acc[r * kK + t] = _mm512_fmadd_ps(qe[r], ke, _mm512_fmadd_ps(qo[r], ko, acc[r * kK + t]));
     }
   }
   alignas(64) float sums[16];
@@ -449,6 +465,12 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   const int64_t chunks = (Dh + 31) / 32;
   constexpr bool kI8 = sizeof(E) == 1;
   const ColumnOrder order = kI8 ? key_pair_order() : even_odd_order();
+  // A bf16 Q over a bf16 cache: scores by vdpbf16ps (one per 32 elements, no widening). The FMA
+  // path adds each lane's odd product first, as vdpbf16ps does, so the two give the same bits
+  // where the instruction follows its documented definition (measured on Zen 5). Not on Intel:
+  // the Xeon hosts measured issue vdpbf16ps at ~1.6 G/s per core, below their FMAs.
+  const CpuFeatures& cpu = cpu_features();
+  const bool dot = !kI8 && d.q_type == DType::kBF16 && cpu.avx512bf16 && !cpu.intel;
   const E* k16 = static_cast<const E*>(k_cache);
   const E* v16 = static_cast<const E*>(v_cache);
   // Split-K: a row's visible keys [lo, hi) are cut at multiples of kSplitKeys into parts (only
@@ -522,6 +544,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             const float* qf = static_cast<const float*>(q) + qoff + 32 * c;
             x0 = _mm512_loadu_ps(qf);
             x1 = _mm512_maskz_loadu_ps(m1, qf + 16);
+          } else if (dot) {  // the 32 bf16 as they are
+            const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
+            _mm512_storeu_si512(dst + c * 32, _mm512_maskz_loadu_epi16(m1 ? ~__mmask32(0) : __mmask32(0xffff), qb));
+            continue;
           } else {
             const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
             x0 = _mm512_castsi512_ps(
@@ -569,8 +595,10 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
               if constexpr (kI8)
                 score_keys_i8<R>(qi.data() + i * chunks * 32, qs.data() + i, kb + l * Dh, stride, jj, hi, Dh, a, b, ksl,
                                  Hkv, g0 == 0 ? &pf : nullptr);
+              else if (dot)
+                score_keys<R, true>(qr, kb + l * Dh, stride, jj, hi, Dh, a, b, g0 == 0 ? &pf : nullptr);
               else
-                score_keys<R>(qr, kb + l * Dh, stride, jj, hi, Dh, a, b, g0 == 0 ? &pf : nullptr);
+                score_keys<R, false>(qr, kb + l * Dh, stride, jj, hi, Dh, a, b, g0 == 0 ? &pf : nullptr);
             };
             if (G - g0 >= 2) {
               score.template operator()<2>(j, s0, s0 + ld);
