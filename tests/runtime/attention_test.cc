@@ -409,6 +409,23 @@ TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
         }
 }
 
+// A causal decode descriptor (one query per row) over 2 kv heads and 2 * gqa query heads.
+AttentionDesc decode_desc(int64_t batch, int64_t gqa, int64_t dh, int64_t slots, int64_t capacity, DType q_type) {
+  AttentionDesc d;
+  d.batch = batch;
+  d.q_len = 1;
+  d.kv_heads = 2;
+  d.q_heads = 2 * gqa;
+  d.head_dim = dh;
+  d.num_slots = slots;
+  d.capacity = capacity;
+  d.q_type = q_type;
+  d.kv_type = DType::kBF16;
+  d.scale = 1.f / std::sqrt(float(dh));
+  d.causal = true;
+  return d;
+}
+
 // A bf16 Q over a bf16 cache takes vdpbf16ps scores in the decode kernel, an f32 Q holding the
 // same values its FMAs; the FMAs add each lane's odd product first, as vdpbf16ps is defined to, so
 // the two agree to the last bits on CPUs that follow the definition (Zen 5: equal). head_dim 80
@@ -417,18 +434,7 @@ TEST(Attention, DecodeBf16QueryDotsMatchFmaPath) {
   uint32_t seed = 5100;
   for (int64_t dh : {80, 128})
     for (int64_t gqa : {1, 2, 3}) {
-      AttentionDesc d;
-      d.batch = 3;
-      d.q_len = 1;
-      d.kv_heads = 2;
-      d.q_heads = 2 * gqa;
-      d.head_dim = dh;
-      d.num_slots = 3;
-      d.capacity = 1100;
-      d.q_type = DType::kBF16;
-      d.kv_type = DType::kBF16;
-      d.scale = 1.f / std::sqrt(float(dh));
-      d.causal = true;
+      const AttentionDesc d = decode_desc(3, gqa, dh, 3, 1100, DType::kBF16);
       std::vector<int32_t> slot = {2, 0, 1}, kv_len = {37, 1100, 300}, q_pos;
       for (int32_t len : kv_len) q_pos.push_back(len - 1);
       Inputs in = make_inputs(d, seed++, slot, kv_len, q_pos);
@@ -457,18 +463,7 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
   for (int64_t dh : {64, 128})
     for (int64_t gqa : {2, 4})
       for (int64_t window : {0, 700}) {
-        AttentionDesc d;
-        d.batch = 6;
-        d.q_len = 1;
-        d.kv_heads = 2;
-        d.q_heads = 2 * gqa;
-        d.head_dim = dh;
-        d.num_slots = 7;
-        d.capacity = 2100;
-        d.q_type = DType::kF32;
-        d.kv_type = DType::kBF16;
-        d.scale = 1.f / std::sqrt(float(dh));
-        d.causal = true;
+        AttentionDesc d = decode_desc(6, gqa, dh, 7, 2100, DType::kF32);
         d.sliding_window = window;
         std::vector<int32_t> slot = {3, 0, 5, 1, 6, 2}, kv_len = {512, 513, 1023, 1537, 2100, 1025}, q_pos;
         for (int32_t len : kv_len) q_pos.push_back(len - 1);
