@@ -506,7 +506,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
   // hg * Dh contiguous elements per cache row (all heads: whole rows, one sequential stream the
   // hardware prefetchers follow). Whole rows whenever there are as many parts as threads: items
   // that share rows, each reading some of the kv heads, ran at 0.4-0.7x on Zen 5
-  // (BM_AttentionDecodeCold 1/2048: 16-22 GB/s as 8 half-row items, 41-50 as 4 parts). Fewer
+  // (BM_AttentionDecodeCold 1/2048: 17-23 GB/s as 8 half-row items, 41-54 as 4 parts). Fewer
   // parts (short rows at small batch): heads are split until each thread has 4 items (a row's
   // bits do not depend on hg).
   int64_t hg = Hkv;
