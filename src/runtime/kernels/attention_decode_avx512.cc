@@ -546,7 +546,7 @@ void run_impl(const AttentionDesc& d, const void* q, const void* k_cache, const 
             x1 = _mm512_maskz_loadu_ps(m1, qf + 16);
           } else if (dot) {  // the 32 bf16 as they are
             const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
-            _mm512_storeu_si512(dst + c * 32, _mm512_maskz_loadu_epi16(m1 ? ~__mmask32(0) : __mmask32(0xffff), qb));
+            _mm512_storeu_si512(dst + c * 32, _mm512_maskz_loadu_epi16(chunk_mask(Dh - 32 * c), qb));
             continue;
           } else {
             const uint16_t* qb = static_cast<const uint16_t*>(q) + qoff + 32 * c;
