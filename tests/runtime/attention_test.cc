@@ -376,10 +376,11 @@ TEST(Attention, RowsIndependentOfBatchChunkAndThreads) {
 // Decode (q_len 1): every row of a batch against the reference (f32 tolerance), and each row's
 // bits the same when it runs alone, from another cache slot, on 1 or 2 threads. Shapes reach the kernel's edges: odd
 // query heads per kv head (a lone head after the pairs), key counts that are odd, below and above 16, empty; head_dim
-// 16 (one half chunk), 96 and 176 (a 128-column pass plus 32 + a half chunk of 16); window, softcap and bias.
+// 16 (one half chunk), 96 and 176 (a 128-column pass plus 32 + a half chunk of 16), 256 (two
+// passes, compile-time chunk count); window, softcap and bias.
 TEST(Attention, DecodeRowsMatchReferenceAndIndependentOfBatchSlotThreads) {
   uint32_t seed = 900;
-  for (int64_t dh : {16, 96, 176})
+  for (int64_t dh : {16, 96, 176, 256})
     for (int64_t gqa : {1, 2, 3})
       for (const Config& c : {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{true, 0, 20.f, true}})
         for (auto [qt, kvt] : {std::pair{DType::kBF16, DType::kBF16}, std::pair{DType::kF32, DType::kBF16},
@@ -429,10 +430,11 @@ AttentionDesc decode_desc(int64_t batch, int64_t gqa, int64_t dh, int64_t slots,
 // A bf16 Q over a bf16 cache takes vdpbf16ps scores in the decode kernel, an f32 Q holding the
 // same values its FMAs; the FMAs add each lane's odd product first, as vdpbf16ps is defined to, so
 // the two agree to the last bits on CPUs that follow the definition (Zen 5: equal). head_dim 80
-// has a half last chunk; GQA 3 takes the one-row score path; 1100 keys are split.
+// has a half last chunk, 128 and 256 take compile-time chunk counts; GQA 3 takes the one-row score
+// path; 1100 keys are split.
 TEST(Attention, DecodeBf16QueryDotsMatchFmaPath) {
   uint32_t seed = 5100;
-  for (int64_t dh : {80, 128})
+  for (int64_t dh : {80, 128, 256})
     for (int64_t gqa : {1, 2, 3}) {
       const AttentionDesc d = decode_desc(3, gqa, dh, 3, 1100, DType::kBF16);
       std::vector<int32_t> slot = {2, 0, 1}, kv_len = {37, 1100, 300}, q_pos;
@@ -511,7 +513,7 @@ TEST(Attention, DecodeSplitKeysMatchReferenceAndBatchInvariant) {
 TEST(Attention, Int8CacheMatchesDequantizedReference) {
   uint32_t seed = 7000;
   for (int64_t T : {1, 17})
-    for (int64_t dh : {16, 40, 64, 128, 176})
+    for (int64_t dh : {16, 40, 64, 128, 176, 256})
       for (int64_t gqa : {1, 3})
         for (const Config& c :
              {Config{true, 0, 0.f, false}, Config{true, 13, 0.f, false}, Config{false, 0, 20.f, true}})
