@@ -133,6 +133,12 @@ def main():
                 roof = b * lbw * 1e9 / (want_w + b * kv)
                 check(abs(e["roofline_tok_s"] - roof) <= 1e-6 * roof, f"long {b}/{e['context']} roofline")
                 check(abs(e["fraction_of_roofline"] - e["decode_tok_s"] / roof) <= 1e-6, "long fraction")
+                # the probes that bracket the round, each with its own fraction
+                for key, frac in (("round_probe_gbps", "fraction_of_round_probe_roofline"),
+                                  ("probe_after_gbps", "fraction_of_probe_after_roofline")):
+                    r_roof = b * e[key] * 1e9 / (want_w + b * kv)
+                    check(e[key] > 0 and abs(e[frac] - e["decode_tok_s"] / r_roof) <= 1e-6 * e[frac],
+                          f"long {b}/{e['context']} {frac}")
                 check(abs(e["decode_tok_s"] - b * 1000.0 / e["decode_ms_per_step"]) <= 1e-6 * e["decode_tok_s"],
                       "long tok/s vs ms/step")
                 check(e["capacity"] == 256, "long capacity")
