@@ -406,7 +406,7 @@ def tower_attention(q, k, v, scale, bf16=False):
     tower holds them). Where hlx's kernel takes bf16 dot products (a bf16 Q at head_dim % 8 == 0 on a
     CPU with AVX512-BF16, runtime/kernels/attention.cc) it also rounds the softmax weights to bf16 for P.V
     after subtracting the row max, normalising by the sum of the rounded weights: modelled here
-    exactly for rows that see at most 32 keys (one key block), to within f32 rounding beyond."""
+    exactly for rows that see at most 128 keys (one key block), to within f32 rounding beyond."""
     if bf16:
         q, k, v = bf16_round(q), bf16_round(k), bf16_round(v)
     s = (q @ k.transpose(0, 2, 1)) * np.float32(scale)
