@@ -158,8 +158,9 @@ inline __m512i load_codes(const int8_t* p, __mmask32 m) { return _mm512_cvtepi8_
 inline __mmask32 chunk_mask(int64_t left) { return left >= 32 ? ~__mmask32(0) : __mmask32(0xffff); }
 
 // Calls f.template operator()<C>() with C = Dh / 32 for the usual head sizes (64, 128, 256), else
-// C = 0: the chunk loops of the score pass then have a compile-time count (unrolled, all loads
-// unmasked): 1.00-1.11x the pass's KV rate from DRAM at 8k and 32k context on Zen 5.
+// C = 0: the chunk loops of the score pass then have a compile-time count (unrolled, every mask
+// constant). Zen 5, the whole kernel's KV rate from DRAM at 8k and 32k context: median 1.04-1.06x
+// over six rounds with bf16 KV, 0.97-1.28x with int8 (docs/PERFORMANCE.md).
 template <class F>
 void with_chunk_count(int64_t Dh, F f) {
   switch (Dh) {
